@@ -1,0 +1,99 @@
+"""The provider seam: what the router and the contract runner need from any LLM provider.
+
+Nothing here knows litellm. A `Provider` takes a fully rendered `CompletionRequest` and either
+returns a `Completion` or raises `ProviderError` whose `kind` says what is known about the
+request's fate (see `providers.errors`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["system", "user", "assistant"]
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    role: Role
+    content: str
+
+
+class CompletionRequest(BaseModel):
+    """One rendered call. `timeout` is the whole-call deadline in seconds (None: provider's own)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    messages: tuple[Message, ...]
+    output_schema: dict[str, Any] | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    timeout: float | None = None
+    # Free-form labels for logs and cassettes (job id, contract name); never sent to the provider.
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+
+
+class Completion(BaseModel):
+    """A usable answer: `text` as received, `output` parsed (and schema-valid when a schema was asked)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    output: Any = None
+    model: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """Anything that can answer a `CompletionRequest`.
+
+    `name` is the configured provider name (e.g. "primary"); `fingerprint` identifies everything
+    about the provider that affects behaviour (model, endpoint, output mode, chat format), so that
+    a certification becomes stale when it changes.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    async def complete(self, request: CompletionRequest) -> Completion: ...
+
+
+class PromptInspection(BaseModel):
+    """How a provider really receives a list of messages (for contract certification).
+
+    `rendered` is the text the provider's chat format produces, when it is knowable (local
+    llama.cpp models); `control_tokens_special` says whether the chat format's control markers
+    are single special tokens of the model's own tokenizer (None when not applicable).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    accepted_roles: frozenset[str]
+    rendered: str | None = None
+    system_present: bool
+    prompt_tokens: int
+    tokenizer: str  # where prompt_tokens came from, e.g. "llama.cpp /extras/tokenize", "litellm cl100k"
+    context_window: int | None = None
+    control_tokens_special: bool | None = None
+    notes: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class InspectableProvider(Provider, Protocol):
+    """A provider that can show how it receives a prompt, without generating anything."""
+
+    async def inspect_prompt(self, messages: tuple[Message, ...]) -> PromptInspection: ...

@@ -1,0 +1,71 @@
+"""The provider error taxonomy: every provider failure is one `ProviderError` with a `kind`.
+
+    ProviderError                      kind says what is known about the request's fate
+    ├── NotSent       kind=not_sent    the request never reached the provider: safe to retry
+    ├── Rejected      kind=rejected    the provider answered, and the answer is a definite failure
+    └── OutcomeUnknown kind=unknown    the request was sent and no answer came back: it may have run
+
+`providers/` is the only place where third-party exceptions are translated into these; the
+router records `kind` on the attempt and never sees a litellm type.
+
+    CassetteMiss                       NOT a ProviderError: a replayed test met a request that
+                                       its cassette does not hold. Nothing was sent and nothing
+                                       failed at a provider; the router must not retry or fail
+                                       over on it, so the test fails loudly instead.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ErrorKind(StrEnum):
+    NOT_SENT = "not_sent"
+    REJECTED = "rejected"
+    UNKNOWN = "unknown"
+
+
+class ProviderError(Exception):
+    kind: ErrorKind = ErrorKind.REJECTED
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.provider = provider
+        self.status = status
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        status = f" (HTTP {self.status})" if self.status is not None else ""
+        return f"{self.provider}: {self.kind.value}{status}: {self.message}"
+
+
+class NotSent(ProviderError):
+    kind = ErrorKind.NOT_SENT
+
+
+class Rejected(ProviderError):
+    kind = ErrorKind.REJECTED
+
+
+class OutcomeUnknown(ProviderError):
+    kind = ErrorKind.UNKNOWN
+
+
+class CassetteMiss(Exception):
+    """A vcrpy cassette in replay mode has no recording for this request (a test-setup error)."""
+
+    def __init__(self, message: str, *, provider: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.provider = provider
+
+    def __str__(self) -> str:
+        return f"{self.provider}: cassette miss: {self.message}"

@@ -1,0 +1,230 @@
+"""`Router`: the public Python API. Open it on a database, submit jobs, watch them finish."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Generator, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+from providers import Provider
+from router.build import build_engine, build_tasks, resolve_config
+from router.config import RouterConfig
+from router.engine import Engine
+from router.errors import ConfigError, InvalidTransition, JobNotFound, RouterClosed
+from router.models import Attempt, Job, JobEvent, JsonObject
+from router.states import AttemptState, JobState
+from router.store import SqlStore, open_store
+from router.tasks import TaskRuntime
+
+Outcome = Literal["succeeded", "failed", "cancelled"]
+MAX_KEY_LENGTH = 255
+
+
+class Router:
+    def __init__(
+        self, store: SqlStore, config: RouterConfig, tasks: Mapping[str, TaskRuntime],
+        engine: Engine | None, providers: Mapping[str, Provider],
+    ) -> None:  # fmt: skip
+        self.store = store
+        self.config = config
+        self.tasks = dict(tasks)
+        self.engine = engine
+        self.providers = dict(providers)
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        database_url: str | None = None,
+        config: RouterConfig | str | Path | None = None,
+        *,
+        providers: Mapping[str, Provider] | None = None,
+        run_workers: bool = True,
+    ) -> _Opening:
+        """Open a router: `router = await Router.open(...)` or `async with Router.open(...) as r`.
+
+        `config` is a `RouterConfig` or the path of a jobrouter.toml; `database_url` overrides
+        its [database] url. `providers` replaces the configured ones by name (tests, custom
+        providers). With `run_workers` (default) jobs run on workers inside this process.
+        """
+        return _Opening(cls._open(database_url, config, providers, run_workers))
+
+    @classmethod
+    async def _open(
+        cls, database_url: str | None, config: RouterConfig | str | Path | None,
+        providers: Mapping[str, Provider] | None, run_workers: bool,
+    ) -> Router:  # fmt: skip
+        settings = resolve_config(config)
+        tasks = build_tasks(settings)
+        store = await open_store(database_url or settings.database.url)
+        try:
+            engine, provider_map = build_engine(store, settings, tasks, providers)
+        except BaseException:
+            await store.close()
+            raise
+        if run_workers:
+            engine.start()
+        return cls(store, settings, tasks, engine if run_workers else None, provider_map)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.engine is not None:
+            await self.engine.stop()
+        for provider in self.providers.values():
+            closer = getattr(provider, "close", None)
+            if closer is not None:
+                await closer()
+        await self.store.close()
+
+    # ---- jobs ----------------------------------------------------------------------------------
+
+    async def submit(
+        self, owner: str, idempotency_key: str, task: str, input: JsonObject,
+        params: JsonObject | None = None,
+    ) -> Job:  # fmt: skip
+        """Accept a job once per (owner, key). The same payload again returns the same job
+        (`created=False`); a different payload under the key raises `IdempotencyConflict`."""
+        self._check_open()
+        _check_identity(owner, idempotency_key)
+        runtime = self.tasks.get(task)
+        if runtime is None:
+            known = ", ".join(sorted(self.tasks)) or "none"
+            raise ConfigError(f"unknown task {task!r}; configured tasks: {known}",
+                              key=f"tasks.{task}")
+        job = await self.store.create_job(
+            owner=owner, idempotency_key=idempotency_key, task=task, input=input,
+            params=params or {}, deadline_s=runtime.deadline_s,
+            claimed_by=self.engine.worker_id if self.engine else None,
+            claim_s=self.config.engine.claim,
+        )  # fmt: skip
+        if job.created and self.engine is not None:
+            self.engine.hand_over(job)
+        return job
+
+    async def get(self, job_id: str) -> Job:
+        self._check_open()
+        job = await self.store.get_job(job_id)
+        if job is None:
+            raise JobNotFound(job_id)
+        return job
+
+    async def find(self, owner: str, idempotency_key: str) -> Job | None:
+        self._check_open()
+        return await self.store.find_job(owner, idempotency_key)
+
+    async def attempts(self, job_id: str) -> list[Attempt]:
+        self._check_open()
+        return await self.store.list_attempts(job_id)
+
+    async def events(self, job_id: str, after: int = 0) -> list[JobEvent]:
+        self._check_open()
+        return await self.store.list_events(job_id, after)
+
+    async def watch(self, job_id: str, after: int = 0, poll: float = 0.25) -> AsyncIterator[JobEvent]:
+        """Every event after `after`, stored ones first, then new ones as they happen; ends when
+        the job is terminal or needs attention (never on an attempt's own end)."""
+        await self.get(job_id)
+        while True:
+            for event in await self.store.list_events(job_id, after):
+                after = event.seq
+                yield event
+                if event.job_state.settled and event.kind.startswith("job."):
+                    return
+            await self.store.wait_for_change(job_id, poll)
+
+    async def wait(self, job_id: str, timeout: float | None = None) -> Job:
+        """The job once it is terminal or needs attention; TimeoutError if not by `timeout`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            job = await self.get(job_id)
+            if job.state.settled:
+                return job
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"job {job_id} is still {job.state} after {timeout}s")
+            await self.store.wait_for_change(job_id, min(0.25, left) if left else 0.25)
+
+    async def cancel(self, job_id: str, reason: str = "cancelled by the owner") -> Job:
+        self._check_open()
+        job = await self.store.cancel_job(job_id, reason)
+        if self.engine is not None:
+            self.engine.interrupt(job_id)
+        return job
+
+    async def resolve(
+        self, attempt_id: str, outcome: Outcome, result: Any = None, note: str = ""
+    ) -> Job:
+        """Say out of band what became of an `unknown` attempt. `succeeded` needs the `result`
+        (it then competes in the compare-and-swap like any finish); `failed` / `cancelled` free
+        the job to continue under its policy."""
+        self._check_open()
+        attempt = await self.store.get_attempt(attempt_id)
+        if attempt is None or attempt.state is not AttemptState.UNKNOWN:
+            state = attempt.state if attempt else "missing"
+            raise InvalidTransition(entity="attempt", entity_id=attempt_id, src=state, dst=outcome,
+                                    why="only an unknown attempt can be resolved")
+        job = await self.get(attempt.job_id)
+        if outcome == "succeeded":
+            problems = self.tasks[job.task].output_problems(result) if job.task in self.tasks else []
+            if problems:
+                raise InvalidTransition(entity="attempt", entity_id=attempt_id, src=attempt.state,
+                                        dst=outcome, why="result breaks the contract: "
+                                        + "; ".join(problems[:3]))  # fmt: skip
+        note = note or f"resolved {outcome} by an operator"
+        job, _ = await self.store.resolve_attempt(attempt_id, AttemptState(outcome), result, note)
+        if outcome != "succeeded" and job.state is JobState.UNKNOWN:
+            job = await self.store.reopen_job(job.id, note)
+            if self.engine is not None:
+                self.engine.wake()
+        return job
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RouterClosed()
+
+    async def __aenter__(self) -> Router:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:  # fmt: skip
+        await self.close()
+
+
+class _Opening:
+    """What `Router.open` returns: await it, or use it as an async context manager."""
+
+    def __init__(self, opening: Any) -> None:
+        self._opening = opening
+        self._router: Router | None = None
+
+    def __await__(self) -> Generator[Any, None, Router]:
+        return self._opening.__await__()  # type: ignore[no-any-return]
+
+    async def __aenter__(self) -> Router:
+        self._router = await self._opening
+        return self._router
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:  # fmt: skip
+        if self._router is not None:
+            await self._router.close()
+
+
+def _check_identity(owner: str, idempotency_key: str) -> None:
+    if not owner or not owner.strip():
+        raise ValueError("owner must be a non-empty string")
+    if not idempotency_key or len(idempotency_key) > MAX_KEY_LENGTH:
+        raise ValueError(
+            f"idempotency_key must be 1 to {MAX_KEY_LENGTH} characters, got {len(idempotency_key)}"
+        )
+
+
+__all__ = ["Router"]

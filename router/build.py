@@ -1,0 +1,88 @@
+"""Assembly: configuration -> task runtimes, providers, eligibility gate, engine.
+
+This is where the layers meet: contracts are loaded, litellm providers are built (lazily), and
+the engine is wired to the gate that refuses uncertified providers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from providers import Provider
+from router.config import RouterConfig, TaskConfig, load_config
+from router.engine import Engine, EngineSettings
+from router.errors import ConfigError
+from router.gate import Gate
+from router.policy import TaskPolicy
+from router.store.sql import SqlStore
+from router.tasks import TaskRuntime
+
+
+def resolve_config(config: RouterConfig | str | Path | None) -> RouterConfig:
+    if config is None:
+        return RouterConfig()
+    if isinstance(config, RouterConfig):
+        return config
+    return load_config(config)
+
+
+def build_tasks(config: RouterConfig) -> dict[str, TaskRuntime]:
+    return {name: _task_runtime(name, task, config) for name, task in config.tasks.items()}
+
+
+def _task_runtime(name: str, task: TaskConfig, config: RouterConfig) -> TaskRuntime:
+    contract = None
+    fingerprint = None
+    if task.contract is not None:
+        from contracts import ContractError, contract_fingerprint, load_contract
+
+        search = [config.base_dir] if config.base_dir else []
+        try:
+            contract = load_contract(task.contract, search_dirs=search)
+        except ContractError as exc:
+            raise ConfigError(str(exc), key=f"tasks.{name}.contract") from exc
+        fingerprint = contract_fingerprint(contract)
+    side_effects = task.side_effects or (contract.side_effects if contract else "external")
+    policy = TaskPolicy(
+        providers=tuple(task.providers),
+        max_attempts=task.max_attempts,
+        exclusive=side_effects == "external",
+        hedge_after=task.hedge_after,
+    )
+    return TaskRuntime(
+        name=name, policy=policy, deadline_s=task.deadline,
+        attempt_timeout_s=task.attempt_timeout, contract=contract,
+        contract_fingerprint=fingerprint,
+    )  # fmt: skip
+
+
+def build_providers(
+    config: RouterConfig, given: Mapping[str, Provider] | None
+) -> dict[str, Provider]:
+    providers: dict[str, Provider] = dict(given or {})
+    missing = [name for name in config.providers if name not in providers]
+    if missing:
+        from providers.litellm_provider import LiteLLMProvider
+
+        for name in missing:
+            providers[name] = LiteLLMProvider(name, config.providers[name])
+    return providers
+
+
+def build_engine(
+    store: SqlStore, config: RouterConfig, tasks: Mapping[str, TaskRuntime],
+    given: Mapping[str, Provider] | None,
+) -> tuple[Engine, dict[str, Provider]]:  # fmt: skip
+    providers = build_providers(config, given)
+    gate = Gate(store, providers, required=config.certification.required)
+    settings = EngineSettings(
+        workers=config.engine.workers, claim_s=config.engine.claim, lease_s=config.engine.lease,
+        poll_s=config.engine.poll_interval, sweep_s=config.engine.sweep_interval,
+    )  # fmt: skip
+    timeouts = {name: cfg.timeout.read for name, cfg in config.providers.items()}
+    engine = Engine(
+        store, tasks, providers, settings=settings, eligibility=gate.eligibility,
+        provider_timeouts=timeouts, health=gate.record,
+    )  # fmt: skip
+    return engine, providers

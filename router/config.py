@@ -1,0 +1,99 @@
+"""Configuration: `jobrouter.toml`, validated by pydantic, with errors that name the file, the
+key and the problem. See README.md for a complete example.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from providers.config import ProviderConfig
+from router.errors import ConfigError
+
+DEFAULT_CONFIG = "jobrouter.toml"
+CONFIG_ENV = "JOBROUTER_CONFIG"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DatabaseConfig(_Strict):
+    url: str = "sqlite:///jobrouter.db"
+
+
+class TaskConfig(_Strict):
+    contract: str | None = Field(
+        default=None, description="contracts/library/<name>.yaml, or a path relative to the config"
+    )
+    providers: list[str] = Field(min_length=1, description="candidates, in order of preference")
+    max_attempts: int = Field(default=3, ge=1, le=20)
+    hedge_after: float | None = Field(default=None, gt=0, description="seconds of silence")
+    deadline: float = Field(default=120.0, gt=0, description="seconds from submit to give up")
+    attempt_timeout: float | None = Field(default=None, gt=0)
+    # Without a contract nothing says the task is harmless to repeat: exclusive by default.
+    side_effects: Literal["none", "external"] | None = None
+
+
+class EngineConfig(_Strict):
+    workers: int = Field(default=64, ge=1)
+    claim: float = Field(default=60.0, gt=0)
+    lease: float = Field(default=30.0, gt=0)
+    poll_interval: float = Field(default=0.5, gt=0)
+    sweep_interval: float = Field(default=5.0, gt=0)
+
+
+class CertificationConfig(_Strict):
+    required: bool = Field(default=True, description="fail over only to certified providers")
+    ttl_days: float = Field(default=7.0, gt=0)
+
+
+class RouterConfig(_Strict):
+    database: DatabaseConfig = Field(default_factory=DatabaseConfig)
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    tasks: dict[str, TaskConfig] = Field(default_factory=dict)
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    certification: CertificationConfig = Field(default_factory=CertificationConfig)
+    # Where relative contract paths resolve; set from the file's folder when loaded from a file.
+    base_dir: Path | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _tasks_name_known_providers(self) -> RouterConfig:
+        for task_name, task in self.tasks.items():
+            for provider in task.providers:
+                if self.providers and provider not in self.providers:
+                    known = ", ".join(sorted(self.providers)) or "none"
+                    raise ValueError(
+                        f"tasks.{task_name}.providers names {provider!r}, which is not a "
+                        f"[providers.{provider}] section (configured: {known})"
+                    )
+        return self
+
+
+def config_path(given: str | Path | None) -> Path:
+    """The config file to use: the one given, else $JOBROUTER_CONFIG, else ./jobrouter.toml."""
+    return Path(given or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
+
+
+def load_config(path: str | Path) -> RouterConfig:
+    file = Path(path)
+    try:
+        raw = tomllib.loads(file.read_text("utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            "no such file; create one (see README.md) or pass --config PATH", file=str(file)
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}", file=str(file)) from exc
+    try:
+        config = RouterConfig.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(part) for part in first["loc"]) or None
+        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+        raise ConfigError(first["msg"] + more, file=str(file), key=key) from exc
+    return config.model_copy(update={"base_dir": file.resolve().parent})

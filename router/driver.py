@@ -1,0 +1,207 @@
+"""Drives one claimed job: asks the policy what next, writes each attempt before calling its
+provider, runs hedged attempts side by side, and lets the store's compare-and-swap pick the one
+winner. Every outcome is recorded; nothing is decided from an exception escaping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from providers import Completion, ErrorKind, ProviderError
+from providers.errors import CassetteMiss
+from router.errors import InvalidTransition
+from router.models import Attempt, AttemptUsage, Job, NewEvent
+from router.policy import Decision, Eligibility, Finish, Start, Wait, decide
+from router.states import AttemptState
+from router.tasks import TaskRuntime
+
+if TYPE_CHECKING:
+    from router.engine import Engine
+
+log = logging.getLogger("jobrouter.engine")
+
+# Our own guard around a provider call, beyond the deadline the provider is asked to keep.
+GUARD_S = 0.5
+
+
+class JobDriver:
+    def __init__(self, engine: Engine, job: Job, task: TaskRuntime) -> None:
+        self.engine = engine
+        self.store = engine.store
+        self.job = job
+        self.task = task
+        self.attempts: list[Attempt] = []
+        self.in_flight: dict[str, asyncio.Task[None]] = {}
+        self.cancel_reasons: dict[str, str] = {}
+        self._waiting_noted = False
+        self._noted: set[str] = set()  # providers whose refusal is already on the job's log
+
+    async def run(self) -> None:
+        self.attempts = await self.store.list_attempts(self.job.id)
+        try:
+            while not self.job.state.settled:
+                eligibility = await self.engine.eligibility(self.task)
+                decision = decide(
+                    self.task.policy, self.attempts, eligibility, now=time.time(),
+                    deadline_at=self.job.deadline_at.timestamp() if self.job.deadline_at else None,
+                )  # fmt: skip
+                notes = [n for n in refusals(eligibility) if n.data["provider"] not in self._noted]
+                if not await self._carry_out(decision, notes):
+                    return
+        finally:
+            await self._stop_in_flight("the job ended before this attempt answered")
+
+    async def _carry_out(self, decision: Decision, notes: list[NewEvent]) -> bool:
+        """Carry out one decision; False when the driver should let go of the job."""
+        if not (isinstance(decision, Wait) and self.in_flight):
+            self._noted.update(str(note.data["provider"]) for note in notes)
+        if isinstance(decision, Start):
+            await self._start(decision, notes)
+        elif isinstance(decision, Finish):
+            self.job = await self.store.settle_job(
+                self.job.id, decision.state, error=decision.error, notes=notes)
+        elif self.in_flight:
+            await self._wait_in_flight(decision.until)
+        else:
+            await self._park(decision, notes)
+            return False
+        return True
+
+    async def _start(self, decision: Start, notes: list[NewEvent]) -> None:
+        provider = self.engine.providers[decision.provider]
+        try:
+            self.job, attempt = await self.store.start_attempt(
+                self.job.id, provider=decision.provider, model=getattr(provider, "model", None),
+                worker=self.engine.worker_id, lease_s=self._lease_s(decision.provider),
+                exclusive=self.task.policy.exclusive,
+                notes=[*notes, *([NewEvent(kind="attempt.hedged", data={
+                    "provider": decision.provider})] if decision.hedge else [])],
+            )  # fmt: skip
+        except InvalidTransition:  # cancelled or resolved meanwhile: look again
+            await self._refresh()
+            return
+        self.attempts.append(attempt)
+        self.in_flight[attempt.id] = asyncio.create_task(self._run_attempt(attempt))
+
+    async def _wait_in_flight(self, until: float | None) -> None:
+        timeout = None if until is None else max(0.0, until - time.time())
+        done, _ = await asyncio.wait(
+            self.in_flight.values(), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if not done:
+            return
+        for attempt_id, task in list(self.in_flight.items()):
+            if task in done:
+                del self.in_flight[attempt_id]
+                task.result()  # a bug in _run_attempt must surface, not vanish
+        await self._refresh()
+
+    async def _park(self, decision: Wait, notes: list[NewEvent]) -> None:
+        """Nothing can run now: note it once and give the job back until `until`."""
+        if not self._waiting_noted:
+            await self.store.note(self.job.id, [*notes, NewEvent(kind="job.waiting", data={
+                "reason": decision.reason, "until": decision.until})])  # fmt: skip
+            self._waiting_noted = True
+        delay = self.engine.settings.poll_s if decision.until is None else decision.until - time.time()
+        await self.store.release(self.job.id, self.engine.worker_id, max(0.0, delay))
+
+    async def _refresh(self) -> None:
+        job = await self.store.get_job(self.job.id)
+        if job is not None:
+            self.job = job
+        self.attempts = await self.store.list_attempts(self.job.id)
+
+    async def _stop_in_flight(self, reason: str) -> None:
+        for attempt_id, task in self.in_flight.items():
+            self.cancel_reasons[attempt_id] = reason
+            task.cancel()
+        if self.in_flight:
+            await asyncio.gather(*self.in_flight.values(), return_exceptions=True)
+        self.in_flight.clear()
+
+    def _timeout_s(self, provider: str) -> float | None:
+        limits = [self.task.attempt_timeout_s, self.engine.provider_timeouts.get(provider)]
+        if self.job.deadline_at is not None:
+            limits.append(max(0.0, self.job.deadline_at.timestamp() - time.time()))
+        present = [limit for limit in limits if limit is not None]
+        return min(present) if present else None
+
+    def _lease_s(self, provider: str) -> float:
+        return (self._timeout_s(provider) or 0.0) + self.engine.settings.lease_s
+
+    # ---- one attempt ---------------------------------------------------------------------------
+
+    async def _run_attempt(self, attempt: Attempt) -> None:
+        provider = self.engine.providers[attempt.provider]
+        timeout = self._timeout_s(attempt.provider)
+        request = self.task.build_request(self.job, timeout)
+        began = time.perf_counter()
+        try:
+            async with asyncio.timeout(None if timeout is None else timeout + GUARD_S):
+                completion = await provider.complete(request)
+        except TimeoutError:
+            await self._end(attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began,
+                            f"no answer within {timeout:.1f}s: the request may have run")
+        except ProviderError as exc:
+            state = AttemptState.UNKNOWN if exc.kind is ErrorKind.UNKNOWN else AttemptState.FAILED
+            await self.engine.record_health(attempt.provider, exc.kind)
+            await self._end(attempt, state, exc.kind, began, str(exc))
+        except asyncio.CancelledError:
+            await self._end_cancelled(attempt, began)
+            raise
+        except CassetteMiss:
+            log.error("cassette miss in attempt %s: recording is incomplete", attempt.id)
+            await self._end(attempt, AttemptState.UNKNOWN, "cassette_miss", began,
+                            "request not in the cassette")
+            raise
+        except Exception as exc:  # a provider bug: we cannot know whether it ran (I3)
+            log.exception("provider %s raised unexpectedly", attempt.provider)
+            await self._end(attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began,
+                            f"provider raised {type(exc).__name__}: {exc}")
+        else:
+            await self.engine.record_health(attempt.provider, None)
+            await self._succeed(attempt, completion, began)
+
+    async def _succeed(self, attempt: Attempt, completion: Completion, began: float) -> None:
+        problems = self.task.output_problems(completion.output)
+        if problems:
+            await self._end(attempt, AttemptState.FAILED, ErrorKind.REJECTED, began,
+                            "output breaks the contract: " + "; ".join(problems[:3]))
+            return
+        usage = completion.usage
+        outcome = await self.store.finish_attempt_cas(attempt.id, completion.output, AttemptUsage(
+            latency_ms=(time.perf_counter() - began) * 1000, model=completion.model,
+            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+            cost_usd=usage.cost_usd))  # fmt: skip
+        if not outcome.won:
+            log.info("attempt %s of job %s lost the race to %s", attempt.id, self.job.id,
+                     outcome.job.winner_attempt_id)
+        self.engine.metrics_attempt(attempt.provider, outcome.attempt.state)
+
+    async def _end_cancelled(self, attempt: Attempt, began: float) -> None:
+        reason = self.cancel_reasons.get(attempt.id)
+        if reason is None:  # the router is shutting down: we do not know what the provider did
+            await self._end(attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began,
+                            "the router stopped while this attempt was in flight")
+        else:
+            await self._end(attempt, AttemptState.CANCELLED, "cancelled", began, reason)
+
+    async def _end(
+        self, attempt: Attempt, state: AttemptState, kind: str, began: float, error: str
+    ) -> None:
+        usage = AttemptUsage(latency_ms=(time.perf_counter() - began) * 1000)
+        await self.store.finish_attempt(attempt.id, state, error_kind=kind, error=error,
+                                        usage=usage)
+        self.engine.metrics_attempt(attempt.provider, state)
+
+
+def refusals(eligibility: Mapping[str, Eligibility]) -> list[NewEvent]:
+    """Providers refused for this decision, as events: the reasons go on the job's log."""
+    return [
+        NewEvent(kind="provider.skipped", data={"provider": name, "reason": verdict.reason})
+        for name, verdict in eligibility.items()
+        if not verdict.ok
+    ]

@@ -1,0 +1,188 @@
+"""The engine: worker tasks inside the process that opened the router.
+
+A job submitted here is created already claimed by this process and handed to a local worker
+(no polling on the hot path). Jobs of other processes, jobs parked until a provider recovers,
+and jobs of a crashed process are found by the poller once their claim has expired. A heartbeat
+renews this process's claims and attempt leases; the sweeper turns attempts whose lease expired
+(their worker died) into `unknown` (I7).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from providers import ErrorKind, Provider
+from router.driver import JobDriver
+from router.models import Job
+from router.policy import Eligibility
+from router.states import AttemptState
+from router.store.sql import SqlStore
+from router.tasks import TaskRuntime
+
+log = logging.getLogger("jobrouter.engine")
+
+EligibilityFn = Callable[[TaskRuntime], Awaitable[dict[str, Eligibility]]]
+HealthFn = Callable[[str, ErrorKind | None], Awaitable[None]]
+MetricFn = Callable[[str, AttemptState], None]
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    workers: int = 64  # jobs driven at once by this process
+    claim_s: float = 60.0  # how long a job stays with a process that stops heart-beating
+    lease_s: float = 30.0  # grace on top of an attempt's timeout before it counts as abandoned
+    poll_s: float = 0.5  # how often to look for jobs of other processes or parked jobs
+    sweep_s: float = 5.0
+
+
+def make_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Engine:
+    def __init__(
+        self,
+        store: SqlStore,
+        tasks: Mapping[str, TaskRuntime],
+        providers: Mapping[str, Provider],
+        *,
+        settings: EngineSettings,
+        eligibility: EligibilityFn,
+        provider_timeouts: Mapping[str, float] | None = None,
+        health: HealthFn | None = None,
+        metric: MetricFn | None = None,
+    ) -> None:
+        self.store = store
+        self.tasks = dict(tasks)
+        self.providers = dict(providers)
+        self.settings = settings
+        self.provider_timeouts = dict(provider_timeouts or {})
+        self.worker_id = make_worker_id()
+        self._eligibility = eligibility
+        self._health = health
+        self._metric = metric
+        self._queue: asyncio.Queue[Job] = asyncio.Queue()
+        self._active: dict[str, asyncio.Task[None]] = {}
+        self._slots = asyncio.Semaphore(settings.workers)
+        self._loops: list[asyncio.Task[None]] = []
+        self._wake = asyncio.Event()
+
+    async def eligibility(self, task: TaskRuntime) -> dict[str, Eligibility]:
+        return await self._eligibility(task)
+
+    async def record_health(self, provider: str, kind: ErrorKind | None) -> None:
+        if self._health is not None:
+            await self._health(provider, kind)
+
+    def metrics_attempt(self, provider: str, state: AttemptState) -> None:
+        if self._metric is not None:
+            self._metric(provider, state)
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._loops = [
+            asyncio.create_task(self._dispatch(), name="jobrouter-dispatch"),
+            asyncio.create_task(self._poll(), name="jobrouter-poll"),
+            asyncio.create_task(self._heartbeat(), name="jobrouter-heartbeat"),
+            asyncio.create_task(self._sweep(), name="jobrouter-sweep"),
+        ]
+
+    async def stop(self) -> None:
+        """Stop taking work; attempts still in flight are recorded `unknown`, never failed."""
+        for loop in self._loops:
+            loop.cancel()
+        drivers = list(self._active.values())
+        for driver in drivers:
+            driver.cancel()
+        await asyncio.gather(*self._loops, *drivers, return_exceptions=True)
+        self._loops.clear()
+
+    def hand_over(self, job: Job) -> None:
+        """A job this process created (and holds the claim of) goes straight to a worker."""
+        self._queue.put_nowait(job)
+
+    def interrupt(self, job_id: str) -> None:
+        """The job was cancelled: stop its driver here (its attempts are already cancelled)."""
+        driver = self._active.get(job_id)
+        if driver is not None:
+            driver.cancel()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # ---- loops ---------------------------------------------------------------------------------
+
+    async def _dispatch(self) -> None:
+        while True:
+            job = await self._queue.get()
+            if job.id in self._active:
+                continue
+            await self._slots.acquire()
+            self._active[job.id] = asyncio.create_task(self._drive(job), name=f"job-{job.id}")
+
+    async def _drive(self, job: Job) -> None:
+        try:
+            task = self.tasks.get(job.task)
+            if task is None:
+                log.error("job %s has task %r, which this router does not configure", job.id,
+                          job.task)
+                await self.store.release(job.id, self.worker_id, self.settings.claim_s)
+                return
+            await JobDriver(self, job, task).run()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # keep the worker alive; the claim expires and the job is retried
+            log.exception("driving job %s failed; it will be picked up again", job.id)
+        finally:
+            self._active.pop(job.id, None)
+            self._slots.release()
+
+    async def _poll(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.settings.poll_s)
+            self._wake.clear()
+            try:
+                await self._claim_runnable()
+            except Exception:
+                log.exception("polling for runnable jobs failed")
+
+    async def _claim_runnable(self) -> None:
+        free = self.settings.workers - len(self._active) - self._queue.qsize()
+        if free <= 0:
+            return
+        for job_id in await self.store.runnable_jobs(free):
+            if job_id in self._active:
+                continue
+            job = await self.store.claim(job_id, self.worker_id, self.settings.claim_s)
+            if job is not None:
+                self._queue.put_nowait(job)
+
+    async def _heartbeat(self) -> None:
+        interval = min(self.settings.claim_s, self.settings.lease_s) / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.store.renew(self.worker_id, self.settings.lease_s, self.settings.claim_s)
+            except Exception:
+                log.exception("heartbeat failed")
+
+    async def _sweep(self) -> None:
+        while True:
+            try:
+                expired = await self.store.expire_attempts()
+                if expired:
+                    log.warning("%d attempts had an expired lease and are now unknown",
+                                len(expired))
+                    self.wake()
+            except Exception:
+                log.exception("sweeping expired attempts failed")
+            await asyncio.sleep(self.settings.sweep_s)

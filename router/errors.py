@@ -1,0 +1,87 @@
+"""The router's domain errors, one hierarchy:
+
+    JobRouterError                  base: every error the router raises on purpose
+    ├── ConfigError                 a configuration file or value is wrong (file, key, reason)
+    ├── IdempotencyConflict         same (owner, key), different payload (owner, key, job_id)
+    ├── JobNotFound                 no such job for this owner (job_id)
+    ├── AttemptNotFound             no such attempt (attempt_id)
+    ├── InvalidTransition           a state change the tables forbid (entity, id, src, dst)
+    ├── NoEligibleProvider          no provider may run this job (job_id, reasons per provider)
+    ├── StoreError                  the database could not be used (url, reason)
+    └── RouterClosed                the router was used after close()
+
+Provider failures are not here: they are `providers.errors.ProviderError` values, recorded on
+attempts by kind; they never escape the engine as exceptions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+class JobRouterError(Exception):
+    """Base of every error the router raises on purpose."""
+
+
+class ConfigError(JobRouterError):
+    def __init__(self, reason: str, *, file: str | None = None, key: str | None = None) -> None:
+        where = ": ".join(part for part in (file, key) if part)
+        super().__init__(f"{where}: {reason}" if where else reason)
+        self.file = file
+        self.key = key
+        self.reason = reason
+
+
+class IdempotencyConflict(JobRouterError):
+    def __init__(self, *, owner: str, idempotency_key: str, job_id: str) -> None:
+        super().__init__(
+            f"idempotency key {idempotency_key!r} of owner {owner!r} was already used for job "
+            f"{job_id} with a different task, input or params; use a new key for a new intent, "
+            "or resubmit the original payload to get that job back"
+        )
+        self.owner = owner
+        self.idempotency_key = idempotency_key
+        self.job_id = job_id
+
+
+class JobNotFound(JobRouterError):
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no job {job_id}")
+        self.job_id = job_id
+
+
+class AttemptNotFound(JobRouterError):
+    def __init__(self, attempt_id: str) -> None:
+        super().__init__(f"no attempt {attempt_id}")
+        self.attempt_id = attempt_id
+
+
+class InvalidTransition(JobRouterError):
+    def __init__(self, *, entity: str, entity_id: str, src: str, dst: str, why: str = "") -> None:
+        detail = f": {why}" if why else ""
+        super().__init__(f"{entity} {entity_id} cannot go from {src} to {dst}{detail}")
+        self.entity = entity
+        self.entity_id = entity_id
+        self.src = src
+        self.dst = dst
+
+
+class NoEligibleProvider(JobRouterError):
+    def __init__(self, *, task: str, reasons: Mapping[str, str], job_id: str | None = None) -> None:
+        listed = "; ".join(f"{name}: {why}" for name, why in reasons.items()) or "none configured"
+        super().__init__(f"no provider may run task {task!r}: {listed}")
+        self.task = task
+        self.job_id = job_id
+        self.reasons = dict(reasons)
+
+
+class StoreError(JobRouterError):
+    def __init__(self, reason: str, *, url: str | None = None) -> None:
+        super().__init__(f"{url}: {reason}" if url else reason)
+        self.url = url
+        self.reason = reason
+
+
+class RouterClosed(JobRouterError):
+    def __init__(self) -> None:
+        super().__init__("the router is closed; open a new one with Router.open(...)")

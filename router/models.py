@@ -1,0 +1,126 @@
+"""The router's values: jobs, attempts, events, and the identifiers and fingerprints they carry."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from router.states import AttemptState, JobState
+
+JsonObject = dict[str, Any]
+
+
+def new_id() -> str:
+    """A time-ordered 128-bit id (UUIDv7 layout, as hex): new rows land at the end of the
+    primary-key index, which keeps inserts cheap as the tables grow to millions of rows."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80 | rand
+    value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
+    return f"{value:032x}"
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def payload_fingerprint(task: str, input: JsonObject, params: JsonObject) -> str:
+    """What makes two submits "the same intent": sha256 of task + input + params."""
+    body = canonical_json({"task": task, "input": input, "params": params})
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Job(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    owner: str
+    idempotency_key: str
+    fingerprint: str
+    task: str
+    input: JsonObject
+    params: JsonObject
+    state: JobState
+    version: int
+    winner_attempt_id: str | None = None
+    result: Any = None
+    error: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    deadline_at: datetime | None = None
+    # Not stored: True when this call created the job, False when it found it.
+    created: bool = Field(default=False, exclude=True)
+
+
+class Attempt(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    job_id: str
+    seq: int
+    provider: str
+    model: str | None = None
+    state: AttemptState
+    error_kind: str | None = None
+    error: str | None = None
+    output: Any = None
+    started_at: datetime
+    finished_at: datetime | None = None
+    latency_ms: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+    worker: str | None = None
+    lease_until: datetime | None = None
+
+
+class JobEvent(BaseModel):
+    """One entry of a job's append-only event log; `seq` counts from 1 per job."""
+
+    model_config = ConfigDict(frozen=True)
+
+    job_id: str
+    seq: int
+    kind: str
+    job_state: JobState
+    data: JsonObject
+    at: datetime
+
+
+class NewEvent(BaseModel):
+    """An event to append; the store gives it its `seq` inside the same transaction."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    data: JsonObject = Field(default_factory=dict)
+
+
+class AttemptUsage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    latency_ms: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+    model: str | None = None
+
+
+class FinishOutcome(BaseModel):
+    """What the compare-and-swap decided: `won` is True for exactly one attempt of a job."""
+
+    model_config = ConfigDict(frozen=True)
+
+    won: bool
+    job: Job
+    attempt: Attempt

@@ -1,0 +1,168 @@
+"""The failover decision: a pure function of (task policy, attempt history, eligibility, clock).
+
+No I/O here. The engine asks `decide(...)` what to do next and carries it out; every rule of
+DESIGN.md's failover policy is a line in this module and a unit test without a database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from router.models import Attempt
+from router.states import AttemptState, JobState
+
+
+@dataclass(frozen=True)
+class TaskPolicy:
+    providers: tuple[str, ...]
+    max_attempts: int = 3
+    exclusive: bool = True  # contract side_effects: external (I4)
+    hedge_after: float | None = None  # only honoured when not exclusive
+
+
+@dataclass(frozen=True)
+class Eligibility:
+    """Whether a provider may get a new attempt now; `retry_at` set means "not yet, later"."""
+
+    ok: bool
+    reason: str = ""
+    retry_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Start:
+    provider: str
+    hedge: bool = False
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Nothing to start now: wait for an attempt in flight, or until `until` (epoch seconds)."""
+
+    until: float | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Finish:
+    state: JobState  # failed (terminal) or unknown (needs attention)
+    error: str
+
+
+Decision = Start | Wait | Finish
+
+# An operator's "it did not happen" frees the provider for another try.
+_FREED_BY_OPERATOR = "resolved"
+
+
+def decide(
+    policy: TaskPolicy,
+    attempts: Sequence[Attempt],
+    eligibility: Mapping[str, Eligibility],
+    *,
+    now: float,
+    deadline_at: float | None,
+) -> Decision:
+    in_flight = [a for a in attempts if a.state is AttemptState.STARTED]
+    unknown = [a for a in attempts if a.state is AttemptState.UNKNOWN]
+    if policy.exclusive:
+        if in_flight:
+            return Wait(None, f"attempt {in_flight[-1].id} is in flight (exclusive task)")
+        if unknown:
+            return Finish(JobState.UNKNOWN, _unknown_message(unknown, exclusive=True))
+    if deadline_at is not None and now >= deadline_at:
+        if in_flight:
+            return Wait(None, "deadline passed; waiting for attempts in flight to end")
+        return _exhausted(attempts, unknown, "the job's deadline passed")
+    budget_left = len(attempts) < policy.max_attempts
+    candidate = _next_candidate(policy, attempts, eligibility) if budget_left else None
+    if in_flight:
+        return _while_in_flight(policy, in_flight, candidate, now)
+    if candidate is not None:
+        return Start(candidate)
+    later = _earliest_recovery(policy, attempts, eligibility) if budget_left else None
+    if later is not None:
+        until = later if deadline_at is None else min(later, deadline_at)
+        return Wait(until, "no eligible provider can be called now; waiting for one to recover")
+    if not budget_left:
+        return _exhausted(attempts, unknown, f"all {policy.max_attempts} attempts used")
+    return _exhausted(attempts, unknown, _refusals(policy, attempts, eligibility))
+
+
+def _while_in_flight(
+    policy: TaskPolicy, in_flight: Sequence[Attempt], candidate: str | None, now: float
+) -> Decision:
+    if policy.exclusive or policy.hedge_after is None or candidate is None:
+        return Wait(None, f"attempt {in_flight[-1].id} is in flight")
+    hedge_at = max(a.started_at.timestamp() for a in in_flight) + policy.hedge_after
+    if now >= hedge_at:
+        return Start(candidate, hedge=True)
+    return Wait(hedge_at, f"hedging to {candidate} if still silent after {policy.hedge_after}s")
+
+
+def _used(policy: TaskPolicy, attempts: Sequence[Attempt]) -> set[str]:
+    return {
+        a.provider
+        for a in attempts
+        if not (a.state is AttemptState.FAILED and a.error_kind == _FREED_BY_OPERATOR)
+        and not (a.state is AttemptState.CANCELLED and a.error_kind == _FREED_BY_OPERATOR)
+    }
+
+
+def _next_candidate(
+    policy: TaskPolicy, attempts: Sequence[Attempt], eligibility: Mapping[str, Eligibility]
+) -> str | None:
+    used = _used(policy, attempts)
+    for name in policy.providers:
+        verdict = eligibility.get(name)
+        if name not in used and verdict is not None and verdict.ok:
+            return name
+    return None
+
+
+def _earliest_recovery(
+    policy: TaskPolicy, attempts: Sequence[Attempt], eligibility: Mapping[str, Eligibility]
+) -> float | None:
+    used = _used(policy, attempts)
+    times = [
+        verdict.retry_at
+        for name in policy.providers
+        if name not in used
+        and (verdict := eligibility.get(name)) is not None
+        and verdict.retry_at is not None
+    ]
+    return min(times, default=None)
+
+
+def _refusals(
+    policy: TaskPolicy, attempts: Sequence[Attempt], eligibility: Mapping[str, Eligibility]
+) -> str:
+    used = _used(policy, attempts)
+    parts = []
+    for name in policy.providers:
+        verdict = eligibility.get(name)
+        if name in used:
+            parts.append(f"{name}: already tried")
+        elif verdict is None:
+            parts.append(f"{name}: not configured")
+        elif not verdict.ok:
+            parts.append(f"{name}: {verdict.reason}")
+    return "no provider left to try (" + "; ".join(parts) + ")"
+
+
+def _exhausted(attempts: Sequence[Attempt], unknown: Sequence[Attempt], why: str) -> Finish:
+    if unknown:  # I3: an unknown outcome is never turned into a failure
+        return Finish(JobState.UNKNOWN, f"{why}; " + _unknown_message(unknown, exclusive=False))
+    tried = "; ".join(f"{a.provider}: {a.error_kind or a.state} {a.error or ''}".strip()
+                      for a in attempts)
+    return Finish(JobState.FAILED, f"{why}" + (f"; attempts: {tried}" if tried else ""))
+
+
+def _unknown_message(unknown: Sequence[Attempt], *, exclusive: bool) -> str:
+    ids = ", ".join(f"{a.id} ({a.provider})" for a in unknown)
+    head = "an external side effect may have happened" if exclusive else "outcome unknown"
+    return (
+        f"{head} for attempt {ids}; check the provider, then `jobrouter resolve ATTEMPT_ID "
+        "--outcome succeeded|failed` or cancel the job"
+    )

@@ -1,0 +1,74 @@
+"""The narrow storage seam: a backend opens a connection, runs named queries, and gives write
+transactions. All domain logic lives in `router.store.sql.SqlStore`, written once over this seam;
+the per-dialect files only connect, translate parameters and migrate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from importlib import resources
+from typing import Any, Protocol
+
+Row = dict[str, Any]
+Params = Mapping[str, Any]
+
+_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+class Tx(Protocol):
+    """One open write transaction."""
+
+    async def execute(self, query: str, params: Params) -> int: ...
+
+    async def fetchone(self, query: str, params: Params) -> Row | None: ...
+
+    async def fetchall(self, query: str, params: Params) -> list[Row]: ...
+
+
+class Connector(Protocol):
+    url: str
+    dialect: str
+    queries: Mapping[str, str]
+
+    def write(self) -> AbstractAsyncContextManager[Tx]:
+        """A write transaction: committed on clean exit, rolled back on an exception."""
+        ...
+
+    async def fetchone(self, query: str, params: Params) -> Row | None: ...
+
+    async def fetchall(self, query: str, params: Params) -> list[Row]: ...
+
+    async def close(self) -> None: ...
+
+
+def parse_named_queries(text: str) -> dict[str, str]:
+    """Split a `-- name: x` annotated SQL file into {name: statement}."""
+    parts = _NAME.split(text)
+    queries: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        lines = [line for line in body.strip().splitlines() if not line.lstrip().startswith("--")]
+        queries[name] = "\n".join(lines).strip()
+    return queries
+
+
+def load_queries(dialect: str) -> dict[str, str]:
+    """The shared queries, with the dialect's overrides (`queries_<dialect>.sql`) on top."""
+    package = resources.files("router.store")
+    queries = parse_named_queries(package.joinpath("queries.sql").read_text("utf-8"))
+    override = package.joinpath(f"queries_{dialect}.sql")
+    if override.is_file():
+        queries.update(parse_named_queries(override.read_text("utf-8")))
+    return queries
+
+
+def load_migrations(dialect: str) -> list[tuple[int, str, str]]:
+    """Numbered migrations `NNNN_name.sql` of a dialect, in order: (number, name, sql)."""
+    folder = resources.files("router.store").joinpath("migrations", dialect)
+    found = []
+    for entry in folder.iterdir():
+        match = re.fullmatch(r"(\d{4})_(\w+)\.sql", entry.name)
+        if match:
+            found.append((int(match[1]), match[2], entry.read_text("utf-8")))
+    return sorted(found)

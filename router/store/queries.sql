@@ -1,0 +1,125 @@
+-- Named queries of the store. One dialect for both backends: `:name` parameters (the
+-- PostgreSQL connector rewrites them to $n); times are epoch seconds; JSON travels as text.
+
+-- name: insert_job
+INSERT INTO jobs (id, owner, idempotency_key, fingerprint, task, input, params, state, version,
+                  created_at, updated_at, deadline_at, next_run_at, claimed_by, claim_until, event_seq)
+VALUES (:id, :owner, :idempotency_key, :fingerprint, :task, :input, :params, 'queued', 1,
+        :now, :now, :deadline_at, :now, :claimed_by, :claim_until, 0)
+ON CONFLICT (owner, idempotency_key) DO NOTHING
+
+-- name: get_job
+SELECT * FROM jobs WHERE id = :id
+
+-- name: find_job
+SELECT * FROM jobs WHERE owner = :owner AND idempotency_key = :idempotency_key
+
+-- name: bump_event_seq
+UPDATE jobs SET event_seq = event_seq + :n WHERE id = :id RETURNING event_seq, state
+
+-- name: insert_event
+INSERT INTO job_events (job_id, seq, kind, job_state, data, at)
+VALUES (:job_id, :seq, :kind, :job_state, :data, :at)
+
+-- name: list_events
+SELECT * FROM job_events WHERE job_id = :job_id AND seq > :after ORDER BY seq
+
+-- name: list_attempts
+SELECT * FROM attempts WHERE job_id = :job_id ORDER BY seq
+
+-- name: get_attempt
+SELECT * FROM attempts WHERE id = :id
+
+-- name: next_attempt_seq
+SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM attempts WHERE job_id = :job_id
+
+-- name: insert_attempt
+INSERT INTO attempts (id, job_id, seq, provider, model, state, started_at, worker, lease_until)
+VALUES (:id, :job_id, :seq, :provider, :model, 'started', :now, :worker, :lease_until)
+
+-- name: update_job_state
+-- The optimistic lock of DESIGN.md: zero rows means someone else changed the job first.
+UPDATE jobs SET state = :state, error = :error, version = version + 1, updated_at = :now,
+                next_run_at = :next_run_at
+WHERE id = :id AND version = :version AND winner_attempt_id IS NULL
+RETURNING *
+
+-- name: finish_job_cas
+UPDATE jobs SET state = 'succeeded', result = :result, winner_attempt_id = :attempt_id,
+                version = version + 1, updated_at = :now, claimed_by = NULL, claim_until = NULL
+WHERE id = :id AND version = :version AND winner_attempt_id IS NULL
+RETURNING *
+
+-- name: finish_attempt
+UPDATE attempts SET state = :state, error_kind = :error_kind, error = :error, output = :output,
+                    finished_at = :now, latency_ms = :latency_ms, model = COALESCE(:model, model),
+                    prompt_tokens = :prompt_tokens, completion_tokens = :completion_tokens,
+                    cost_usd = :cost_usd, lease_until = NULL
+WHERE id = :id AND state = :from_state
+RETURNING *
+
+-- name: open_attempts_of_job
+SELECT * FROM attempts WHERE job_id = :job_id AND state IN ('started', 'unknown') ORDER BY seq
+
+-- name: claim_job
+UPDATE jobs SET claimed_by = :worker, claim_until = :claim_until
+WHERE id = :id AND (claimed_by IS NULL OR claim_until < :now OR claimed_by = :worker)
+RETURNING *
+
+-- name: runnable_jobs
+SELECT id FROM jobs
+WHERE state IN ('queued', 'running') AND next_run_at <= :now
+  AND (claimed_by IS NULL OR claim_until < :now)
+ORDER BY next_run_at
+LIMIT :limit
+
+-- name: release_claim
+UPDATE jobs SET claimed_by = NULL, claim_until = NULL, next_run_at = :next_run_at
+WHERE id = :id AND claimed_by = :worker
+
+-- name: renew_claims
+UPDATE jobs SET claim_until = :claim_until WHERE claimed_by = :worker AND state IN ('queued', 'running')
+
+-- name: renew_attempt_leases
+UPDATE attempts SET lease_until = :lease_until WHERE worker = :worker AND state = 'started'
+
+-- name: expired_attempts
+SELECT * FROM attempts WHERE state = 'started' AND lease_until < :now ORDER BY lease_until LIMIT :limit
+
+-- name: insert_outbox
+INSERT INTO outbox (id, job_id, owner, kind, payload, created_at, next_attempt_at)
+VALUES (:id, :job_id, :owner, :kind, :payload, :now, :now)
+
+-- name: upsert_certification
+INSERT INTO certifications (provider, contract, provider_fingerprint, contract_fingerprint,
+                            passed, record, certified_at, expires_at)
+VALUES (:provider, :contract, :provider_fingerprint, :contract_fingerprint, :passed, :record,
+        :certified_at, :expires_at)
+ON CONFLICT (provider, contract) DO UPDATE SET
+    provider_fingerprint = excluded.provider_fingerprint,
+    contract_fingerprint = excluded.contract_fingerprint,
+    passed = excluded.passed, record = excluded.record,
+    certified_at = excluded.certified_at, expires_at = excluded.expires_at
+
+-- name: list_certifications
+SELECT * FROM certifications ORDER BY contract, provider
+
+-- name: get_circuit
+SELECT * FROM circuits WHERE provider = :provider
+
+-- name: upsert_circuit
+INSERT INTO circuits (provider, state, failures, opened_at, probe_until, updated_at)
+VALUES (:provider, :state, :failures, :opened_at, :probe_until, :now)
+ON CONFLICT (provider) DO UPDATE SET
+    state = excluded.state, failures = excluded.failures, opened_at = excluded.opened_at,
+    probe_until = excluded.probe_until, updated_at = excluded.updated_at
+
+-- name: count_jobs
+SELECT COUNT(*) AS n FROM jobs
+
+-- name: lock_job
+-- SQLite's BEGIN IMMEDIATE already holds the write lock; PostgreSQL overrides with FOR UPDATE.
+SELECT * FROM jobs WHERE id = :id
+
+-- name: clear_claim
+UPDATE jobs SET claimed_by = NULL, claim_until = NULL, next_run_at = :next_run_at WHERE id = :id

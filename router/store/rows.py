@@ -1,0 +1,81 @@
+"""Rows to values and back: epoch seconds <-> aware datetimes, JSON text <-> Python."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from router.models import Attempt, Job, JobEvent, canonical_json
+from router.states import AttemptState, JobState
+from router.store.connector import Row
+
+
+def ts(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def epoch(value: datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+def dumps(value: Any) -> str | None:
+    return None if value is None else canonical_json(value)
+
+
+def loads(value: str | None) -> Any:
+    return None if value is None else json.loads(value)
+
+
+def job_from_row(row: Row, *, created: bool = False) -> Job:
+    return Job(
+        id=row["id"],
+        owner=row["owner"],
+        idempotency_key=row["idempotency_key"],
+        fingerprint=row["fingerprint"],
+        task=row["task"],
+        input=json.loads(row["input"]),
+        params=json.loads(row["params"]),
+        state=JobState(row["state"]),
+        version=row["version"],
+        winner_attempt_id=row["winner_attempt_id"],
+        result=loads(row["result"]),
+        error=row["error"],
+        created_at=ts(row["created_at"]),
+        updated_at=ts(row["updated_at"]),
+        deadline_at=ts(row["deadline_at"]),
+        created=created,
+    )
+
+
+def attempt_from_row(row: Row) -> Attempt:
+    return Attempt(
+        id=row["id"],
+        job_id=row["job_id"],
+        seq=row["seq"],
+        provider=row["provider"],
+        model=row["model"],
+        state=AttemptState(row["state"]),
+        error_kind=row["error_kind"],
+        error=row["error"],
+        output=loads(row["output"]),
+        started_at=ts(row["started_at"]),
+        finished_at=ts(row["finished_at"]),
+        latency_ms=row["latency_ms"],
+        prompt_tokens=row["prompt_tokens"],
+        completion_tokens=row["completion_tokens"],
+        cost_usd=row["cost_usd"],
+        worker=row["worker"],
+        lease_until=ts(row["lease_until"]),
+    )
+
+
+def event_from_row(row: Row) -> JobEvent:
+    return JobEvent(
+        job_id=row["job_id"],
+        seq=row["seq"],
+        kind=row["kind"],
+        job_state=JobState(row["job_state"]),
+        data=json.loads(row["data"]),
+        at=ts(row["at"]),
+    )

@@ -1,0 +1,422 @@
+"""`SqlStore`: the job store's domain operations, written once over a `Connector`.
+
+Every state change runs in one write transaction together with its events (and, for a terminal
+change, its outbox row), so the log, the row and the outbox can never disagree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from router.errors import AttemptNotFound, IdempotencyConflict, InvalidTransition, JobNotFound
+from router.models import (
+    Attempt,
+    AttemptUsage,
+    FinishOutcome,
+    Job,
+    JobEvent,
+    JsonObject,
+    NewEvent,
+    new_id,
+    payload_fingerprint,
+)
+from router.states import AttemptState, JobState, attempt_can_move, job_can_move
+from router.store.connector import Connector, Tx
+from router.store.rows import attempt_from_row, dumps, event_from_row, job_from_row
+
+
+class SqlStore:
+    def __init__(self, connector: Connector) -> None:
+        self.connector = connector
+        self.url = connector.url
+        self._q = connector.queries
+        self._changed: dict[str, asyncio.Event] = {}
+
+    async def close(self) -> None:
+        await self.connector.close()
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    async def get_job(self, job_id: str) -> Job | None:
+        row = await self.connector.fetchone(self._q["get_job"], {"id": job_id})
+        return job_from_row(row) if row else None
+
+    async def find_job(self, owner: str, idempotency_key: str) -> Job | None:
+        params = {"owner": owner, "idempotency_key": idempotency_key}
+        row = await self.connector.fetchone(self._q["find_job"], params)
+        return job_from_row(row) if row else None
+
+    async def get_attempt(self, attempt_id: str) -> Attempt | None:
+        row = await self.connector.fetchone(self._q["get_attempt"], {"id": attempt_id})
+        return attempt_from_row(row) if row else None
+
+    async def list_attempts(self, job_id: str) -> list[Attempt]:
+        rows = await self.connector.fetchall(self._q["list_attempts"], {"job_id": job_id})
+        return [attempt_from_row(row) for row in rows]
+
+    async def list_events(self, job_id: str, after: int = 0) -> list[JobEvent]:
+        params = {"job_id": job_id, "after": after}
+        rows = await self.connector.fetchall(self._q["list_events"], params)
+        return [event_from_row(row) for row in rows]
+
+    async def runnable_jobs(self, limit: int) -> list[str]:
+        params = {"now": time.time(), "limit": limit}
+        return [row["id"] for row in await self.connector.fetchall(self._q["runnable_jobs"], params)]
+
+    async def count_jobs(self) -> int:
+        row = await self.connector.fetchone(self._q["count_jobs"], {})
+        return int(row["n"]) if row else 0
+
+    # ---- change notification (in-process; other processes are seen by polling) ----------------
+
+    async def wait_for_change(self, job_id: str, timeout: float) -> None:
+        event = self._changed.setdefault(job_id, asyncio.Event())
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            if self._changed.get(job_id) is event and event.is_set():
+                del self._changed[job_id]
+
+    def _notify(self, job_id: str) -> None:
+        event = self._changed.pop(job_id, None)
+        if event is not None:
+            event.set()
+
+    # ---- submit ------------------------------------------------------------------------------
+
+    async def create_job(
+        self,
+        *,
+        owner: str,
+        idempotency_key: str,
+        task: str,
+        input: JsonObject,
+        params: JsonObject,
+        deadline_s: float | None,
+        claimed_by: str | None,
+        claim_s: float,
+    ) -> Job:
+        """Insert the job, or return the one with the same key (I1); never read-then-insert."""
+        now = time.time()
+        fingerprint = payload_fingerprint(task, input, params)
+        row_params = {
+            "id": new_id(), "owner": owner, "idempotency_key": idempotency_key,
+            "fingerprint": fingerprint, "task": task, "input": dumps(input),
+            "params": dumps(params), "now": now,
+            "deadline_at": now + deadline_s if deadline_s else None,
+            "claimed_by": claimed_by, "claim_until": now + claim_s if claimed_by else None,
+        }  # fmt: skip
+        async with self.connector.write() as tx:
+            row = await tx.fetchone(self._q["insert_job"] + " RETURNING *", row_params)
+            if row is not None:
+                event = NewEvent(kind="job.queued", data={"task": task})
+                await self._append(tx, row["id"], JobState.QUEUED, [event], now)
+                return job_from_row(row, created=True)
+        existing = await self.find_job(owner, idempotency_key)
+        if existing is None:  # purged between the two statements: the caller may submit again
+            raise JobNotFound(f"{owner}/{idempotency_key}")
+        if existing.fingerprint != fingerprint:
+            raise IdempotencyConflict(
+                owner=owner, idempotency_key=idempotency_key, job_id=existing.id
+            )
+        return existing
+
+    # ---- attempts ----------------------------------------------------------------------------
+
+    async def start_attempt(
+        self,
+        job_id: str,
+        *,
+        provider: str,
+        model: str | None,
+        worker: str,
+        lease_s: float,
+        exclusive: bool,
+        notes: Sequence[NewEvent] = (),
+    ) -> tuple[Job, Attempt]:
+        """Write the attempt row before the provider is called; the job becomes `running`."""
+        now = time.time()
+        async with self.connector.write() as tx:
+            job = await self._lock_job(tx, job_id)
+            if job.state not in (JobState.QUEUED, JobState.RUNNING):
+                raise InvalidTransition(
+                    entity="job", entity_id=job_id, src=job.state, dst="new attempt",
+                    why="only a queued or running job starts attempts",
+                )  # fmt: skip
+            if exclusive:
+                await self._refuse_if_open(tx, job_id)
+            seq_row = await tx.fetchone(self._q["next_attempt_seq"], {"job_id": job_id})
+            attempt_id = new_id()
+            await tx.execute(self._q["insert_attempt"], {
+                "id": attempt_id, "job_id": job_id, "seq": seq_row["seq"] if seq_row else 1,
+                "provider": provider, "model": model, "now": now, "worker": worker,
+                "lease_until": now + lease_s,
+            })  # fmt: skip
+            if job.state is JobState.QUEUED:
+                job = await self._move_job(tx, job, JobState.RUNNING, now=now)
+            started = NewEvent(kind="attempt.started", data={"attempt_id": attempt_id,
+                               "provider": provider, "seq": seq_row["seq"] if seq_row else 1})
+            await self._append(tx, job_id, job.state, [*notes, started], now)
+            row = await tx.fetchone(self._q["get_attempt"], {"id": attempt_id})
+        self._notify(job_id)
+        assert row is not None
+        return job, attempt_from_row(row)
+
+    async def finish_attempt_cas(
+        self, attempt_id: str, output: Any, usage: AttemptUsage
+    ) -> FinishOutcome:
+        """The compare-and-swap of I2: the first finisher wins, later ones are recorded `lost`."""
+        now = time.time()
+        async with self.connector.write() as tx:
+            attempt = await self._attempt(tx, attempt_id)
+            job = await self._lock_job(tx, attempt.job_id)
+            if attempt.state.terminal:  # cancelled under it: nothing to record
+                return FinishOutcome(won=False, job=job, attempt=attempt)
+            won_row = None
+            if job.winner_attempt_id is None and not job.state.terminal:
+                won_row = await tx.fetchone(self._q["finish_job_cas"], {
+                    "id": job.id, "version": job.version, "attempt_id": attempt_id,
+                    "result": dumps(output), "now": now,
+                })  # fmt: skip
+            if won_row is None:
+                lost = await self._finish(tx, attempt, AttemptState.LOST, usage, now,
+                                          error=f"finished after {job.winner_attempt_id} won")
+                await self._append(tx, job.id, job.state, [NewEvent(kind="attempt.lost", data={
+                    "attempt_id": attempt_id, "provider": attempt.provider,
+                    "winner_attempt_id": job.winner_attempt_id})], now)  # fmt: skip
+                outcome = FinishOutcome(won=False, job=job, attempt=lost)
+            else:
+                won = await self._finish(tx, attempt, AttemptState.SUCCEEDED, usage, now,
+                                         output=output)
+                job = job_from_row(won_row)
+                await self._append(tx, job.id, job.state, [
+                    NewEvent(kind="attempt.succeeded", data={"attempt_id": attempt_id,
+                             "provider": attempt.provider}),
+                    NewEvent(kind="job.succeeded", data={"winner_attempt_id": attempt_id}),
+                ], now)  # fmt: skip
+                await self._outbox(tx, job, now)
+                outcome = FinishOutcome(won=True, job=job, attempt=won)
+        self._notify(attempt.job_id)
+        return outcome
+
+    async def finish_attempt(
+        self,
+        attempt_id: str,
+        state: AttemptState,
+        *,
+        error_kind: str | None,
+        error: str | None,
+        usage: AttemptUsage,
+    ) -> Attempt:
+        """An attempt ends without a result: failed, unknown or cancelled."""
+        if state is AttemptState.SUCCEEDED:
+            raise ValueError("a success goes through finish_attempt_cas")
+        now = time.time()
+        async with self.connector.write() as tx:
+            attempt = await self._attempt(tx, attempt_id)
+            if attempt.state.terminal or attempt.state is state:  # already recorded (cancel,
+                return attempt  # or a second sweeper): keep the first record
+            job = await self._lock_job(tx, attempt.job_id)
+            done = await self._finish(tx, attempt, state, usage, now, error_kind, error)
+            data = {"attempt_id": attempt_id, "provider": attempt.provider,
+                    "error_kind": error_kind, "error": error}  # fmt: skip
+            await self._append(tx, job.id, job.state, [NewEvent(kind=f"attempt.{state}",
+                                                                data=data)], now)
+        self._notify(attempt.job_id)
+        return done
+
+    # ---- job outcomes ------------------------------------------------------------------------
+
+    async def settle_job(
+        self, job_id: str, state: JobState, *, error: str | None, notes: Sequence[NewEvent] = ()
+    ) -> Job:
+        """Move a job to failed / unknown (or back to running), with its events and outbox row."""
+        now = time.time()
+        async with self.connector.write() as tx:
+            job = await self._lock_job(tx, job_id)
+            if job.state is state:
+                return job
+            job = await self._move_job(tx, job, state, now=now, error=error)
+            data: JsonObject = {"error": error} if error else {}
+            await self._append(tx, job_id, state, [*notes, NewEvent(kind=f"job.{state}",
+                                                                    data=data)], now)
+            if state.terminal:
+                await self._outbox(tx, job, now)
+        self._notify(job_id)
+        return job
+
+    async def note(self, job_id: str, events: Sequence[NewEvent]) -> None:
+        """Append informational events (a provider skipped, the job waiting) without a change."""
+        now = time.time()
+        async with self.connector.write() as tx:
+            job = await self._lock_job(tx, job_id)
+            await self._append(tx, job_id, job.state, events, now)
+        self._notify(job_id)
+
+    async def cancel_job(self, job_id: str, reason: str) -> Job:
+        now = time.time()
+        async with self.connector.write() as tx:
+            job = await self._lock_job(tx, job_id)
+            if job.state is JobState.CANCELLED:
+                return job
+            events = []
+            for row in await tx.fetchall(self._q["open_attempts_of_job"], {"job_id": job_id}):
+                attempt = attempt_from_row(row)
+                await self._finish(tx, attempt, AttemptState.CANCELLED, AttemptUsage(), now,
+                                   error_kind="cancelled", error=reason)
+                events.append(NewEvent(kind="attempt.cancelled",
+                                       data={"attempt_id": attempt.id, "error": reason}))
+            job = await self._move_job(tx, job, JobState.CANCELLED, now=now, error=reason)
+            events.append(NewEvent(kind="job.cancelled", data={"reason": reason}))
+            await self._append(tx, job_id, job.state, events, now)
+            await self._outbox(tx, job, now)
+        self._notify(job_id)
+        return job
+
+    async def resolve_attempt(
+        self, attempt_id: str, outcome: AttemptState, result: Any, note: str
+    ) -> tuple[Job, Attempt]:
+        """An operator says what became of an `unknown` attempt (out of band)."""
+        if outcome is AttemptState.SUCCEEDED:
+            finished = await self.finish_attempt_cas(attempt_id, result, AttemptUsage())
+            return finished.job, finished.attempt
+        attempt = await self.finish_attempt(
+            attempt_id, outcome, error_kind="resolved", error=note, usage=AttemptUsage()
+        )
+        job = await self.get_job(attempt.job_id)
+        assert job is not None
+        return job, attempt
+
+    async def reopen_job(self, job_id: str, reason: str) -> Job:
+        """unknown -> running, due now: the policy decides again after an operator resolved."""
+        now = time.time()
+        async with self.connector.write() as tx:
+            job = await self._lock_job(tx, job_id)
+            if job.state is not JobState.UNKNOWN:
+                return job
+            job = await self._move_job(tx, job, JobState.RUNNING, now=now)
+            await tx.execute(self._q["clear_claim"], {"id": job_id, "next_run_at": now})
+            await self._append(tx, job_id, job.state,
+                               [NewEvent(kind="job.reopened", data={"reason": reason})], now)
+        self._notify(job_id)
+        return job
+
+    # ---- claims and leases ---------------------------------------------------------------------
+
+    async def claim(self, job_id: str, worker: str, claim_s: float) -> Job | None:
+        now = time.time()
+        async with self.connector.write() as tx:
+            row = await tx.fetchone(self._q["claim_job"], {
+                "id": job_id, "worker": worker, "now": now, "claim_until": now + claim_s})
+        return job_from_row(row) if row else None
+
+    async def release(self, job_id: str, worker: str, next_run_s: float = 0.0) -> None:
+        params = {"id": job_id, "worker": worker, "next_run_at": time.time() + next_run_s}
+        async with self.connector.write() as tx:
+            await tx.execute(self._q["release_claim"], params)
+
+    async def renew(self, worker: str, lease_s: float, claim_s: float) -> None:
+        """Heartbeat: extend this worker's job claims and attempt leases."""
+        now = time.time()
+        async with self.connector.write() as tx:
+            await tx.execute(self._q["renew_claims"],
+                             {"worker": worker, "claim_until": now + claim_s})
+            await tx.execute(self._q["renew_attempt_leases"],
+                             {"worker": worker, "lease_until": now + lease_s})
+
+    async def expire_attempts(self, limit: int = 100) -> list[Attempt]:
+        """I7: a `started` attempt whose lease ran out (its worker died) becomes `unknown`."""
+        rows = await self.connector.fetchall(
+            self._q["expired_attempts"], {"now": time.time(), "limit": limit})
+        expired = []
+        for row in rows:
+            attempt = attempt_from_row(row)
+            done = await self.finish_attempt(
+                attempt.id, AttemptState.UNKNOWN, error_kind="unknown", usage=AttemptUsage(),
+                error=f"lease expired: worker {attempt.worker} stopped before the attempt ended")
+            if done.state is AttemptState.UNKNOWN:
+                expired.append(done)
+        return expired
+
+    # ---- building blocks (inside a transaction) ------------------------------------------------
+
+    async def _lock_job(self, tx: Tx, job_id: str) -> Job:
+        row = await tx.fetchone(self._q["lock_job"], {"id": job_id})
+        if row is None:
+            raise JobNotFound(job_id)
+        return job_from_row(row)
+
+    async def _attempt(self, tx: Tx, attempt_id: str) -> Attempt:
+        row = await tx.fetchone(self._q["get_attempt"], {"id": attempt_id})
+        if row is None:
+            raise AttemptNotFound(attempt_id)
+        return attempt_from_row(row)
+
+    async def _refuse_if_open(self, tx: Tx, job_id: str) -> None:
+        open_rows = await tx.fetchall(self._q["open_attempts_of_job"], {"job_id": job_id})
+        if open_rows:
+            first = attempt_from_row(open_rows[0])
+            raise InvalidTransition(
+                entity="job", entity_id=job_id, src=f"attempt {first.id} {first.state}",
+                dst="new attempt", why="an exclusive task waits until that attempt is resolved",
+            )  # fmt: skip
+
+    async def _move_job(
+        self, tx: Tx, job: Job, dst: JobState, *, now: float, error: str | None = None
+    ) -> Job:
+        if not job_can_move(job.state, dst):
+            raise InvalidTransition(entity="job", entity_id=job.id, src=job.state, dst=dst)
+        row = await tx.fetchone(self._q["update_job_state"], {
+            "id": job.id, "version": job.version, "state": dst, "error": error, "now": now,
+            "next_run_at": now})  # fmt: skip
+        if row is None:
+            raise InvalidTransition(entity="job", entity_id=job.id, src=job.state, dst=dst,
+                                    why=f"version {job.version} is no longer current")
+        return job_from_row(row)
+
+    async def _finish(
+        self, tx: Tx, attempt: Attempt, dst: AttemptState, usage: AttemptUsage, now: float,
+        error_kind: str | None = None, error: str | None = None, output: Any = None,
+    ) -> Attempt:
+        if not attempt_can_move(attempt.state, dst):
+            raise InvalidTransition(entity="attempt", entity_id=attempt.id, src=attempt.state,
+                                    dst=dst)
+        row = await tx.fetchone(self._q["finish_attempt"], {
+            "id": attempt.id, "from_state": attempt.state, "state": dst,
+            "error_kind": error_kind, "error": error, "output": dumps(output), "now": now,
+            "latency_ms": usage.latency_ms, "model": usage.model,
+            "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "cost_usd": usage.cost_usd})  # fmt: skip
+        if row is None:
+            raise InvalidTransition(entity="attempt", entity_id=attempt.id, src=attempt.state,
+                                    dst=dst, why="it changed under us")
+        return attempt_from_row(row)
+
+    async def _append(
+        self, tx: Tx, job_id: str, job_state: JobState, events: Iterable[NewEvent], now: float
+    ) -> None:
+        batch = list(events)
+        if not batch:
+            return
+        row = await tx.fetchone(self._q["bump_event_seq"], {"id": job_id, "n": len(batch)})
+        assert row is not None
+        first = int(row["event_seq"]) - len(batch) + 1
+        for offset, event in enumerate(batch):
+            await tx.execute(self._q["insert_event"], {
+                "job_id": job_id, "seq": first + offset, "kind": event.kind,
+                "job_state": job_state, "data": dumps(event.data), "at": now})
+
+    async def _outbox(self, tx: Tx, job: Job, now: float) -> None:
+        payload = {"event": f"job.{job.state}", "job_id": job.id, "owner": job.owner,
+                   "idempotency_key": job.idempotency_key, "task": job.task,
+                   "state": job.state, "result": job.result, "error": job.error,
+                   "version": job.version}  # fmt: skip
+        await tx.execute(self._q["insert_outbox"], {
+            "id": new_id(), "job_id": job.id, "owner": job.owner, "kind": f"job.{job.state}",
+            "payload": dumps(payload), "now": now})
+

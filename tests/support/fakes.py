@@ -1,0 +1,52 @@
+"""A scriptable in-process provider for engine tests that need no network (unit level only:
+provider behaviour over real HTTP is tested against the fault server in tests/providers)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from providers import Completion, CompletionRequest, ProviderError
+
+
+@dataclass
+class Step:
+    """What the fake does for one call: wait `delay` (or until `release` is set), then answer
+    `output` or raise `error`; `hang` never answers."""
+
+    output: Any = None
+    error: ProviderError | None = None
+    delay: float = 0.0
+    hang: bool = False
+    release: asyncio.Event | None = None
+
+
+@dataclass
+class FakeProvider:
+    name: str
+    steps: list[Step] = field(default_factory=list)
+    default: Step = field(default_factory=lambda: Step(output={"text": "ok"}))
+    fingerprint: str = "fake"
+    model: str = "fake/model"
+    calls: list[CompletionRequest] = field(default_factory=list)
+    in_flight: int = 0
+    on_call: Callable[[CompletionRequest], None] | None = None
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        self.calls.append(request)
+        step = self.steps.pop(0) if self.steps else self.default
+        self.in_flight += 1
+        try:
+            if step.hang:
+                await asyncio.Event().wait()
+            if step.release is not None:
+                await step.release.wait()
+            if step.delay:
+                await asyncio.sleep(step.delay)
+            if step.error is not None:
+                raise step.error
+            return Completion(text=str(step.output), output=step.output, model=self.model)
+        finally:
+            self.in_flight -= 1
