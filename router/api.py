@@ -13,6 +13,7 @@ from router.build import build_engine, build_tasks, resolve_config
 from router.config import RouterConfig
 from router.engine import Engine
 from router.errors import ConfigError, InvalidTransition, JobNotFound, RouterClosed
+from router.gate import Gate
 from router.models import Attempt, Job, JobEvent, JsonObject
 from router.states import AttemptState, JobState
 from router.store import SqlStore, open_store
@@ -25,13 +26,14 @@ MAX_KEY_LENGTH = 255
 class Router:
     def __init__(
         self, store: SqlStore, config: RouterConfig, tasks: Mapping[str, TaskRuntime],
-        engine: Engine | None, providers: Mapping[str, Provider],
+        engine: Engine | None, providers: Mapping[str, Provider], gate: Gate,
     ) -> None:  # fmt: skip
         self.store = store
         self.config = config
         self.tasks = dict(tasks)
         self.engine = engine
         self.providers = dict(providers)
+        self.gate = gate
         self._closed = False
 
     @classmethod
@@ -60,13 +62,13 @@ class Router:
         tasks = build_tasks(settings)
         store = await open_store(database_url or settings.database.url)
         try:
-            engine, provider_map = build_engine(store, settings, tasks, providers)
+            engine, provider_map, gate = build_engine(store, settings, tasks, providers)
         except BaseException:
             await store.close()
             raise
         if run_workers:
             engine.start()
-        return cls(store, settings, tasks, engine if run_workers else None, provider_map)
+        return cls(store, settings, tasks, engine if run_workers else None, provider_map, gate)
 
     async def close(self) -> None:
         if self._closed:
@@ -124,7 +126,9 @@ class Router:
         self._check_open()
         return await self.store.list_events(job_id, after)
 
-    async def watch(self, job_id: str, after: int = 0, poll: float = 0.25) -> AsyncIterator[JobEvent]:
+    async def watch(
+        self, job_id: str, after: int = 0, poll: float = 0.25
+    ) -> AsyncIterator[JobEvent]:
         """Every event after `after`, stored ones first, then new ones as they happen; ends when
         the job is terminal or needs attention (never on an attempt's own end)."""
         await self.get(job_id)
@@ -136,7 +140,8 @@ class Router:
                     return
             await self.store.wait_for_change(job_id, poll)
 
-    async def wait(self, job_id: str, timeout: float | None = None) -> Job:
+    # The issue's API names it `timeout`; it bounds the wait, as asyncio.wait_for's does.
+    async def wait(self, job_id: str, timeout: float | None = None) -> Job:  # noqa: ASYNC109
         """The job once it is terminal or needs attention; TimeoutError if not by `timeout`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -169,7 +174,8 @@ class Router:
                                     why="only an unknown attempt can be resolved")
         job = await self.get(attempt.job_id)
         if outcome == "succeeded":
-            problems = self.tasks[job.task].output_problems(result) if job.task in self.tasks else []
+            runtime = self.tasks.get(job.task)
+            problems = runtime.output_problems(result) if runtime else []
             if problems:
                 raise InvalidTransition(entity="attempt", entity_id=attempt_id, src=attempt.state,
                                         dst=outcome, why="result breaks the contract: "

@@ -10,10 +10,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from providers import Provider
+from router.breaker import Breakers, BreakerSettings
 from router.config import RouterConfig, TaskConfig, load_config
 from router.engine import Engine, EngineSettings
 from router.errors import ConfigError
 from router.gate import Gate
+from router.metrics import record_attempt
 from router.policy import TaskPolicy
 from router.store.sql import SqlStore
 from router.tasks import TaskRuntime
@@ -73,9 +75,12 @@ def build_providers(
 def build_engine(
     store: SqlStore, config: RouterConfig, tasks: Mapping[str, TaskRuntime],
     given: Mapping[str, Provider] | None,
-) -> tuple[Engine, dict[str, Provider]]:  # fmt: skip
+) -> tuple[Engine, dict[str, Provider], Gate]:  # fmt: skip
     providers = build_providers(config, given)
-    gate = Gate(store, providers, required=config.certification.required)
+    breakers = Breakers(store, BreakerSettings(
+        failure_threshold=config.breaker.failure_threshold, cooldown_s=config.breaker.cooldown,
+        probe_s=config.breaker.probe_timeout))  # fmt: skip
+    gate = Gate(store, providers, breakers, required=config.certification.required)
     settings = EngineSettings(
         workers=config.engine.workers, claim_s=config.engine.claim, lease_s=config.engine.lease,
         poll_s=config.engine.poll_interval, sweep_s=config.engine.sweep_interval,
@@ -83,6 +88,7 @@ def build_engine(
     timeouts = {name: cfg.timeout.read for name, cfg in config.providers.items()}
     engine = Engine(
         store, tasks, providers, settings=settings, eligibility=gate.eligibility,
-        provider_timeouts=timeouts, health=gate.record,
+        provider_timeouts=timeouts, health=gate.record, acquire=gate.acquire,
+        metric=record_attempt,
     )  # fmt: skip
-    return engine, providers
+    return engine, providers, gate

@@ -47,9 +47,24 @@ class EngineConfig(_Strict):
     sweep_interval: float = Field(default=5.0, gt=0)
 
 
+class BreakerConfig(_Strict):
+    failure_threshold: int = Field(default=5, ge=1, description="consecutive failures to open")
+    cooldown: float = Field(default=30.0, gt=0, description="seconds open before one probe")
+    probe_timeout: float = Field(default=60.0, gt=0, description="a silent probe counts as lost")
+
+
 class CertificationConfig(_Strict):
     required: bool = Field(default=True, description="fail over only to certified providers")
     ttl_days: float = Field(default=7.0, gt=0)
+
+
+class HttpConfig(_Strict):
+    """`jobrouter serve`: where it listens and what it accepts. Tokens live in the database."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    max_body_bytes: int = Field(default=1_048_576, ge=1024, description="larger bodies get 413")
+    heartbeat: float = Field(default=15.0, gt=0, description="seconds between SSE comment lines")
 
 
 class RouterConfig(_Strict):
@@ -58,6 +73,8 @@ class RouterConfig(_Strict):
     tasks: dict[str, TaskConfig] = Field(default_factory=dict)
     engine: EngineConfig = Field(default_factory=EngineConfig)
     certification: CertificationConfig = Field(default_factory=CertificationConfig)
+    http: HttpConfig = Field(default_factory=HttpConfig)
+    breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     # Where relative contract paths resolve; set from the file's folder when loaded from a file.
     base_dir: Path | None = Field(default=None, exclude=True)
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from providers import Completion, ErrorKind, ProviderError
+from providers import Completion, ErrorKind, OutcomeUnknown, ProviderError
 from providers.errors import CassetteMiss
 from router.errors import InvalidTransition
 from router.models import Attempt, AttemptUsage, Job, NewEvent
@@ -73,6 +73,8 @@ class JobDriver:
 
     async def _start(self, decision: Start, notes: list[NewEvent]) -> None:
         provider = self.engine.providers[decision.provider]
+        if not await self.engine.acquire(decision.provider):
+            return  # another process took the circuit's single probe: decide again
         try:
             self.job, attempt = await self.store.start_attempt(
                 self.job.id, provider=decision.provider, model=getattr(provider, "model", None),
@@ -105,7 +107,8 @@ class JobDriver:
             await self.store.note(self.job.id, [*notes, NewEvent(kind="job.waiting", data={
                 "reason": decision.reason, "until": decision.until})])  # fmt: skip
             self._waiting_noted = True
-        delay = self.engine.settings.poll_s if decision.until is None else decision.until - time.time()
+        until = decision.until
+        delay = self.engine.settings.poll_s if until is None else until - time.time()
         await self.store.release(self.job.id, self.engine.worker_id, max(0.0, delay))
 
     async def _refresh(self) -> None:
@@ -143,11 +146,13 @@ class JobDriver:
             async with asyncio.timeout(None if timeout is None else timeout + GUARD_S):
                 completion = await provider.complete(request)
         except TimeoutError:
-            await self._end(attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began,
-                            f"no answer within {timeout:.1f}s: the request may have run")
+            message = f"no answer within {timeout:.1f}s: the request may have run"
+            await self.engine.record_health(
+                attempt.provider, OutcomeUnknown(message, provider=attempt.provider))
+            await self._end(attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began, message)
         except ProviderError as exc:
             state = AttemptState.UNKNOWN if exc.kind is ErrorKind.UNKNOWN else AttemptState.FAILED
-            await self.engine.record_health(attempt.provider, exc.kind)
+            await self.engine.record_health(attempt.provider, exc)
             await self._end(attempt, state, exc.kind, began, str(exc))
         except asyncio.CancelledError:
             await self._end_cancelled(attempt, began)

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from providers import ErrorKind, Provider
+from providers import Provider, ProviderError
 from router.driver import JobDriver
 from router.models import Job
 from router.policy import Eligibility
@@ -29,7 +29,8 @@ from router.tasks import TaskRuntime
 log = logging.getLogger("jobrouter.engine")
 
 EligibilityFn = Callable[[TaskRuntime], Awaitable[dict[str, Eligibility]]]
-HealthFn = Callable[[str, ErrorKind | None], Awaitable[None]]
+HealthFn = Callable[[str, ProviderError | None], Awaitable[None]]
+AcquireFn = Callable[[str], Awaitable[bool]]
 MetricFn = Callable[[str, AttemptState], None]
 
 
@@ -57,6 +58,7 @@ class Engine:
         eligibility: EligibilityFn,
         provider_timeouts: Mapping[str, float] | None = None,
         health: HealthFn | None = None,
+        acquire: AcquireFn | None = None,
         metric: MetricFn | None = None,
     ) -> None:
         self.store = store
@@ -67,6 +69,7 @@ class Engine:
         self.worker_id = make_worker_id()
         self._eligibility = eligibility
         self._health = health
+        self._acquire = acquire
         self._metric = metric
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
         self._active: dict[str, asyncio.Task[None]] = {}
@@ -77,9 +80,16 @@ class Engine:
     async def eligibility(self, task: TaskRuntime) -> dict[str, Eligibility]:
         return await self._eligibility(task)
 
-    async def record_health(self, provider: str, kind: ErrorKind | None) -> None:
+    async def acquire(self, provider: str) -> bool:
+        """Whether the provider's circuit lets this attempt through (it may be the one probe)."""
+        return True if self._acquire is None else await self._acquire(provider)
+
+    async def record_health(self, provider: str, error: ProviderError | None) -> None:
         if self._health is not None:
-            await self._health(provider, kind)
+            try:
+                await self._health(provider, error)
+            except Exception:  # health bookkeeping must never lose an attempt's outcome
+                log.exception("recording the health of provider %s failed", provider)
 
     def metrics_attempt(self, provider: str, state: AttemptState) -> None:
         if self._metric is not None:
@@ -88,6 +98,7 @@ class Engine:
     # ---- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
+        self.store.on_runnable(self.wake)  # jobs freed by other processes: poll at once
         self._loops = [
             asyncio.create_task(self._dispatch(), name="jobrouter-dispatch"),
             asyncio.create_task(self._poll(), name="jobrouter-poll"),

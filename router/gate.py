@@ -1,39 +1,80 @@
-"""The eligibility gate: which providers may get a new attempt for a task, and why not.
+"""The eligibility gate: which providers may get a new attempt for a task now, and why not.
 
 A provider is eligible when it is configured, holds a valid certification for the task's
-contract (matching fingerprints, not expired, passed) when certification is required, and its
-circuit lets calls through. The reasons go on the job's event log.
+contract (passed, fingerprints of contract and provider unchanged, not expired) when
+certification is required, and its circuit lets calls through. Refusal reasons go on the job's
+event log; an uncertified provider is never called, however the others fare (I5).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
-from providers import ErrorKind, Provider
+from providers import Provider, ProviderError
+from router.breaker import Breakers
 from router.policy import Eligibility
 from router.store.sql import SqlStore
 from router.tasks import TaskRuntime
 
-CERTIFICATION_CACHE_S = 2.0
+CERTIFICATION_REFRESH_S = 2.0
 
 
 class Gate:
     def __init__(
-        self, store: SqlStore, providers: Mapping[str, Provider], *, required: bool
-    ) -> None:
+        self, store: SqlStore, providers: Mapping[str, Provider], breakers: Breakers, *,
+        required: bool,
+    ) -> None:  # fmt: skip
         self.store = store
         self.providers = providers
+        self.breakers = breakers
         self.required = required
+        self._records: dict[tuple[str, str], str] = {}
+        self._read_at = float("-inf")
 
     async def eligibility(self, task: TaskRuntime) -> dict[str, Eligibility]:
         verdicts: dict[str, Eligibility] = {}
         for name in task.policy.providers:
-            if name not in self.providers:
-                verdicts[name] = Eligibility(False, "not configured in [providers]")
-            else:
-                verdicts[name] = Eligibility(True)
+            verdict = await self._certified(task, name)
+            if verdict.ok:
+                verdict = await self.breakers.verdict(name)
+            verdicts[name] = verdict
         return verdicts
 
-    async def record(self, provider: str, kind: ErrorKind | None) -> None:
-        """An attempt's outcome, for the provider's circuit (see router.breaker)."""
-        return None
+    async def acquire(self, provider: str) -> bool:
+        return await self.breakers.acquire(provider)
+
+    async def record(self, provider: str, error: ProviderError | None) -> None:
+        await self.breakers.record(provider, error)
+
+    def forget(self) -> None:
+        """Certifications changed in this process: read them again before the next decision."""
+        self._read_at = float("-inf")
+
+    async def _certified(self, task: TaskRuntime, name: str) -> Eligibility:
+        provider = self.providers.get(name)
+        if provider is None:
+            return Eligibility(False, "not configured in [providers]")
+        if task.contract is None or not self.required:
+            return Eligibility(True)
+        from contracts import Certification
+
+        contract = task.contract.name
+        how = f"certify it: jobrouter contracts run --provider {name} --contract {contract}"
+        record = (await self._certifications()).get((name, contract))
+        if record is None:
+            return Eligibility(False, f"not certified for contract {contract!r}; {how}")
+        certification = Certification.model_validate_json(record)
+        valid, reason = certification.is_valid_for(
+            task.contract_fingerprint or "", provider.fingerprint, datetime.now(UTC))
+        if not valid:
+            return Eligibility(False, f"certification for {contract!r} {reason}; {how}")
+        return Eligibility(True)
+
+    async def _certifications(self) -> dict[tuple[str, str], str]:
+        if time.monotonic() - self._read_at >= CERTIFICATION_REFRESH_S:
+            rows = await self.store.certifications()
+            self._records = {(row.provider, row.contract): row.record for row in rows}
+            self._read_at = time.monotonic()
+        return self._records

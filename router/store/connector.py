@@ -6,10 +6,10 @@ the per-dialect files only connect, translate parameters and migrate.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 Row = dict[str, Any]
 Params = Mapping[str, Any]
@@ -41,6 +41,20 @@ class Connector(Protocol):
     async def fetchall(self, query: str, params: Params) -> list[Row]: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class ChangeFeed(Protocol):
+    """Optional for a connector: it hears the commits of other processes (PostgreSQL
+    LISTEN/NOTIFY). Without it, other processes' changes are seen by polling."""
+
+    def on_change(self, callback: Callable[[str], None]) -> None:
+        """Call `callback(job_id)` after any process commits events of that job."""
+        ...
+
+    def on_runnable(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` after any process commits a job that any worker may claim now."""
+        ...
 
 
 def parse_named_queries(text: str) -> dict[str, str]:

@@ -123,3 +123,52 @@ SELECT * FROM jobs WHERE id = :id
 
 -- name: clear_claim
 UPDATE jobs SET claimed_by = NULL, claim_until = NULL, next_run_at = :next_run_at WHERE id = :id
+
+-- name: list_circuits
+SELECT * FROM circuits
+
+-- name: circuit_failure
+INSERT INTO circuits (provider, state, failures, opened_at, probe_until, updated_at)
+VALUES (:provider, CASE WHEN 1 >= :threshold THEN 'open' ELSE 'closed' END, 1,
+        CASE WHEN 1 >= :threshold THEN :now ELSE NULL END, NULL, :now)
+ON CONFLICT (provider) DO UPDATE SET
+    failures = circuits.failures + 1,
+    state = CASE WHEN circuits.state = 'half_open' OR circuits.failures + 1 >= :threshold
+                 THEN 'open' ELSE circuits.state END,
+    opened_at = CASE WHEN circuits.state = 'open' THEN circuits.opened_at
+                     WHEN circuits.state = 'half_open' OR circuits.failures + 1 >= :threshold
+                     THEN :now ELSE circuits.opened_at END,
+    probe_until = NULL,
+    updated_at = :now
+RETURNING *
+
+-- name: circuit_success
+UPDATE circuits SET state = 'closed', failures = 0, opened_at = NULL, probe_until = NULL,
+                    updated_at = :now
+WHERE provider = :provider
+RETURNING *
+
+-- name: claim_probe
+-- Exactly one process gets the probe: the UPDATE's WHERE is re-checked under the row lock.
+UPDATE circuits SET state = 'half_open', probe_until = :now + :probe_s, updated_at = :now
+WHERE provider = :provider
+  AND ((state = 'open' AND opened_at + :cooldown_s <= :now)
+       OR (state = 'half_open' AND probe_until < :now))
+RETURNING *
+
+-- name: insert_token
+INSERT INTO api_tokens (id, token_hash, owner, operator, created_at)
+VALUES (:id, :token_hash, :owner, :operator, :now)
+
+-- name: find_token
+SELECT * FROM api_tokens WHERE token_hash = :token_hash AND revoked_at IS NULL
+
+-- name: revoke_token
+UPDATE api_tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL
+
+-- name: applied_migrations
+SELECT version FROM schema_migrations ORDER BY version
+
+-- name: count_open_jobs
+-- Queue depth for /metrics: queued and running jobs by state (the jobs_runnable partial index).
+SELECT state, COUNT(*) AS n FROM jobs WHERE state IN ('queued', 'running') GROUP BY state

@@ -15,6 +15,10 @@ def ts(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, UTC)
 
 
+def at(value: float) -> datetime:
+    return datetime.fromtimestamp(value, UTC)
+
+
 def epoch(value: datetime | None) -> float | None:
     return None if value is None else value.timestamp()
 
@@ -41,8 +45,8 @@ def job_from_row(row: Row, *, created: bool = False) -> Job:
         winner_attempt_id=row["winner_attempt_id"],
         result=loads(row["result"]),
         error=row["error"],
-        created_at=ts(row["created_at"]),
-        updated_at=ts(row["updated_at"]),
+        created_at=at(row["created_at"]),
+        updated_at=at(row["updated_at"]),
         deadline_at=ts(row["deadline_at"]),
         created=created,
     )
@@ -59,7 +63,7 @@ def attempt_from_row(row: Row) -> Attempt:
         error_kind=row["error_kind"],
         error=row["error"],
         output=loads(row["output"]),
-        started_at=ts(row["started_at"]),
+        started_at=at(row["started_at"]),
         finished_at=ts(row["finished_at"]),
         latency_ms=row["latency_ms"],
         prompt_tokens=row["prompt_tokens"],
@@ -77,5 +81,5 @@ def event_from_row(row: Row) -> JobEvent:
         kind=row["kind"],
         job_state=JobState(row["job_state"]),
         data=json.loads(row["data"]),
-        at=ts(row["at"]),
+        at=at(row["at"]),
     )

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from router.errors import AttemptNotFound, IdempotencyConflict, InvalidTransition, JobNotFound
@@ -24,16 +25,36 @@ from router.models import (
     payload_fingerprint,
 )
 from router.states import AttemptState, JobState, attempt_can_move, job_can_move
-from router.store.connector import Connector, Tx
+from router.store.connector import ChangeFeed, Connector, Tx
+from router.store.health import HealthMethods
 from router.store.rows import attempt_from_row, dumps, event_from_row, job_from_row
+from router.store.tokens import TokenMethods
 
 
-class SqlStore:
+@dataclass(frozen=True)
+class CircuitRow:
+    provider: str
+    state: str  # closed | open | half_open
+    failures: int
+    opened_at: float | None
+    probe_until: float | None
+
+
+@dataclass(frozen=True)
+class CertificationRow:
+    provider: str
+    contract: str
+    record: str  # the certification as JSON (contracts.Certification)
+
+
+class SqlStore(TokenMethods, HealthMethods):
     def __init__(self, connector: Connector) -> None:
         self.connector = connector
         self.url = connector.url
         self._q = connector.queries
         self._changed: dict[str, asyncio.Event] = {}
+        if isinstance(connector, ChangeFeed):
+            connector.on_change(self._notify)
 
     async def close(self) -> None:
         await self.connector.close()
@@ -64,15 +85,17 @@ class SqlStore:
 
     async def runnable_jobs(self, limit: int) -> list[str]:
         params = {"now": time.time(), "limit": limit}
-        return [row["id"] for row in await self.connector.fetchall(self._q["runnable_jobs"], params)]
+        rows = await self.connector.fetchall(self._q["runnable_jobs"], params)
+        return [row["id"] for row in rows]
 
     async def count_jobs(self) -> int:
         row = await self.connector.fetchone(self._q["count_jobs"], {})
         return int(row["n"]) if row else 0
 
-    # ---- change notification (in-process; other processes are seen by polling) ----------------
+    # ---- change notification (in-process; other processes through the connector's ChangeFeed
+    # where it has one, else by polling) ---------------------------------------------------------
 
-    async def wait_for_change(self, job_id: str, timeout: float) -> None:
+    async def wait_for_change(self, job_id: str, timeout: float) -> None:  # noqa: ASYNC109
         event = self._changed.setdefault(job_id, asyncio.Event())
         try:
             await asyncio.wait_for(event.wait(), timeout)
@@ -86,6 +109,12 @@ class SqlStore:
         event = self._changed.pop(job_id, None)
         if event is not None:
             event.set()
+
+    def on_runnable(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` when another process submits or frees a job (a backend with a
+        ChangeFeed); without one, such jobs are found by polling."""
+        if isinstance(self.connector, ChangeFeed):
+            self.connector.on_runnable(callback)
 
     # ---- submit ------------------------------------------------------------------------------
 
@@ -343,6 +372,49 @@ class SqlStore:
                 expired.append(done)
         return expired
 
+    # ---- circuits and certifications ------------------------------------------------------------
+
+    async def circuits(self) -> list[CircuitRow]:
+        rows = await self.connector.fetchall(self._q["list_circuits"], {})
+        return [_circuit(row) for row in rows]
+
+    async def circuit_failure(self, provider: str, *, threshold: int) -> CircuitRow:
+        params = {"provider": provider, "threshold": threshold, "now": time.time()}
+        async with self.connector.write() as tx:
+            row = await tx.fetchone(self._q["circuit_failure"], params)
+        assert row is not None
+        return _circuit(row)
+
+    async def circuit_success(self, provider: str) -> CircuitRow:
+        async with self.connector.write() as tx:
+            row = await tx.fetchone(self._q["circuit_success"],
+                                    {"provider": provider, "now": time.time()})
+        if row is None:
+            return CircuitRow(provider, "closed", 0, None, None)
+        return _circuit(row)
+
+    async def claim_probe(self, provider: str, *, cooldown_s: float, probe_s: float) -> bool:
+        params = {"provider": provider, "now": time.time(), "cooldown_s": cooldown_s,
+                  "probe_s": probe_s}
+        async with self.connector.write() as tx:
+            return await tx.fetchone(self._q["claim_probe"], params) is not None
+
+    async def save_certification(
+        self, *, provider: str, contract: str, provider_fingerprint: str,
+        contract_fingerprint: str, passed: bool, record: str, certified_at: float,
+        expires_at: float,
+    ) -> None:  # fmt: skip
+        async with self.connector.write() as tx:
+            await tx.execute(self._q["upsert_certification"], {
+                "provider": provider, "contract": contract,
+                "provider_fingerprint": provider_fingerprint,
+                "contract_fingerprint": contract_fingerprint, "passed": int(passed),
+                "record": record, "certified_at": certified_at, "expires_at": expires_at})
+
+    async def certifications(self) -> list[CertificationRow]:
+        rows = await self.connector.fetchall(self._q["list_certifications"], {})
+        return [CertificationRow(row["provider"], row["contract"], row["record"]) for row in rows]
+
     # ---- building blocks (inside a transaction) ------------------------------------------------
 
     async def _lock_job(self, tx: Tx, job_id: str) -> Job:
@@ -420,3 +492,8 @@ class SqlStore:
             "id": new_id(), "job_id": job.id, "owner": job.owner, "kind": f"job.{job.state}",
             "payload": dumps(payload), "now": now})
 
+
+
+def _circuit(row: dict[str, Any]) -> CircuitRow:
+    return CircuitRow(row["provider"], row["state"], int(row["failures"]), row["opened_at"],
+                      row["probe_until"])

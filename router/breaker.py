@@ -1,0 +1,85 @@
+"""Per-provider circuit breaker: closed -> open after `failure_threshold` consecutive failures;
+after `cooldown_s` exactly one probe goes through (half-open, claimed atomically in the store so
+one process in the whole fleet gets it); the probe's success closes it, its failure reopens it.
+
+The state lives in the store (`circuits` table) so every router process on the database sees the
+same circuit; each process reads it at most every `refresh_s` (one query for all providers).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from providers import ErrorKind, ProviderError
+from router.policy import Eligibility
+from router.store.sql import CircuitRow, SqlStore
+
+
+@dataclass(frozen=True)
+class BreakerSettings:
+    failure_threshold: int = 5
+    cooldown_s: float = 30.0
+    probe_s: float = 60.0  # a probe not reported within this is assumed lost; another may go
+    refresh_s: float = 1.0
+
+
+def counts_against(error: ProviderError) -> bool:
+    """Whether a failure says something about the provider's health (not about our request)."""
+    if error.kind in (ErrorKind.NOT_SENT, ErrorKind.UNKNOWN):
+        return True
+    return error.status is not None and (error.status >= 500 or error.status == 429)
+
+
+class Breakers:
+    def __init__(self, store: SqlStore, settings: BreakerSettings) -> None:
+        self.store = store
+        self.settings = settings
+        self._circuits: dict[str, CircuitRow] = {}
+        self._read_at = float("-inf")
+
+    async def verdict(self, provider: str) -> Eligibility:
+        """May this provider get an attempt now, as far as its circuit goes?"""
+        circuit = (await self._current()).get(provider)
+        now = time.time()
+        if circuit is None or circuit.state == "closed":
+            return Eligibility(True)
+        if circuit.state == "open":
+            reopen_at = (circuit.opened_at or now) + self.settings.cooldown_s
+            if now < reopen_at:
+                return Eligibility(False, f"circuit open after {circuit.failures} failures; "
+                                   "next probe in " f"{reopen_at - now:.0f}s", retry_at=reopen_at)
+            return Eligibility(True, "circuit half-open: this attempt is the probe")
+        probe_until = circuit.probe_until or now
+        if now < probe_until:
+            return Eligibility(False, "circuit half-open: a probe is in flight",
+                               retry_at=probe_until)
+        return Eligibility(True, "circuit half-open: the last probe was lost; probing again")
+
+    async def acquire(self, provider: str) -> bool:
+        """Claim the right to call: always for a closed circuit; for an open one, the single
+        probe (atomically, fleet-wide)."""
+        circuit = (await self._current()).get(provider)
+        if circuit is None or circuit.state == "closed":
+            return True
+        got = await self.store.claim_probe(
+            provider, cooldown_s=self.settings.cooldown_s, probe_s=self.settings.probe_s)
+        self._read_at = float("-inf")  # re-read: the circuit changed, here or elsewhere
+        return got
+
+    async def record(self, provider: str, error: ProviderError | None) -> None:
+        if error is not None and not counts_against(error):
+            return
+        circuit = self._circuits.get(provider)
+        if error is None:
+            if circuit is not None and (circuit.state != "closed" or circuit.failures):
+                self._circuits[provider] = await self.store.circuit_success(provider)
+            return
+        self._circuits[provider] = await self.store.circuit_failure(
+            provider, threshold=self.settings.failure_threshold)
+
+    async def _current(self) -> dict[str, CircuitRow]:
+        if time.monotonic() - self._read_at >= self.settings.refresh_s:
+            self._circuits = {row.provider: row for row in await self.store.circuits()}
+            self._read_at = time.monotonic()
+        return self._circuits

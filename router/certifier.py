@@ -1,0 +1,111 @@
+"""Certification from the router's side: which (provider, contract) pairs a configuration
+implies, running `contracts.certify` on them, persisting the records, and the status matrix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from providers import Provider
+from router.config import RouterConfig
+from router.errors import ConfigError
+from router.store.sql import SqlStore
+from router.tasks import TaskRuntime
+
+if TYPE_CHECKING:
+    from contracts import Certification, Contract
+
+
+@dataclass(frozen=True)
+class Pair:
+    provider: str
+    contract: Contract
+    contract_fingerprint: str
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One matrix cell: status is pass, fail, stale, expired or missing."""
+
+    provider: str
+    contract: str
+    status: str
+    detail: str
+    certification: Certification | None = None
+
+
+def pairs_to_certify(
+    config: RouterConfig, tasks: Mapping[str, TaskRuntime], *, provider: str | None = None,
+    contract: str | None = None,
+) -> list[Pair]:  # fmt: skip
+    """Every (provider, contract) the configured tasks route to, filtered by the options."""
+    seen: dict[tuple[str, str], Pair] = {}
+    for task in tasks.values():
+        if task.contract is None or task.contract_fingerprint is None:
+            continue
+        for name in task.policy.providers:
+            key = (name, task.contract.name)
+            if key not in seen:
+                seen[key] = Pair(name, task.contract, task.contract_fingerprint)
+    chosen = [p for p in seen.values()
+              if (provider is None or p.provider == provider)
+              and (contract is None or p.contract.name == contract)]  # fmt: skip
+    if not chosen:
+        known = ", ".join(f"{p.provider} x {p.contract.name}" for p in seen.values()) or "none"
+        raise ConfigError(f"nothing to certify for provider={provider or 'any'} "
+                          f"contract={contract or 'any'}; the config routes: {known}")
+    return chosen
+
+
+async def certify_pair(
+    store: SqlStore, provider: Provider, pair: Pair, *, ttl_days: float,
+    now: datetime | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Certification:  # fmt: skip
+    from contracts import certify
+
+    certification = await certify(provider, pair.contract, now=now,
+                                  ttl=timedelta(days=ttl_days), progress=progress)
+    await store.save_certification(
+        provider=certification.provider, contract=certification.contract,
+        provider_fingerprint=certification.provider_fingerprint,
+        contract_fingerprint=certification.contract_fingerprint, passed=certification.passed,
+        record=certification.model_dump_json(),
+        certified_at=certification.certified_at.timestamp(),
+        expires_at=certification.expires_at.timestamp(),
+    )  # fmt: skip
+    return certification
+
+
+async def matrix(
+    store: SqlStore, providers: Mapping[str, Provider], pairs: Iterable[Pair],
+    now: datetime | None = None,
+) -> list[Cell]:  # fmt: skip
+    """The stored status of each pair, without calling anyone."""
+    from contracts import Certification
+
+    records = {(r.provider, r.contract): r.record for r in await store.certifications()}
+    when = now or datetime.now(UTC)
+    cells = []
+    for pair in pairs:
+        record = records.get((pair.provider, pair.contract.name))
+        if record is None:
+            cells.append(Cell(pair.provider, pair.contract.name, "missing", "never certified"))
+            continue
+        cert = Certification.model_validate_json(record)
+        valid, reason = cert.is_valid_for(pair.contract_fingerprint,
+                                          providers[pair.provider].fingerprint, when)
+        cells.append(Cell(pair.provider, pair.contract.name, _status(valid, reason), reason, cert))
+    return cells
+
+
+def _status(valid: bool, reason: str) -> str:
+    if valid:
+        return "pass"
+    for prefix, status in (("stale", "stale"), ("expired", "expired")):
+        if reason.startswith(prefix):
+            return status
+    return "fail"

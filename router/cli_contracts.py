@@ -1,0 +1,146 @@
+"""`jobrouter contracts run | status`: certify providers per contract, and show the matrix."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+from xml.etree import ElementTree as ET
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from router.api import Router
+from router.certifier import Cell, certify_pair, matrix, pairs_to_certify
+from router.cli import ConfigOpt, DatabaseOpt, app, console, run, settings
+
+contracts_app = typer.Typer(help="Certify providers against task contracts; see the matrix.",
+                            no_args_is_help=True)
+app.add_typer(contracts_app, name="contracts")
+
+_STYLE = {"pass": "green", "fail": "red", "stale": "yellow", "expired": "yellow",
+          "missing": "dim"}  # fmt: skip
+
+
+@contracts_app.command("run")
+def run_contracts(
+    provider: Annotated[str | None, typer.Option(help="only this provider")] = None,
+    contract: Annotated[str | None, typer.Option(help="only this contract")] = None,
+    json_report: Annotated[Path | None, typer.Option(help="write a JSON report here")] = None,
+    junit: Annotated[Path | None, typer.Option(help="write JUnit XML here")] = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+) -> None:
+    """Run the golden cases of each (provider, contract) pair the config routes, record the
+    certifications, print the matrix; exit 1 if any pair fails."""
+
+    async def step() -> list[Cell]:
+        cfg = settings(config)
+        async with Router.open(database, cfg, run_workers=False) as router:
+            pairs = pairs_to_certify(cfg, router.tasks, provider=provider, contract=contract)
+            total = sum(len(p.contract.cases) * p.contract.sampling.repeats for p in pairs)
+            with _progress() as bar:
+                overall = bar.add_task("certifying", total=total)
+                for pair in pairs:
+                    label = f"{pair.provider} x {pair.contract.name}"
+                    bar.update(overall, description=label)
+                    await certify_pair(
+                        router.store, router.providers[pair.provider], pair,
+                        ttl_days=cfg.certification.ttl_days,
+                        progress=lambda case, done, runs: bar.advance(overall))  # fmt: skip
+            return await matrix(router.store, router.providers, pairs)
+
+    cells = run(step)
+    console.print(render_matrix(cells))
+    if json_report:
+        json_report.write_text(json.dumps(report(cells), indent=2) + "\n")
+    if junit:
+        junit.write_text(junit_xml(cells))
+    if any(cell.status != "pass" for cell in cells):
+        raise typer.Exit(1)
+
+
+@contracts_app.command("status")
+def status(
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+) -> None:
+    """Print the provider x contract matrix from the store, without calling any provider."""
+
+    async def step() -> list[Cell]:
+        cfg = settings(config)
+        async with Router.open(database, cfg, run_workers=False) as router:
+            pairs = pairs_to_certify(cfg, router.tasks)
+            return await matrix(router.store, router.providers, pairs)
+
+    console.print(render_matrix(run(step)))
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=Console(stderr=True),
+                    disable=not sys.stderr.isatty())  # fmt: skip
+
+
+def render_matrix(cells: Sequence[Cell], width: int = 110) -> str:
+    """The matrix as text: providers down, contracts across; a failing cell names its check."""
+    contracts = sorted({c.contract for c in cells})
+    providers = list(dict.fromkeys(c.provider for c in cells))
+    by_pair = {(c.provider, c.contract): c for c in cells}
+    table = Table("provider", *contracts, title="certification matrix", show_lines=True)
+    for name in providers:
+        row = []
+        for contract in contracts:
+            cell = by_pair.get((name, contract))
+            if cell is None:
+                row.append("")
+                continue
+            detail = "" if cell.status == "pass" else f"\n{_short(cell)}"
+            row.append(f"[{_STYLE[cell.status]}]{cell.status}[/]{detail}")
+        table.add_row(name, *row)
+    out = Console(record=True, width=width, file=io.StringIO(), color_system=None)
+    out.print(table)
+    return out.export_text()
+
+
+def _short(cell: Cell) -> str:
+    detail = cell.detail
+    if cell.status == "fail" and cell.certification is not None:
+        detail = cell.certification.first_failure or detail
+    return detail if len(detail) <= 70 else detail[:67] + "..."
+
+
+def report(cells: Sequence[Cell]) -> dict[str, object]:
+    return {"passed": all(c.status == "pass" for c in cells), "cells": [
+        {"provider": c.provider, "contract": c.contract, "status": c.status, "detail": c.detail,
+         "certification": c.certification.model_dump(mode="json") if c.certification else None}
+        for c in cells]}  # fmt: skip
+
+
+def junit_xml(cells: Sequence[Cell]) -> str:
+    """One test case per provider x contract x golden case."""
+    suite = ET.Element("testsuite", name="jobrouter-contracts")
+    count = failures = 0
+    for cell in cells:
+        cases = cell.certification.cases if cell.certification else ()
+        for case in cases:
+            count += 1
+            node = ET.SubElement(suite, "testcase", classname=f"{cell.provider}.{cell.contract}",
+                                 name=case.name)
+            if not case.passed or cell.status in ("stale", "expired"):
+                failures += 1
+                message = "; ".join(case.failures) or cell.detail
+                ET.SubElement(node, "failure", message=message[:500])
+        if not cases:
+            count += 1
+            failures += 1
+            node = ET.SubElement(suite, "testcase", classname=cell.provider, name=cell.contract)
+            ET.SubElement(node, "failure", message=cell.detail)
+    suite.set("tests", str(count))
+    suite.set("failures", str(failures))
+    return ET.tostring(suite, encoding="unicode") + "\n"

@@ -1,0 +1,92 @@
+"""Prometheus metrics of the router, on one module-level registry served at `/metrics`.
+
+Counters and histograms are updated as things happen (`record_attempt` is the engine's metric
+hook, `observe_attempt` takes a finished attempt row); the gauges of current state (queue depth,
+circuit states) are refreshed from the store when `/metrics` is scraped, so every process shows
+the shared truth rather than its own share of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram
+from prometheus_client.exposition import generate_latest
+
+from router.models import Attempt
+from router.states import AttemptState
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+CIRCUIT_STATES = ["closed", "open", "half_open"]
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
+
+ATTEMPTS = Counter(
+    "jobrouter_attempts", "Attempts that ended, by provider and outcome (attempt state).",
+    ["provider", "outcome"], registry=REGISTRY,
+)  # fmt: skip
+UNKNOWNS = Counter(
+    "jobrouter_attempts_unknown", "Attempts whose outcome is unknown (timeout, lost connection).",
+    ["provider"], registry=REGISTRY,
+)  # fmt: skip
+RACES_LOST = Counter(
+    "jobrouter_races_lost", "Attempts that finished after another attempt of the job had won.",
+    ["provider"], registry=REGISTRY,
+)  # fmt: skip
+RETRIES = Counter(
+    "jobrouter_retries", "Attempts beyond a job's first (retries, fallbacks and hedges).",
+    ["provider"], registry=REGISTRY,
+)  # fmt: skip
+TIMEOUTS = Counter(
+    "jobrouter_attempt_timeouts", "Attempts that got no answer within their timeout.",
+    ["provider"], registry=REGISTRY,
+)  # fmt: skip
+ATTEMPT_LATENCY = Histogram(
+    "jobrouter_attempt_duration_seconds", "Time from an attempt's start to its end.",
+    ["provider", "outcome"], buckets=LATENCY_BUCKETS, registry=REGISTRY,
+)  # fmt: skip
+HTTP_LATENCY = Histogram(
+    "jobrouter_http_request_duration_seconds", "HTTP requests served, by route template.",
+    ["method", "route", "status"], registry=REGISTRY,
+)  # fmt: skip
+QUEUE_DEPTH = Gauge(
+    "jobrouter_jobs_open", "Jobs not yet finished, by state (refreshed on scrape).",
+    ["state"], registry=REGISTRY,
+)  # fmt: skip
+CIRCUITS = Enum(
+    "jobrouter_circuit", "Circuit breaker state per provider (refreshed on scrape).",
+    ["provider"], states=CIRCUIT_STATES, registry=REGISTRY,
+)  # fmt: skip
+
+
+def record_attempt(provider: str, state: AttemptState) -> None:
+    """The engine's metric hook: one attempt reached `state`."""
+    ATTEMPTS.labels(provider=provider, outcome=state.value).inc()
+    if state is AttemptState.UNKNOWN:
+        UNKNOWNS.labels(provider=provider).inc()
+    elif state is AttemptState.LOST:
+        RACES_LOST.labels(provider=provider).inc()
+
+
+def observe_attempt(attempt: Attempt, *, timed_out: bool = False) -> None:
+    """What a finished attempt row adds beyond its outcome: retries, timeouts and latency."""
+    if attempt.seq > 1:
+        RETRIES.labels(provider=attempt.provider).inc()
+    if timed_out:
+        TIMEOUTS.labels(provider=attempt.provider).inc()
+    if attempt.latency_ms is not None:
+        ATTEMPT_LATENCY.labels(provider=attempt.provider, outcome=attempt.state.value).observe(
+            attempt.latency_ms / 1000
+        )
+
+
+def set_gauges(open_jobs: dict[str, int], circuits: Iterable[tuple[str, str]]) -> None:
+    """Current state from the store: queue depth by job state, and each provider's circuit."""
+    for state, count in open_jobs.items():
+        QUEUE_DEPTH.labels(state=state).set(count)
+    for provider, state in circuits:
+        if state in CIRCUIT_STATES:
+            CIRCUITS.labels(provider=provider).state(state)
+
+
+def exposition() -> bytes:
+    return generate_latest(REGISTRY)

@@ -1,0 +1,27 @@
+"""What `/health/ready` and `/metrics` ask the store: a mixin of `SqlStore`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from router.store.connector import Connector, load_migrations
+
+
+class HealthMethods:
+    connector: Connector
+    _q: Mapping[str, str]
+
+    async def pending_migrations(self) -> list[int]:
+        """Numbers of this build's migrations the database has not applied (empty: current).
+        Raises when the database cannot be reached."""
+        rows = await self.connector.fetchall(self._q["applied_migrations"], {})
+        applied = {int(row["version"]) for row in rows}
+        known = [number for number, _, _ in load_migrations(self.connector.dialect)]
+        return [number for number in known if number not in applied]
+
+    async def open_job_counts(self) -> dict[str, int]:
+        """Queued and running jobs, by state: the queue depth."""
+        rows = await self.connector.fetchall(self._q["count_open_jobs"], {})
+        counts = {"queued": 0, "running": 0}
+        counts.update({str(row["state"]): int(row["n"]) for row in rows})
+        return counts

@@ -1,0 +1,298 @@
+"""PostgreSQL connector (asyncpg): a connection pool for several router processes on several
+machines, plus one dedicated connection that LISTENs for their changes.
+
+How the shared SQL becomes PostgreSQL:
+- Named queries keep their `:name` parameters; each query text is translated to `$n` once and
+  cached (string literals, quoted names, comments and `::casts` are left alone).
+- Write transactions run on a pooled connection under READ COMMITTED; the few read-check-write
+  sequences lock their job row first (`lock_job ... FOR UPDATE` in queries_postgres.sql), which
+  makes the compare-and-swap race-free across processes.
+- Migrations run at open, in one transaction under `pg_advisory_xact_lock`, so routers starting
+  together migrate exactly once and the others find the work done.
+- Triggers (migration 0001) `pg_notify` at commit: `jobrouter_events` with the job id of every
+  appended event, `jobrouter_jobs` when a job becomes free for any worker. The listener calls
+  the callbacks registered with `on_change` / `on_runnable`; if its connection drops it
+  reconnects, and until then watchers and pollers fall back to their polling intervals.
+Errors: connection failures become `StoreError` naming the URL with its password masked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from functools import lru_cache
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import asyncpg
+
+from router.errors import StoreError
+from router.store.connector import Params, Row, load_migrations, load_queries
+
+log = logging.getLogger("jobrouter.store.postgres")
+
+POOL_MIN_SIZE = 1
+POOL_MAX_SIZE = 16
+CONNECT_TIMEOUT_S = 10.0
+RECONNECT_MAX_DELAY_S = 10.0
+MIGRATION_LOCK = 0x6A6F62726F757465  # "jobroute": one advisory lock key per database
+EVENTS_CHANNEL = "jobrouter_events"
+JOBS_CHANNEL = "jobrouter_jobs"
+
+# Errors that mean "the database cannot be reached or dropped us", as opposed to a statement
+# that failed; only these are translated, everything else keeps its asyncpg type.
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+)
+# At open every failure (bad database name, refused password, unreachable host) means the same.
+OPEN_ERRORS = (*CONNECTION_ERRORS, TimeoutError, ValueError, asyncpg.PostgresError,
+               asyncpg.InterfaceError)  # fmt: skip
+
+_TOKEN = re.compile(
+    r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/|\$\$.*?\$\$|::|:([A-Za-z_]\w*)""",
+    re.DOTALL,
+)
+
+
+def redact(url: str) -> str:
+    """The URL with its password (in the authority or as `?password=`) masked."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        if ":" in userinfo:
+            netloc = f"{userinfo.split(':', 1)[0]}:***@{host}"
+    query = urlencode(
+        [(k, "***" if k == "password" else v) for k, v in parse_qsl(parts.query)], safe="*"
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+@lru_cache(maxsize=1024)
+def translate(query: str) -> tuple[str, tuple[str, ...]]:
+    """`:name` parameters to `$n`, once per query text: (sql, parameter names in $n order)."""
+    names: list[str] = []
+
+    def swap(match: re.Match[str]) -> str:
+        name = match[1]
+        if name is None:
+            return match[0]
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
+
+    return _TOKEN.sub(swap, query), tuple(names)
+
+
+def bind(query: str, params: Params) -> tuple[str, list[Any]]:
+    sql, names = translate(query)
+    missing = [name for name in names if name not in params]
+    if missing:
+        raise ValueError(f"query needs parameters {missing}: {query}")
+    return sql, [params[name] for name in names]
+
+
+def rowcount(status: str) -> int:
+    """Affected rows from a command tag: "UPDATE 1", "INSERT 0 1", "DELETE 0" ..."""
+    last = status.rsplit(" ", 1)[-1]
+    return int(last) if last.isdigit() else 0
+
+
+@contextlib.contextmanager
+def translated_errors(url: str, doing: str, errors: Sequence[type[BaseException]]) -> Iterator[None]:
+    try:
+        yield
+    except tuple(errors) as exc:
+        raise StoreError(f"{doing}: {type(exc).__name__}: {exc}", url=url) from exc
+
+
+class _PostgresTx:
+    def __init__(self, conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record]) -> None:
+        self._conn = conn
+
+    async def execute(self, query: str, params: Params) -> int:
+        sql, args = bind(query, params)
+        return rowcount(await self._conn.execute(sql, *args))
+
+    async def fetchone(self, query: str, params: Params) -> Row | None:
+        sql, args = bind(query, params)
+        record = await self._conn.fetchrow(sql, *args)
+        return dict(record) if record is not None else None
+
+    async def fetchall(self, query: str, params: Params) -> list[Row]:
+        sql, args = bind(query, params)
+        return [dict(record) for record in await self._conn.fetch(sql, *args)]
+
+
+class PostgresConnector:
+    dialect = "postgres"
+
+    def __init__(self, url: str, pool: asyncpg.Pool[asyncpg.Record], listener: Listener) -> None:
+        self.url = url  # password masked: this one is shown in messages and logs
+        self.queries: Mapping[str, str] = load_queries(self.dialect)
+        self._pool = pool
+        self._listener = listener
+
+    @classmethod
+    async def open(
+        cls, url: str, *, min_size: int = POOL_MIN_SIZE, max_size: int = POOL_MAX_SIZE
+    ) -> PostgresConnector:
+        safe = redact(url)
+        with translated_errors(safe, "cannot open PostgreSQL database", OPEN_ERRORS):
+            pool = await asyncpg.create_pool(
+                url, min_size=min_size, max_size=max_size, timeout=CONNECT_TIMEOUT_S,
+                server_settings={"application_name": "jobrouter"},
+            )  # fmt: skip
+        try:
+            with translated_errors(safe, "cannot migrate PostgreSQL database", OPEN_ERRORS):
+                async with pool.acquire() as conn:
+                    await migrate(conn)
+                listener = await Listener.start(url, safe)
+        except BaseException:
+            await pool.close()
+            raise
+        return cls(safe, pool, listener)
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[_PostgresTx]:
+        with translated_errors(self.url, "PostgreSQL write failed", CONNECTION_ERRORS):
+            async with self._pool.acquire() as conn, conn.transaction():
+                yield _PostgresTx(conn)
+
+    async def fetchone(self, query: str, params: Params) -> Row | None:
+        sql, args = bind(query, params)
+        with translated_errors(self.url, "PostgreSQL read failed", CONNECTION_ERRORS):
+            record = await self._pool.fetchrow(sql, *args)
+        return dict(record) if record is not None else None
+
+    async def fetchall(self, query: str, params: Params) -> list[Row]:
+        sql, args = bind(query, params)
+        with translated_errors(self.url, "PostgreSQL read failed", CONNECTION_ERRORS):
+            records = await self._pool.fetch(sql, *args)
+        return [dict(record) for record in records]
+
+    def on_change(self, callback: Callable[[str], None]) -> None:
+        """Call `callback(job_id)` after any process commits events of that job."""
+        self._listener.on_change.append(callback)
+
+    def on_runnable(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` after any process commits a job that any worker may claim now."""
+        self._listener.on_runnable.append(callback)
+
+    async def close(self) -> None:
+        await self._listener.close()
+        await self._pool.close()
+
+
+class Listener:
+    """One dedicated connection LISTENing on both channels (a pooled connection would lose its
+    LISTEN when returned); reconnects with backoff when the connection drops."""
+
+    def __init__(self, dsn: str, url: str) -> None:
+        self._dsn = dsn
+        self._url = url
+        self.on_change: list[Callable[[str], None]] = []
+        self.on_runnable: list[Callable[[], None]] = []
+        self._conn: asyncpg.Connection[asyncpg.Record] | None = None
+        self._reconnect: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @classmethod
+    async def start(cls, dsn: str, url: str) -> Listener:
+        listener = cls(dsn, url)
+        await listener._connect()
+        return listener
+
+    async def _connect(self) -> None:
+        conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT_S,
+                                     server_settings={"application_name": "jobrouter-listen"})
+        try:
+            await conn.add_listener(EVENTS_CHANNEL, self._changed)
+            await conn.add_listener(JOBS_CHANNEL, self._runnable)
+        except BaseException:
+            await conn.close()
+            raise
+        conn.add_termination_listener(self._lost)
+        self._conn = conn
+
+    def _changed(self, conn: object, pid: int, channel: str, job_id: object) -> None:
+        for callback in self.on_change:
+            self._call(callback, str(job_id))
+
+    def _runnable(self, conn: object, pid: int, channel: str, job_id: object) -> None:
+        for callback in self.on_runnable:
+            self._call(callback)
+
+    @staticmethod
+    def _call(callback: Callable[..., None], *args: str) -> None:
+        try:
+            callback(*args)
+        except Exception:  # one broken subscriber must not silence the others
+            log.exception("change callback %r failed", callback)
+
+    def _lost(self, conn: object) -> None:
+        if self._closed:
+            return
+        log.warning("%s: lost the LISTEN connection; reconnecting (polling meanwhile)", self._url)
+        self._conn = None
+        self._reconnect = asyncio.get_running_loop().create_task(self._reconnect_loop())
+
+    async def _reconnect_loop(self) -> None:
+        delay = 0.5
+        while not self._closed:
+            try:
+                await self._connect()
+            except OPEN_ERRORS as exc:
+                log.warning("%s: LISTEN reconnect failed (%s); retry in %.1fs", self._url, exc,
+                            delay)  # fmt: skip
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_MAX_DELAY_S)
+                continue
+            log.info("%s: LISTEN connection restored", self._url)
+            for callback in self.on_runnable:  # jobs freed while we were away: look now
+                self._call(callback)
+            return
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._reconnect is not None:
+            self._reconnect.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reconnect
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            with contextlib.suppress(*CONNECTION_ERRORS):
+                await conn.close(timeout=CONNECT_TIMEOUT_S)
+
+
+async def migrate(conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record]) -> list[int]:
+    """Apply the numbered migrations not yet recorded, all in one transaction held under an
+    advisory lock: concurrent openers wait, then find them applied. Returns those applied."""
+    done: list[int] = []
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+            "name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
+        )
+        applied = {row["version"] for row in await conn.fetch("SELECT version FROM schema_migrations")}
+        for number, name, sql in load_migrations("postgres"):
+            if number in applied:
+                continue
+            await conn.execute(sql)
+            await conn.execute(
+                "INSERT INTO schema_migrations VALUES ($1, $2, $3)", number, name, time.time()
+            )
+            done.append(number)
+    return done
