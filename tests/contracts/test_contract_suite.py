@@ -1,0 +1,67 @@
+"""The pytest helper: one parameter per provider, contract and case; readable failures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from contracts import CaseEvidence, Contract, RenderingEvidence, load_contract
+from contracts.suite import assert_case_passes, case_params, describe_case
+from providers.base import Completion, CompletionRequest
+
+
+class Constant:
+    """A provider that always answers the same output."""
+
+    def __init__(self, name: str, output: dict[str, str]) -> None:
+        self._name = name
+        self._output = output
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def fingerprint(self) -> str:
+        return f"{self._name}-v1"
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        return Completion(text=json.dumps(self._output), output=self._output)
+
+
+POSITIVE = {"sentiment": "positive", "reason": "likes it"}
+
+
+def test_case_params_cover_every_combination_with_readable_ids(contract: Contract) -> None:
+    providers = [Constant("local", POSITIVE), Constant("hosted", POSITIVE)]
+    review = load_contract("review_sentiment")
+    params = case_params(providers, [contract, review], marks=[pytest.mark.slow])
+    assert len(params) == 2 * (len(contract.cases) + len(review.cases))
+    ids = [p.id for p in params]
+    assert ids[:2] == ["local-sentiment-good", "local-sentiment-bad"]
+    assert "hosted-review_sentiment-sarcasm" in ids
+    first = params[0]
+    assert first.values == (providers[0], contract, contract.cases[0])
+    assert [m.name for m in first.marks] == ["slow"]
+
+
+async def test_assert_case_passes_returns_evidence_or_raises_with_failures(
+    contract: Contract,
+) -> None:
+    provider = Constant("local", POSITIVE)
+    evidence = await assert_case_passes(provider, contract, contract.case("good"))
+    assert evidence.passed and evidence.outputs == (POSITIVE,) * 3
+    with pytest.raises(AssertionError) as info:
+        await assert_case_passes(provider, contract, contract.case("bad"))
+    text = str(info.value)
+    assert text.startswith("case bad: FAILED (runs 3, agreement 1.00)")
+    assert '- run 1/3: expect equals at sentiment: found "positive", expected "negative"' in text
+    assert "note: prompt inspection unavailable" in text
+
+
+def test_describe_case_of_a_passing_case() -> None:
+    evidence = CaseEvidence(
+        name="good", passed=True, rendering=RenderingEvidence(ok=True), runs=1, agreement=1.0
+    )
+    assert describe_case(evidence) == "case good: passed (runs 1, agreement 1.00)"
