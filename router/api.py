@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Generator, Mapping
 from pathlib import Path
@@ -15,6 +17,7 @@ from router.engine import Engine
 from router.errors import ConfigError, InvalidTransition, JobNotFound, RouterClosed
 from router.gate import Gate
 from router.models import Attempt, Job, JobEvent, JsonObject
+from router.outbox import OutboxDeliverer, build_deliverer
 from router.states import AttemptState, JobState
 from router.store import SqlStore, open_store
 from router.tasks import TaskRuntime
@@ -27,6 +30,7 @@ class Router:
     def __init__(
         self, store: SqlStore, config: RouterConfig, tasks: Mapping[str, TaskRuntime],
         engine: Engine | None, providers: Mapping[str, Provider], gate: Gate,
+        deliverer: OutboxDeliverer | None = None,
     ) -> None:  # fmt: skip
         self.store = store
         self.config = config
@@ -34,6 +38,7 @@ class Router:
         self.engine = engine
         self.providers = dict(providers)
         self.gate = gate
+        self.deliverer = deliverer  # sends completion events to [webhooks.<owner>], if any
         self._closed = False
 
     @classmethod
@@ -63,19 +68,26 @@ class Router:
         store = await open_store(database_url or settings.database.url)
         try:
             engine, provider_map, gate = build_engine(store, settings, tasks, providers)
+            deliverer = build_deliverer(store, settings) if run_workers else None
         except BaseException:
             await store.close()
             raise
         if run_workers:
             engine.start()
-        return cls(store, settings, tasks, engine if run_workers else None, provider_map, gate)
+        if deliverer is not None:
+            deliverer.start()
+        return cls(store, settings, tasks, engine if run_workers else None, provider_map, gate,
+                   deliverer)
 
-    async def close(self) -> None:
+    async def close(self, grace_s: float = 0.0) -> None:
+        """Close; with `grace_s`, jobs in hand get that long to finish before being stopped."""
         if self._closed:
             return
         self._closed = True
         if self.engine is not None:
-            await self.engine.stop()
+            await self.engine.stop(grace_s)
+        if self.deliverer is not None:
+            await self.deliverer.stop()
         for provider in self.providers.values():
             closer = getattr(provider, "close", None)
             if closer is not None:
@@ -133,25 +145,35 @@ class Router:
         the job is terminal or needs attention (never on an attempt's own end)."""
         await self.get(job_id)
         while True:
-            for event in await self.store.list_events(job_id, after):
-                after = event.seq
-                yield event
-                if event.job_state.settled and event.kind.startswith("job."):
+            with self.store.watching(job_id) as changed:
+                # The job first, then its events: they include every change up to that state.
+                # A pause for a person (unknown) ends the watch only if it is where the job is
+                # now; an unknown job resolved later goes on, so a late watcher sees the end.
+                job = await self.get(job_id)
+                for event in await self.store.list_events(job_id, after):
+                    after = event.seq
+                    yield event
+                    if event.job_state.terminal and event.kind.startswith("job."):
+                        return
+                if job.state.settled:
                     return
-            await self.store.wait_for_change(job_id, poll)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), poll)
 
     # The issue's API names it `timeout`; it bounds the wait, as asyncio.wait_for's does.
     async def wait(self, job_id: str, timeout: float | None = None) -> Job:  # noqa: ASYNC109
         """The job once it is terminal or needs attention; TimeoutError if not by `timeout`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            job = await self.get(job_id)
-            if job.state.settled:
-                return job
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise TimeoutError(f"job {job_id} is still {job.state} after {timeout}s")
-            await self.store.wait_for_change(job_id, min(0.25, left) if left else 0.25)
+            with self.store.watching(job_id) as changed:
+                job = await self.get(job_id)
+                if job.state.settled:
+                    return job
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"job {job_id} is still {job.state} after {timeout}s")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), min(0.25, left) if left else 0.25)
 
     async def cancel(self, job_id: str, reason: str = "cancelled by the owner") -> Job:
         self._check_open()

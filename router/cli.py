@@ -72,7 +72,9 @@ def parse_json(option: str, text: str) -> Any:
 def main() -> None:
     from router import cli_jobs  # noqa: F401  (registers the job commands)
 
-    for name in ("router.cli_contracts", "router.cli_local", "router.demo", "router.http.cli"):
+    command_modules = ("router.cli_contracts", "router.cli_worker", "router.cli_local",
+                       "router.demo", "router.http.cli", "router.cli_outbox")
+    for name in command_modules:
         try:
             __import__(name)
         except ModuleNotFoundError as exc:  # a command group not installed in this build

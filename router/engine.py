@@ -106,10 +106,13 @@ class Engine:
             asyncio.create_task(self._sweep(), name="jobrouter-sweep"),
         ]
 
-    async def stop(self) -> None:
-        """Stop taking work; attempts still in flight are recorded `unknown`, never failed."""
+    async def stop(self, grace_s: float = 0.0) -> None:
+        """Stop taking work, let jobs in hand finish for up to `grace_s`, then stop them: an
+        attempt still in flight is recorded `unknown`, never failed."""
         for loop in self._loops:
             loop.cancel()
+        if grace_s > 0 and self._active:
+            await asyncio.wait(list(self._active.values()), timeout=grace_s)
         drivers = list(self._active.values())
         for driver in drivers:
             driver.cancel()

@@ -6,6 +6,7 @@ the per-dialect files only connect, translate parameters and migrate.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from importlib import resources
@@ -15,6 +16,15 @@ Row = dict[str, Any]
 Params = Mapping[str, Any]
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+@dataclass
+class ConnectorStats:
+    """Round trips to the database (statements, BEGIN and COMMIT included) and write
+    transactions, counted by every connector: the benchmark reports them per job."""
+
+    round_trips: int = 0
+    write_transactions: int = 0
 
 
 class Tx(Protocol):

@@ -7,8 +7,10 @@ change, its outbox row), so the log, the row and the outbox can never disagree.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,8 +29,15 @@ from router.models import (
 from router.states import AttemptState, JobState, attempt_can_move, job_can_move
 from router.store.connector import ChangeFeed, Connector, Tx
 from router.store.health import HealthMethods
+from router.store.outbox import OutboxMethods
 from router.store.rows import attempt_from_row, dumps, event_from_row, job_from_row
 from router.store.tokens import TokenMethods
+
+
+@dataclass
+class _Waiters:
+    event: asyncio.Event
+    count: int = 0
 
 
 @dataclass(frozen=True)
@@ -47,12 +56,12 @@ class CertificationRow:
     record: str  # the certification as JSON (contracts.Certification)
 
 
-class SqlStore(TokenMethods, HealthMethods):
+class SqlStore(TokenMethods, HealthMethods, OutboxMethods):
     def __init__(self, connector: Connector) -> None:
         self.connector = connector
         self.url = connector.url
         self._q = connector.queries
-        self._changed: dict[str, asyncio.Event] = {}
+        self._changed: dict[str, _Waiters] = {}
         if isinstance(connector, ChangeFeed):
             connector.on_change(self._notify)
 
@@ -95,20 +104,29 @@ class SqlStore(TokenMethods, HealthMethods):
     # ---- change notification (in-process; other processes through the connector's ChangeFeed
     # where it has one, else by polling) ---------------------------------------------------------
 
-    async def wait_for_change(self, job_id: str, timeout: float) -> None:  # noqa: ASYNC109
-        event = self._changed.setdefault(job_id, asyncio.Event())
+    @contextmanager
+    def watching(self, job_id: str) -> Iterator[asyncio.Event]:
+        """An event set at the job's next change. Enter it BEFORE reading the job, then wait on
+        it: a change between the read and the wait cannot be missed."""
+        entry = self._changed.get(job_id)
+        if entry is None:
+            entry = self._changed[job_id] = _Waiters(asyncio.Event())
+        entry.count += 1
         try:
-            await asyncio.wait_for(event.wait(), timeout)
-        except TimeoutError:
-            pass
+            yield entry.event
         finally:
-            if self._changed.get(job_id) is event and event.is_set():
+            entry.count -= 1
+            if entry.count == 0 and self._changed.get(job_id) is entry:
                 del self._changed[job_id]
 
+    async def wait_for_change(self, job_id: str, timeout: float) -> None:  # noqa: ASYNC109
+        with self.watching(job_id) as changed, contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(changed.wait(), timeout)
+
     def _notify(self, job_id: str) -> None:
-        event = self._changed.pop(job_id, None)
-        if event is not None:
-            event.set()
+        entry = self._changed.pop(job_id, None)
+        if entry is not None:
+            entry.event.set()
 
     def on_runnable(self, callback: Callable[[], None]) -> None:
         """Call `callback()` when another process submits or frees a job (a backend with a

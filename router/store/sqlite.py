@@ -23,7 +23,7 @@ from pathlib import Path
 import aiosqlite
 
 from router.errors import StoreError
-from router.store.connector import Params, Row, load_migrations, load_queries
+from router.store.connector import ConnectorStats, Params, Row, load_migrations, load_queries
 
 BUSY_TIMEOUT_MS = 10_000
 PRAGMAS = (
@@ -44,10 +44,12 @@ def sqlite_path(url: str) -> Path:
 
 
 class _SqliteTx:
-    def __init__(self, conn: aiosqlite.Connection) -> None:
+    def __init__(self, conn: aiosqlite.Connection, stats: ConnectorStats) -> None:
         self._conn = conn
+        self._stats = stats
 
     async def execute(self, query: str, params: Params) -> int:
+        self._stats.round_trips += 1
         cursor = await self._conn.execute(query, params)
         count = cursor.rowcount
         await cursor.close()
@@ -58,6 +60,7 @@ class _SqliteTx:
         return rows[0] if rows else None
 
     async def fetchall(self, query: str, params: Params) -> list[Row]:
+        self._stats.round_trips += 1
         rows = await self._conn.execute_fetchall(query, params)
         return [dict(row) for row in rows]
 
@@ -72,7 +75,8 @@ class SqliteConnector:
         self._reader = reader
         self._write_lock = asyncio.Lock()
         self._read_lock = asyncio.Lock()
-        self._read_tx = _SqliteTx(reader)
+        self.stats = ConnectorStats()
+        self._read_tx = _SqliteTx(reader, self.stats)
 
     @classmethod
     async def open(cls, url: str) -> SqliteConnector:
@@ -90,9 +94,11 @@ class SqliteConnector:
     @asynccontextmanager
     async def write(self) -> AsyncIterator[_SqliteTx]:
         async with self._write_lock:
+            self.stats.write_transactions += 1
+            self.stats.round_trips += 2  # BEGIN and COMMIT
             await self._writer.execute("BEGIN IMMEDIATE")
             try:
-                yield _SqliteTx(self._writer)
+                yield _SqliteTx(self._writer, self.stats)
             except BaseException:
                 await self._writer.rollback()
                 raise

@@ -1,0 +1,5 @@
+"""`python -m router` is the `jobrouter` command."""
+
+from router.cli import main
+
+main()

@@ -1,0 +1,145 @@
+"""The benchmark: jobrouter's cost side by side with litellm, on SQLite and PostgreSQL.
+
+    python -m tests.bench                      # the full run documented in docs/benchmarks.md
+    python -m tests.bench --quick              # a smoke run: 200 jobs, no growth
+
+Starts a zero-latency OpenAI-compatible stub (its own process), then runs each scenario in a
+fresh process on the same stub; writes bench-results/bench.json and regenerates the table in
+docs/benchmarks.md between its markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_stub() -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tests.bench.stub_server", "--port", str(port)],
+                            cwd=ROOT)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.1).close()
+            return proc, port
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("stub server did not start")
+
+
+def database_for(scenario: str) -> tuple[str, str | None]:
+    if scenario == "sqlite":
+        return f"sqlite:///{tempfile.mkdtemp(prefix='jobrouter-bench-')}/bench.db", None
+    if scenario.startswith("postgres"):
+        name = f"jobrouter_bench_{os.urandom(4).hex()}"
+        subprocess.run(["psql", "-q", PG_ADMIN, "-c", f"CREATE DATABASE {name}"], check=True)
+        return f"postgresql://postgres@127.0.0.1:5432/{name}", name
+    return "", None
+
+
+def run_one(scenario: str, concurrency: int, jobs: int, port: int, prefill: int) -> dict[str, Any]:
+    url, pg_name = database_for(scenario)
+    command = [sys.executable, "-m", "tests.bench.scenarios", "--scenario", scenario,
+               "--concurrency", str(concurrency), "--jobs", str(jobs), "--stub-port", str(port),
+               "--database", url, "--prefill", str(prefill)]
+    print(f"  {scenario:15} c={concurrency:<3} prefill={prefill:<8}", end="", flush=True)
+    try:
+        out = subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True)
+    finally:
+        if pg_name:
+            subprocess.run(["psql", "-q", PG_ADMIN, "-c", f"DROP DATABASE {pg_name} WITH (FORCE)"],
+                           check=False)
+    figures: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    figures.update({"scenario": scenario, "concurrency": concurrency, "jobs": jobs,
+                    "prefill": prefill})
+    print(f" {figures['jobs_per_s']:8.1f} jobs/s  p50 {figures['p50_ms']:7.2f} ms  "
+          f"p99 {figures['p99_ms']:7.2f} ms")
+    return figures
+
+
+def plan(args: argparse.Namespace) -> list[tuple[str, int, int]]:
+    runs = [(s, c, 0) for c in args.concurrency for s in args.scenarios]
+    for size in args.growth:
+        runs += [(s, 64, size) for s in ("sqlite", "postgres1") if s in args.scenarios]
+    return runs
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    direct = {r["concurrency"]: r for r in results if r["scenario"] == "litellm"}
+    head = ("| scenario | conc. | finished jobs before | jobs/s | p50 ms | p99 ms | added p50 ms "
+            "over (a) | write tx / job | round trips / job | PG commits / job | peak RSS MB |")
+    lines = [head, "|" + "---|" * 11]
+    for r in results:
+        base = direct.get(r["concurrency"])
+        added = f"{r['p50_ms'] - base['p50_ms']:+.2f}" if base else ""
+        lines.append(
+            f"| {r['scenario']} | {r['concurrency']} | {r['prefill']:,} | {r['jobs_per_s']:.0f} "
+            f"| {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {added} "
+            f"| {_fmt(r.get('write_transactions_per_job'))} | {_fmt(r.get('round_trips_per_job'))} "
+            f"| {_fmt(r.get('pg_commits_per_job'))} "
+            f"| {r['peak_rss_mb']:.0f}{_workers(r)} |")
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return "" if value is None else f"{value:.1f}"
+
+
+def _workers(r: dict[str, Any]) -> str:
+    return f" (+{r['worker_peak_rss_mb']:.0f} per worker)" if r["scenario"].startswith("postgres") \
+        else ""
+
+
+def write_docs(results: list[dict[str, Any]], command: str) -> None:
+    doc = ROOT / "docs" / "benchmarks.md"
+    text = doc.read_text() if doc.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    body = f"{BEGIN}\nMeasured {when} with `{command}` (2 cores):\n\n{table(results)}\n{END}"
+    start, end = text.index(BEGIN), text.index(END) + len(END)
+    doc.write_text(text[:start] + body + text[end:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 64])
+    parser.add_argument("--scenarios", nargs="+",
+                        default=["litellm", "litellm_router", "sqlite", "postgres1", "postgres2"])
+    parser.add_argument("--growth", type=int, nargs="*", default=[10_000, 1_000_000])
+    parser.add_argument("--quick", action="store_true", help="200 jobs, no growth, no docs")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "bench.json")
+    args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.growth = 200, []
+    stub, port = start_stub()
+    try:
+        results = [run_one(s, c, args.jobs, port, p) for s, c, p in plan(args)]
+    finally:
+        stub.terminate()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(table(results))
+    if not args.quick:
+        write_docs(results, "python -m tests.bench " + " ".join(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()
