@@ -37,11 +37,15 @@ class JobDriver:
         self.attempts: list[Attempt] = []
         self.in_flight: dict[str, asyncio.Task[None]] = {}
         self.cancel_reasons: dict[str, str] = {}
+        self.answered: set[str] = set()  # provider call over: the outcome is being recorded
         self._waiting_noted = False
         self._noted: set[str] = set()  # providers whose refusal is already on the job's log
 
     async def run(self) -> None:
         self.attempts = await self.store.list_attempts(self.job.id)
+        # Stopped from outside (router closing, job cancelled) or by an error: whatever is still
+        # in flight has an unknown outcome (I3). Only a settled job makes the rest hedge losers.
+        reason: str | None = None
         try:
             while not self.job.state.settled:
                 eligibility = await self.engine.eligibility(self.task)
@@ -52,8 +56,9 @@ class JobDriver:
                 notes = [n for n in refusals(eligibility) if n.data["provider"] not in self._noted]
                 if not await self._carry_out(decision, notes):
                     return
+            reason = "the job ended before this attempt answered"
         finally:
-            await self._stop_in_flight("the job ended before this attempt answered")
+            await self._stop_in_flight(reason)
 
     async def _carry_out(self, decision: Decision, notes: list[NewEvent]) -> bool:
         """Carry out one decision; False when the driver should let go of the job."""
@@ -117,9 +122,12 @@ class JobDriver:
             self.job = job
         self.attempts = await self.store.list_attempts(self.job.id)
 
-    async def _stop_in_flight(self, reason: str) -> None:
+    async def _stop_in_flight(self, reason: str | None) -> None:
         for attempt_id, task in self.in_flight.items():
-            self.cancel_reasons[attempt_id] = reason
+            if attempt_id in self.answered:
+                continue  # its provider already answered: let it record won / lost / failed
+            if reason is not None:
+                self.cancel_reasons[attempt_id] = reason
             task.cancel()
         if self.in_flight:
             await asyncio.gather(*self.in_flight.values(), return_exceptions=True)
@@ -146,11 +154,13 @@ class JobDriver:
             async with asyncio.timeout(None if timeout is None else timeout + GUARD_S):
                 completion = await provider.complete(request)
         except TimeoutError:
+            self.answered.add(attempt.id)
             message = f"no answer within {timeout:.1f}s: the request may have run"
             await self.engine.record_health(
                 attempt.provider, OutcomeUnknown(message, provider=attempt.provider))
             await self._end(attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began, message)
         except ProviderError as exc:
+            self.answered.add(attempt.id)
             state = AttemptState.UNKNOWN if exc.kind is ErrorKind.UNKNOWN else AttemptState.FAILED
             await self.engine.record_health(attempt.provider, exc)
             await self._end(attempt, state, exc.kind, began, str(exc))
@@ -158,15 +168,18 @@ class JobDriver:
             await self._end_cancelled(attempt, began)
             raise
         except CassetteMiss:
+            self.answered.add(attempt.id)
             log.error("cassette miss in attempt %s: recording is incomplete", attempt.id)
             await self._end(attempt, AttemptState.UNKNOWN, "cassette_miss", began,
                             "request not in the cassette")
             raise
         except Exception as exc:  # a provider bug: we cannot know whether it ran (I3)
+            self.answered.add(attempt.id)
             log.exception("provider %s raised unexpectedly", attempt.provider)
             await self._end(attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began,
                             f"provider raised {type(exc).__name__}: {exc}")
         else:
+            self.answered.add(attempt.id)
             await self.engine.record_health(attempt.provider, None)
             await self._succeed(attempt, completion, began)
 

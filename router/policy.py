@@ -52,10 +52,6 @@ class Finish:
 
 Decision = Start | Wait | Finish
 
-# An operator's "it did not happen" frees the provider for another try.
-_FREED_BY_OPERATOR = "resolved"
-
-
 def decide(
     policy: TaskPolicy,
     attempts: Sequence[Attempt],
@@ -101,19 +97,17 @@ def _while_in_flight(
     return Wait(hedge_at, f"hedging to {candidate} if still silent after {policy.hedge_after}s")
 
 
-def _used(policy: TaskPolicy, attempts: Sequence[Attempt]) -> set[str]:
-    return {
-        a.provider
-        for a in attempts
-        if not (a.state is AttemptState.FAILED and a.error_kind == _FREED_BY_OPERATOR)
-        and not (a.state is AttemptState.CANCELLED and a.error_kind == _FREED_BY_OPERATOR)
-    }
+def _used(attempts: Sequence[Attempt]) -> set[str]:
+    """Each provider gets one attempt per job: retrying a call is the provider layer's job (one
+    retry layer), and a provider that timed out or failed is not asked again; an operator's
+    "it did not happen" frees the job to fail over, not to hit the same provider."""
+    return {a.provider for a in attempts}
 
 
 def _next_candidate(
     policy: TaskPolicy, attempts: Sequence[Attempt], eligibility: Mapping[str, Eligibility]
 ) -> str | None:
-    used = _used(policy, attempts)
+    used = _used(attempts)
     for name in policy.providers:
         verdict = eligibility.get(name)
         if name not in used and verdict is not None and verdict.ok:
@@ -124,7 +118,7 @@ def _next_candidate(
 def _earliest_recovery(
     policy: TaskPolicy, attempts: Sequence[Attempt], eligibility: Mapping[str, Eligibility]
 ) -> float | None:
-    used = _used(policy, attempts)
+    used = _used(attempts)
     times = [
         verdict.retry_at
         for name in policy.providers
@@ -138,7 +132,7 @@ def _earliest_recovery(
 def _refusals(
     policy: TaskPolicy, attempts: Sequence[Attempt], eligibility: Mapping[str, Eligibility]
 ) -> str:
-    used = _used(policy, attempts)
+    used = _used(attempts)
     parts = []
     for name in policy.providers:
         verdict = eligibility.get(name)

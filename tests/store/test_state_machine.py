@@ -1,0 +1,372 @@
+"""A hypothesis state machine drives `SqlStore` with random submits, attempts, finishes,
+timeouts, resolutions, settlements and cancels, and after every step reads the database back
+to check the invariants I1, I2, I3, I4, I6 and I8 of DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from router.errors import IdempotencyConflict, InvalidTransition
+from router.models import Attempt, AttemptUsage, Job, payload_fingerprint
+from router.policy import Eligibility, Finish, TaskPolicy, decide
+from router.states import AttemptState, JobState
+from router.store import SqlStore, open_store
+from tests.store.conftest import BACKENDS, UrlFactory
+
+T = TypeVar("T")
+
+OWNERS = ("shop-1", "shop-2")
+KEYS = ("k1", "k2", "k3")
+PROVIDERS = ("a", "b", "c")
+# (task, input, params); "post" has external side effects: its jobs are exclusive (I4).
+PAYLOADS = (
+    ("post", {"text": "hello"}, {}),
+    ("post", {"text": "bye"}, {}),
+    ("caption", {"product": "tea"}, {}),
+    ("caption", {"product": "tea"}, {"tone": "warm"}),
+)
+EXCLUSIVE_TASKS = {"post"}
+OPEN = (AttemptState.STARTED, AttemptState.UNKNOWN)
+NO_USAGE = AttemptUsage()
+
+
+@dataclass
+class JobModel:
+    id: str
+    fingerprint: str
+    exclusive: bool
+    winner: str | None = None
+    result: Any = None
+
+
+@dataclass
+class Model:
+    jobs: dict[tuple[str, str], JobModel] = field(default_factory=dict)
+    by_id: dict[str, JobModel] = field(default_factory=dict)
+    attempts: dict[str, str] = field(default_factory=dict)  # attempt id -> job id
+    timed_out: set[str] = field(default_factory=set)
+    resolved_failed: set[str] = field(default_factory=set)
+    last_seen: dict[str, tuple[JobState, int]] = field(default_factory=dict)
+
+
+class StoreMachine(RuleBasedStateMachine):
+    url_factory: UrlFactory
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.folder = Path(tempfile.mkdtemp(prefix="jobrouter-sm-"))
+        self.loop = asyncio.new_event_loop()
+        self.store: SqlStore = self.run(open_store(self.url_factory(self.folder)))
+        self.model = Model()
+
+    def teardown(self) -> None:
+        try:
+            self.run(self.store.close())
+        finally:
+            self.loop.close()
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    # ---- helpers ---------------------------------------------------------------------------
+
+    def job(self, job_id: str) -> Job:
+        job = self.run(self.store.get_job(job_id))
+        assert job is not None
+        return job
+
+    def attempt(self, attempt_id: str) -> Attempt:
+        attempt = self.run(self.store.get_attempt(attempt_id))
+        assert attempt is not None
+        return attempt
+
+    def attempts_of(self, job_id: str) -> list[Attempt]:
+        return self.run(self.store.list_attempts(job_id))
+
+    def pick_job(self, data: st.DataObject) -> str:
+        return data.draw(st.sampled_from(sorted(self.model.by_id)), label="job")
+
+    def pick_attempt(self, data: st.DataObject) -> str:
+        return data.draw(st.sampled_from(sorted(self.model.attempts)), label="attempt")
+
+    def expect_cas(
+        self, attempt_id: str, output: Any, won: bool, before: Attempt, job_before: Job
+    ) -> None:
+        """Check one compare-and-swap finish against what the state before it allows."""
+        if before.state.terminal:
+            expected = False
+        else:
+            expected = job_before.winner_attempt_id is None and not job_before.state.terminal
+        assert won is expected, (before, job_before)
+        after = self.attempt(attempt_id)
+        if before.state.terminal:
+            assert after == before, "a finished attempt was changed"
+        elif won:
+            assert after.state is AttemptState.SUCCEEDED
+            model = self.model.by_id[before.job_id]
+            model.winner, model.result = attempt_id, output
+        else:
+            assert after.state is AttemptState.LOST
+            assert after.output is None, "a lost attempt kept its payload"
+
+    # ---- rules -----------------------------------------------------------------------------
+
+    @rule(
+        owner=st.sampled_from(OWNERS),
+        key=st.sampled_from(KEYS),
+        payload=st.sampled_from(range(len(PAYLOADS))),
+    )
+    def submit(self, owner: str, key: str, payload: int) -> None:
+        task, input, params = PAYLOADS[payload]
+        fingerprint = payload_fingerprint(task, input, params)
+        known = self.model.jobs.get((owner, key))
+        try:
+            job = self.run(self.store.create_job(
+                owner=owner, idempotency_key=key, task=task, input=input, params=params,
+                deadline_s=None, claimed_by=None, claim_s=60.0,
+            ))  # fmt: skip
+        except IdempotencyConflict as exc:
+            assert known is not None and known.fingerprint != fingerprint
+            assert exc.job_id == known.id
+            return
+        if known is None:
+            assert job.created
+            model = JobModel(job.id, fingerprint, exclusive=task in EXCLUSIVE_TASKS)
+            self.model.jobs[(owner, key)] = model
+            self.model.by_id[job.id] = model
+        else:
+            assert not job.created
+            assert job.id == known.id
+            assert known.fingerprint == fingerprint
+
+    @precondition(lambda self: self.model.by_id)
+    @rule(data=st.data(), provider=st.sampled_from(PROVIDERS))
+    def start_attempt(self, data: st.DataObject, provider: str) -> None:
+        job_id = self.pick_job(data)
+        model = self.model.by_id[job_id]
+        before = self.job(job_id)
+        open_before = [a for a in self.attempts_of(job_id) if a.state in OPEN]
+        legit_refusal = before.state not in (JobState.QUEUED, JobState.RUNNING) or (
+            model.exclusive and bool(open_before)
+        )
+        try:
+            job, attempt = self.run(self.store.start_attempt(
+                job_id, provider=provider, model=None, worker="w", lease_s=60.0,
+                exclusive=model.exclusive,
+            ))  # fmt: skip
+        except InvalidTransition:
+            assert legit_refusal, f"start refused on {before.state} with {open_before}"
+            return
+        assert not legit_refusal, (
+            f"I4/I6: attempt started on a {before.state} job beside {open_before}"
+        )
+        assert job.state is JobState.RUNNING
+        assert attempt.state is AttemptState.STARTED
+        self.model.attempts[attempt.id] = job_id
+
+    @precondition(lambda self: self.model.attempts)
+    @rule(data=st.data(), output=st.sampled_from([{"text": "x"}, {"text": "y"}, [1, 2], "z"]))
+    def finish_ok(self, data: st.DataObject, output: Any) -> None:
+        attempt_id = self.pick_attempt(data)
+        before = self.attempt(attempt_id)
+        job_before = self.job(before.job_id)
+        outcome = self.run(self.store.finish_attempt_cas(attempt_id, output, NO_USAGE))
+        self.expect_cas(attempt_id, output, outcome.won, before, job_before)
+
+    @precondition(lambda self: self.model.attempts)
+    @rule(data=st.data())
+    def fail(self, data: st.DataObject) -> None:
+        attempt_id = self.pick_attempt(data)
+        before = self.attempt(attempt_id)
+        if before.state is AttemptState.UNKNOWN:
+            return  # only an operator turns an unknown into failed (resolve below)
+        self.run(self.store.finish_attempt(attempt_id, AttemptState.FAILED,
+                                           error_kind="rejected", error="HTTP 500",
+                                           usage=NO_USAGE))  # fmt: skip
+        after = self.attempt(attempt_id)
+        if before.state.terminal:
+            assert after == before
+        else:
+            assert after.state is AttemptState.FAILED
+
+    @precondition(lambda self: self.model.attempts)
+    @rule(data=st.data())
+    def time_out(self, data: st.DataObject) -> None:
+        attempt_id = self.pick_attempt(data)
+        before = self.attempt(attempt_id)
+        self.run(self.store.finish_attempt(attempt_id, AttemptState.UNKNOWN,
+                                           error_kind="unknown", error="read timeout",
+                                           usage=NO_USAGE))  # fmt: skip
+        after = self.attempt(attempt_id)
+        if before.state is AttemptState.STARTED:
+            assert after.state is AttemptState.UNKNOWN
+            self.model.timed_out.add(attempt_id)
+        else:
+            assert after == before
+
+    @precondition(lambda self: self.model.attempts)
+    @rule(data=st.data(), succeeded=st.booleans(), result=st.sampled_from([{"text": "r"}, 7]))
+    def resolve(self, data: st.DataObject, succeeded: bool, result: Any) -> None:
+        unknown = sorted(
+            attempt_id for attempt_id in self.model.attempts
+            if self.attempt(attempt_id).state is AttemptState.UNKNOWN
+        )  # fmt: skip
+        if not unknown:
+            return
+        attempt_id = data.draw(st.sampled_from(unknown), label="unknown attempt")
+        before = self.attempt(attempt_id)
+        job_before = self.job(before.job_id)
+        if succeeded:
+            job, attempt = self.run(self.store.resolve_attempt(
+                attempt_id, AttemptState.SUCCEEDED, result, "it did happen"))  # fmt: skip
+            won = attempt.state is AttemptState.SUCCEEDED
+            self.expect_cas(attempt_id, result, won, before, job_before)
+            return
+        job, attempt = self.run(self.store.resolve_attempt(
+            attempt_id, AttemptState.FAILED, None, "it did not happen"))  # fmt: skip
+        assert attempt.state is AttemptState.FAILED
+        assert attempt.error_kind == "resolved"
+        self.model.resolved_failed.add(attempt_id)
+        if job.state is JobState.UNKNOWN:  # as Router.resolve does
+            reopened = self.run(self.store.reopen_job(job.id, "resolved"))
+            assert reopened.state is JobState.RUNNING
+
+    @precondition(lambda self: self.model.by_id)
+    @rule(data=st.data())
+    def settle(self, data: st.DataObject) -> None:
+        """What the driver does when the policy says Finish: failed or unknown."""
+        job_id = self.pick_job(data)
+        job = self.job(job_id)
+        if job.state not in (JobState.QUEUED, JobState.RUNNING):
+            return
+        policy = TaskPolicy(PROVIDERS, max_attempts=3, exclusive=self.model.by_id[job_id].exclusive)
+        eligibility = {name: Eligibility(True) for name in PROVIDERS}
+        decision = decide(policy, self.attempts_of(job_id), eligibility, now=0.0,
+                          deadline_at=None)  # fmt: skip
+        if isinstance(decision, Finish):
+            settled = self.run(self.store.settle_job(job_id, decision.state,
+                                                     error=decision.error))  # fmt: skip
+            assert settled.state is decision.state
+
+    @precondition(lambda self: self.model.by_id)
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        job_id = self.pick_job(data)
+        before = self.job(job_id)
+        try:
+            job = self.run(self.store.cancel_job(job_id, "owner cancelled"))
+        except InvalidTransition:
+            assert before.state in (JobState.SUCCEEDED, JobState.FAILED), before.state
+            return
+        assert before.state not in (JobState.SUCCEEDED, JobState.FAILED)
+        assert job.state is JobState.CANCELLED
+        assert not [a for a in self.attempts_of(job_id) if a.state in OPEN]
+
+    # ---- invariants, read back from the database ------------------------------------------
+
+    def rows(self, sql: str) -> list[dict[str, Any]]:
+        return self.run(self.store.connector.fetchall(sql, {}))
+
+    @invariant()
+    def i1_one_job_per_key(self) -> None:
+        jobs = self.rows("SELECT id, owner, idempotency_key, fingerprint FROM jobs")
+        keys = Counter((row["owner"], row["idempotency_key"]) for row in jobs)
+        assert all(n == 1 for n in keys.values()), keys
+        assert len(jobs) == len(self.model.jobs)
+        for row in jobs:
+            model = self.model.jobs[(row["owner"], row["idempotency_key"])]
+            assert row["id"] == model.id
+            assert row["fingerprint"] == model.fingerprint
+
+    @invariant()
+    def i2_one_winner(self) -> None:
+        for job_id, model in self.model.by_id.items():
+            job = self.job(job_id)
+            succeeded = [a for a in self.attempts_of(job_id) if a.state is AttemptState.SUCCEEDED]
+            if job.state is JobState.SUCCEEDED:
+                assert len(succeeded) == 1, succeeded
+                assert job.winner_attempt_id == succeeded[0].id == model.winner
+                assert job.result == succeeded[0].output == model.result
+            else:
+                assert succeeded == []
+                assert job.winner_attempt_id is None and job.result is None
+
+    @invariant()
+    def i3_timeouts_never_fail(self) -> None:
+        for attempt_id in self.model.timed_out:
+            attempt = self.attempt(attempt_id)
+            if attempt.state is AttemptState.FAILED:
+                assert attempt_id in self.model.resolved_failed, attempt
+                assert attempt.error_kind == "resolved"
+
+    @invariant()
+    def i4_exclusive_one_open_attempt(self) -> None:
+        for job_id, model in self.model.by_id.items():
+            if model.exclusive:
+                open_now = [a for a in self.attempts_of(job_id) if a.state in OPEN]
+                assert len(open_now) <= 1, open_now
+
+    @invariant()
+    def i6_terminal_is_final_and_versions_grow(self) -> None:
+        for job_id in self.model.by_id:
+            job = self.job(job_id)
+            previous = self.model.last_seen.get(job_id)
+            if previous is not None:
+                state, version = previous
+                if state.terminal:
+                    assert (job.state, job.version) == previous, "a terminal job changed"
+                assert job.version >= version
+                if job.state is not state:
+                    assert job.version > version, "state changed without a new version"
+            self.model.last_seen[job_id] = (job.state, job.version)
+
+    @invariant()
+    def i8_one_outbox_row_per_terminal_job(self) -> None:
+        counts = Counter(row["job_id"] for row in self.rows("SELECT job_id FROM outbox"))
+        for job_id in self.model.by_id:
+            job = self.job(job_id)
+            assert counts[job_id] == (1 if job.state.terminal else 0), (job.state, counts)
+        assert set(counts) <= set(self.model.by_id)
+
+    @invariant()
+    def events_are_gapless(self) -> None:
+        rows = self.rows(
+            "SELECT j.id, j.event_seq, COUNT(e.seq) AS n, MIN(e.seq) AS lo, MAX(e.seq) AS hi "
+            "FROM jobs j LEFT JOIN job_events e ON e.job_id = j.id GROUP BY j.id, j.event_seq"
+        )
+        for row in rows:
+            assert row["lo"] == 1 and row["hi"] == row["n"] == row["event_seq"], row
+
+
+@pytest.mark.parametrize("url_factory", BACKENDS)
+def test_store_state_machine(url_factory: UrlFactory) -> None:
+    machine = type("Machine", (StoreMachine,), {"url_factory": staticmethod(url_factory)})
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=40,
+            stateful_step_count=30,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )

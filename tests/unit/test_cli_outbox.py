@@ -1,0 +1,153 @@
+"""`jobrouter outbox`, `jobrouter outbox replay` and `jobrouter purge`, run in-process through
+typer's runner on a real SQLite file; the configuration's bounds; and the purge query's state
+list against states.py."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from typer.testing import CliRunner
+
+from router.cli import app
+from router.cli_outbox import outbox_app  # noqa: F401  (registers the commands)
+from router.config import OutboxConfig, RetentionConfig, RouterConfig, WebhookConfig
+from router.retention import cutoff_for
+from router.states import JobState
+from router.store import SqlStore, open_store
+from router.store.connector import load_queries
+from tests.support.outbox_jobs import DAY_S, age_jobs, count, event_of, job_in
+
+T = TypeVar("T")
+runner = CliRunner()
+
+
+def with_store(path: Path, step: Callable[[SqlStore], Awaitable[T]]) -> T:
+    async def go() -> T:
+        store = await open_store(f"sqlite:///{path / 'jobs.db'}")
+        try:
+            return await step(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    file = tmp_path / "jobrouter.toml"
+    database = tmp_path / "jobs.db"
+    file.write_text(f"""
+[database]
+url = "sqlite:///{database}"
+
+[webhooks.shop]
+url = "https://hooks.example/jobrouter"
+secret_env = "SHOP_WEBHOOK_SECRET"
+
+[retention]
+days = 7
+""")
+    return file
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args), env={"COLUMNS": "200"})
+    return result.exit_code, result.output
+
+
+async def fill(store: SqlStore) -> str:
+    """shop: one pending, one dead letter, one delivered; nohook: one parked."""
+    await job_in(store, JobState.SUCCEEDED, key="pending")
+    dead = await job_in(store, JobState.FAILED, key="dead")
+    done = await job_in(store, JobState.SUCCEEDED, key="done")
+    await store.outbox_delivered((await event_of(store, done)).id)
+    await job_in(store, JobState.CANCELLED, owner="nohook", key="parked")
+    event = await event_of(store, dead)
+    [claimed] = [e for e in await store.claim_outbox(["shop"], "w1", claim_s=30, limit=10)
+                 if e.id == event.id]  # fmt: skip
+    await store.outbox_bury(claimed.id, "w1", error="HTTP 500: receiver down")
+    await store.release_outbox_claims("w1")
+    return event.id
+
+
+def test_outbox_shows_depth_by_owner_parked_owners_and_dead_letters(
+    tmp_path: Path, config: Path
+) -> None:
+    dead_id = with_store(tmp_path, fill)
+    code, out = invoke("outbox", "--config", str(config))
+    assert code == 0, out
+    assert "outbox: 2 pending, 1 dead letters" in out
+    assert re.search(r"nohook\s.*PARKED: no \[webhooks\.nohook\] configured", out)
+    assert re.search(r"shop\s+│\s+1\s.*https://hooks\.example/jobrouter", out)
+    assert dead_id in out and "HTTP 500: receiver down" in out
+
+
+def test_replay_moves_dead_letters_back(tmp_path: Path, config: Path) -> None:
+    dead_id = with_store(tmp_path, fill)
+    code, out = invoke("outbox", "replay", "--config", str(config))
+    assert code != 0 and "exactly one of --id ID or --all" in out
+    code, out = invoke("outbox", "replay", "--id", "nope", "--config", str(config))
+    assert code == 1 and "no dead letter nope" in out
+    code, out = invoke("outbox", "replay", "--id", dead_id, "--config", str(config))
+    assert code == 0 and "moved 1 dead letter back to pending" in out
+    code, out = invoke("outbox", "replay", "--all", "--config", str(config))
+    assert code == 0 and "moved 0 dead letters" in out
+    _, out = invoke("outbox", "--config", str(config))
+    assert "outbox: 3 pending, 0 dead letters" in out
+
+
+def test_purge_dry_run_then_purge_in_batches(tmp_path: Path, config: Path) -> None:
+    async def old_jobs(store: SqlStore) -> None:
+        for n in range(5):
+            job = await job_in(store, JobState.SUCCEEDED, key=f"old-{n}")
+            await store.outbox_delivered((await event_of(store, job)).id)
+        await job_in(store, JobState.SUCCEEDED, key="undelivered")
+        await job_in(store, JobState.UNKNOWN, key="unknown")
+        await age_jobs(store, 10 * DAY_S)
+
+    with_store(tmp_path, old_jobs)
+    code, out = invoke("purge", "--dry-run", "--config", str(config))
+    assert code == 0, out
+    assert "5 finished jobs older than 7 days" in out and "2 are kept" not in out
+    assert "1 are kept because their completion event is not delivered" in out
+    assert with_store(tmp_path, lambda s: count(s, "jobs")) == 7
+
+    code, out = invoke("purge", "--batch", "2", "--older-than", "9", "--config", str(config))
+    assert code == 0, out
+    assert "purged 2 of 5" in out and "purged 4 of 5" in out and "purged 5 jobs" in out
+    assert with_store(tmp_path, lambda s: count(s, "jobs")) == 2
+
+    code, out = invoke("purge", "--older-than", "0.5", "--config", str(config))
+    assert code == 2 and "--older-than" in out
+
+
+def test_purge_query_lists_exactly_the_terminal_states() -> None:
+    terminal = {state.value for state in JobState if state.terminal}
+    for name in ("purge_jobs", "count_purgeable", "count_kept_undelivered"):
+        for dialect in ("sqlite", "postgres"):
+            query = load_queries(dialect)[name]
+            [listed] = re.findall(r"j\.state IN \(([^)]*)\)", query)
+            assert {s.strip(" '") for s in listed.split(",")} == terminal, (name, dialect)
+
+
+def test_retention_and_outbox_defaults_and_bounds() -> None:
+    config = RouterConfig()
+    assert (config.retention.days, config.outbox.max_tries, config.webhooks) == (7.0, 8, {})
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        RetentionConfig(days=0.5)
+    with pytest.raises(ValueError, match="must be longer than timeout"):
+        OutboxConfig(timeout=30, claim=20)
+    with pytest.raises(ValueError, match="at least 1 day"):
+        cutoff_for(0.9)
+
+
+def test_webhook_config_wants_an_http_url_and_an_env_var_name() -> None:
+    with pytest.raises(ValueError, match="http:// or https://"):
+        WebhookConfig(url="file:///etc/passwd", secret_env="X")
+    with pytest.raises(ValueError, match="environment variable"):
+        WebhookConfig(url="https://hooks.example/x", secret_env="not a name")

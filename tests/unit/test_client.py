@@ -1,0 +1,165 @@
+"""JobClient against httpx.MockTransport: one key across retries, what is and is not retried,
+unknown (not failed) when retries run out, event streams resumed, wait falling back to reads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+
+from router.client import (
+    IdempotencyKeyReused,
+    JobClient,
+    JobIntent,
+    ProblemError,
+    RetryPolicy,
+    SubmitUnknown,
+)
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC).isoformat()
+QUICK = RetryPolicy(attempts=4, initial=0.001, cap=0.002, deadline=5)
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def job_body(state: str = "queued", **extra: Any) -> dict[str, Any]:
+    return {"id": "j1", "owner": "o", "idempotency_key": "k", "fingerprint": "f", "task": "t",
+            "input": {}, "params": {}, "state": state, "version": 1, "winner_attempt_id": None,
+            "result": None, "error": None, "created_at": NOW, "updated_at": NOW,
+            "deadline_at": None, "url": "http://x/v1/jobs/j1", **extra}  # fmt: skip
+
+
+def problem(status: int, slug: str, **extra: Any) -> httpx.Response:
+    body = {"type": f"urn:jobrouter:problem:{slug}", "title": "t", "status": status,
+            "detail": "what to fix", **extra}  # fmt: skip
+    return httpx.Response(status, json=body, headers={"content-type": "application/problem+json"})
+
+
+def event(seq: int, kind: str, state: str) -> str:
+    data = {"job_id": "j1", "seq": seq, "kind": kind, "job_state": state, "data": {}, "at": NOW}
+    return f"id: {seq}\nevent: {kind}\ndata: {json.dumps(data)}\n\n"
+
+
+def client(handler: Handler, retry: RetryPolicy = QUICK) -> JobClient:
+    return JobClient("http://jobrouter.test", "token", retry=retry,
+                     transport=httpx.MockTransport(handler))
+
+
+class Script:
+    """Answers in order; records every request."""
+
+    def __init__(self, *answers: httpx.Response | Exception) -> None:
+        self.answers = list(answers)
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+async def test_retries_send_the_same_key_and_a_replay_is_not_created() -> None:
+    script = Script(httpx.ConnectError("refused"), httpx.ReadError("reset"),
+                    httpx.Response(503, headers={"Retry-After": "0"}),
+                    httpx.Response(202, json=job_body(), headers={"Idempotent-Replayed": "true"}))
+    intent = JobIntent("t", {"n": 1}, idempotency_key="order-42")
+    async with client(script) as jobs:
+        job = await jobs.submit(intent)
+    assert [r.headers["Idempotency-Key"] for r in script.requests] == ["order-42"] * 4
+    assert job.id == "j1" and job.created is False
+    assert json.loads(script.requests[0].content) == {"task": "t", "input": {"n": 1}, "params": {}}
+
+
+async def test_a_fresh_intent_has_its_own_key_kept_for_its_life() -> None:
+    first, second = JobIntent("t", {}), JobIntent("t", {})
+    assert first.idempotency_key != second.idempotency_key
+    assert len(first.idempotency_key) == 36
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 409, 413, 422])
+async def test_client_errors_are_not_retried(status: int) -> None:
+    script = Script(problem(status, "whatever"))
+    async with client(script) as jobs:
+        with pytest.raises(ProblemError) as raised:
+            await jobs.submit(JobIntent("t", {}))
+    assert len(script.requests) == 1
+    assert raised.value.status == status and raised.value.detail == "what to fix"
+
+
+async def test_key_reused_names_the_job() -> None:
+    script = Script(problem(422, "idempotency-key-reused", job_id="j0"))
+    async with client(script) as jobs:
+        with pytest.raises(IdempotencyKeyReused) as raised:
+            await jobs.submit(JobIntent("t", {}))
+    assert raised.value.job_id == "j0"
+
+
+@pytest.mark.parametrize("failure", [httpx.ReadTimeout("slow"), httpx.Response(502)])
+async def test_exhausted_retries_are_unknown_with_the_key(
+    failure: httpx.Response | Exception,
+) -> None:
+    script = Script(failure)
+    intent = JobIntent("t", {}, idempotency_key="order-7")
+    async with client(script) as jobs:
+        with pytest.raises(SubmitUnknown) as raised:
+            await jobs.submit(intent)
+    assert len(script.requests) == QUICK.attempts
+    assert raised.value.idempotency_key == "order-7" and raised.value.intent is intent
+    assert "find(key)" in str(raised.value)
+
+
+def test_backoff_is_full_jitter_under_a_cap() -> None:
+    policy = RetryPolicy(initial=0.5, cap=4.0)
+    for failures, ceiling in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 4.0), (9, 4.0)]:
+        waits = [policy.backoff(failures) for _ in range(200)]
+        assert all(0 <= wait <= ceiling for wait in waits)
+        assert max(waits) > ceiling / 2  # spread over the whole range, not a fixed delay
+
+
+async def test_events_resume_after_the_last_seen_event() -> None:
+    streams = [event(1, "job.queued", "queued") + event(2, "attempt.started", "running"),
+               event(3, "attempt.succeeded", "succeeded") + event(4, "job.succeeded",
+                                                                   "succeeded")]  # fmt: skip
+    seen: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("Last-Event-ID"))
+        return httpx.Response(200, text=streams.pop(0),
+                              headers={"content-type": "text/event-stream"})
+
+    async with client(handler) as jobs:
+        events = [item async for item in jobs.events("j1")]
+    assert [item.seq for item in events] == [1, 2, 3, 4]
+    assert seen == ["0", "2"]
+
+
+async def test_wait_reads_the_durable_record_when_the_stream_is_unavailable() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/events"):
+            return httpx.Response(503)
+        return httpx.Response(200, json=job_body("succeeded", result={"text": "hi"}))
+
+    async with client(handler) as jobs:
+        job = await jobs.wait("j1", timeout=5)
+    assert job.state == "succeeded" and job.result == {"text": "hi"}
+
+
+async def test_wait_returns_the_record_read_after_the_settling_event() -> None:
+    reads = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal reads
+        if request.url.path.endswith("/events"):
+            return httpx.Response(200, text=event(1, "job.succeeded", "succeeded"),
+                                  headers={"content-type": "text/event-stream"})
+        reads += 1
+        return httpx.Response(200, json=job_body("succeeded", version=3))
+
+    async with client(handler) as jobs:
+        job = await jobs.wait("j1", timeout=5)
+    assert reads == 1 and job.version == 3

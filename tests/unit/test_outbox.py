@@ -1,0 +1,405 @@
+"""Outbox delivery against a real webhook receiver (uvicorn on 127.0.0.1) and a real SQLite
+file: signed requests with the event id as Idempotency-Key, retries with backoff whose state
+lives in the row, dead letters and replay, a hanging receiver, a crash between send and mark
+(at least once: the same event id again), parked owners, two deliverers, metrics, and the
+Router end to end (deliver, purge, resubmit the same key)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import hmac
+import itertools
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from router import Router
+from router.config import OutboxConfig, RouterConfig, TaskConfig, WebhookConfig
+from router.errors import ConfigError
+from router.metrics import REGISTRY, set_outbox_gauges
+from router.outbox import (
+    DeliverySettings,
+    OutboxDeliverer,
+    Webhook,
+    build_deliverer,
+    retry_delay,
+    sign,
+    verify_signature,
+)
+from router.retention import cutoff_for, purge
+from router.states import JobState
+from router.store import SqlStore, open_store
+from router.store.outbox import OutboxCounts, OwnerDepth
+from tests.support.fakes import FakeProvider
+from tests.support.outbox_jobs import DAY_S, age_jobs, event_of, job_in
+from tests.support.webhook_receiver import WebhookReceiver
+
+SECRET = b"s3cret-for-tests"
+INITIAL = 0.05  # backoff of the first retry, seconds; doubles per try
+FAST = DeliverySettings(max_tries=8, backoff_initial_s=INITIAL, backoff_max_s=1.0, timeout_s=0.5,
+                        claim_s=1.0, poll_s=0.02, batch=16)  # fmt: skip
+
+
+def no_jitter(bound: float) -> float:
+    return bound  # the full bound, so the waits are known
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
+    opened = await open_store(f"sqlite:///{tmp_path / 'jobs.db'}")
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[WebhookReceiver]:
+    async with WebhookReceiver().running() as running:
+        yield running
+
+
+def deliverer(store: SqlStore, receiver: WebhookReceiver, **changes: Any) -> OutboxDeliverer:
+    settings = dataclasses.replace(FAST, **changes)
+    hooks = {"shop": Webhook(owner="shop", url=receiver.url, secret=SECRET)}
+    return OutboxDeliverer(store, hooks, settings, jitter=no_jitter)
+
+
+async def until(predicate: Any, within: float = 10.0) -> None:
+    async with asyncio.timeout(within):
+        while True:
+            if await predicate():
+                return
+            await asyncio.sleep(0.02)
+
+
+def expected_signature(header: str, body: bytes) -> str:
+    """The receiver's side, written out without router code: HMAC-SHA256 of "<t>.<body>"."""
+    fields = dict(part.split("=", 1) for part in header.split(","))
+    return hmac.new(SECRET, fields["t"].encode() + b"." + body, hashlib.sha256).hexdigest()
+
+
+# ---- pure parts ----------------------------------------------------------------------------------
+
+
+def test_signature_verifies_with_the_secret_only_and_only_while_fresh() -> None:
+    body = b'{"id":"e1"}'
+    header = sign(SECRET, body, int(time.time()))
+    assert header.startswith("t=") and ",v1=" in header
+    assert header.split(",v1=")[1] == expected_signature(header, body)
+    assert verify_signature(SECRET, body, header)
+    assert not verify_signature(b"other-secret", body, header)
+    assert not verify_signature(SECRET, body + b" ", header)
+    assert not verify_signature(SECRET, body, header, now=time.time() + 3600)
+    assert not verify_signature(SECRET, body, "v1=abc")
+
+
+def test_retry_delay_is_exponential_capped_and_fully_jittered() -> None:
+    bounds = [retry_delay(n, initial=1.0, cap=10.0, jitter=no_jitter) for n in range(1, 7)]
+    assert bounds == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    samples = [retry_delay(3, initial=1.0, cap=10.0) for _ in range(200)]
+    assert all(0.0 <= s <= 4.0 for s in samples) and len(set(samples)) > 100
+
+
+# ---- delivery ------------------------------------------------------------------------------------
+
+
+async def test_an_event_is_posted_signed_with_its_id_as_idempotency_key(
+    store: SqlStore, receiver: WebhookReceiver
+) -> None:
+    job = await job_in(store, JobState.SUCCEEDED, key="order-1")
+    event = await event_of(store, job)
+    sender = deliverer(store, receiver)
+    try:
+        assert await sender.deliver_due() == 1
+    finally:
+        await sender.stop()
+    [request] = receiver.requests
+    assert request.event_id == event.id
+    assert request.headers["x-jobrouter-event"] == "job.succeeded"
+    assert request.headers["content-type"] == "application/json"
+    signature = request.headers["x-jobrouter-signature"]
+    assert signature.split(",v1=")[1] == expected_signature(signature, request.body)
+    assert verify_signature(SECRET, request.body, signature)
+    body = request.json
+    assert body["id"] == event.id and body["kind"] == "job.succeeded"
+    assert body["data"]["job_id"] == job.id and body["data"]["result"] == {"text": "order-1"}
+    delivered = await event_of(store, job)
+    assert delivered.delivered_at is not None and delivered.tries == 1
+
+
+async def test_failures_are_retried_with_backoff_then_delivered(
+    store: SqlStore, receiver: WebhookReceiver
+) -> None:
+    receiver.fail_first = 3
+    job = await job_in(store, JobState.SUCCEEDED, key="order-1")
+    sender = deliverer(store, receiver)
+    sender.start()
+    try:
+        requests = await receiver.wait_for(4)
+        await until(lambda: delivered(store, job.id))
+    finally:
+        await sender.stop()
+    assert len({r.event_id for r in requests}) == 1  # one event, sent four times
+    gaps = [later.at - earlier.at for earlier, later in itertools.pairwise(requests)]
+    for gap, wait in zip(gaps, [INITIAL, 2 * INITIAL, 4 * INITIAL], strict=True):
+        assert gap >= wait * 0.9, (gaps, "the backoff doubles per try")
+    row = await event_of(store, job)
+    assert row.tries == 4 and row.last_error is None
+    await asyncio.sleep(0.2)
+    assert len(receiver.requests) == 4  # delivered: never sent again
+
+
+async def delivered(store: SqlStore, job_id: str) -> bool:
+    event = await store.outbox_event_of_job(job_id)
+    return event is not None and event.delivered_at is not None
+
+
+async def test_retry_state_lives_in_the_row_and_survives_a_new_deliverer(
+    store: SqlStore, receiver: WebhookReceiver
+) -> None:
+    receiver.always_fail = True
+    job = await job_in(store, JobState.FAILED, key="order-1")
+    first = deliverer(store, receiver, backoff_initial_s=60.0, backoff_max_s=600.0)
+    began = time.time()
+    try:
+        assert await first.deliver_due() == 1
+        row = await event_of(store, job)
+        assert row.tries == 1 and (row.last_error or "").startswith("HTTP 500")
+        assert row.claimed_by is None and row.next_attempt_at is not None
+        assert began + 60.0 <= row.next_attempt_at <= time.time() + 60.0
+        assert await first.deliver_due() == 0  # not due yet: nothing in memory decides that
+    finally:
+        await first.stop()  # the process goes away
+    await make_due(store)  # a minute passes
+    second = deliverer(store, receiver, backoff_initial_s=60.0, backoff_max_s=600.0)
+    began = time.time()
+    try:
+        assert await second.deliver_due() == 1
+    finally:
+        await second.stop()
+    row = await event_of(store, job)
+    assert row.tries == 2 and row.next_attempt_at is not None
+    assert row.next_attempt_at >= began + 120.0  # the new process doubled the row's wait
+    assert receiver.delivered_ids == {row.id} and len(receiver.requests) == 2
+
+
+async def make_due(store: SqlStore) -> None:
+    async with store.connector.write() as tx:
+        await tx.execute("UPDATE outbox SET next_attempt_at = 0 WHERE delivered_at IS NULL", {})
+
+
+async def test_after_max_tries_an_event_is_a_dead_letter_and_replay_delivers_it(
+    store: SqlStore, receiver: WebhookReceiver
+) -> None:
+    receiver.always_fail = True
+    job = await job_in(store, JobState.CANCELLED, key="order-1")
+    event = await event_of(store, job)
+    sender = deliverer(store, receiver, max_tries=3)
+    sender.start()
+    try:
+        await receiver.wait_for(3)
+        await until(lambda: has_dead(store, 1))
+        await asyncio.sleep(0.3)
+        assert len(receiver.requests) == 3  # dead letters are not sent
+        [dead] = await store.dead_letters()
+        assert (dead.id, dead.job_id, dead.tries) == (event.id, job.id, 3)
+        assert (dead.last_error or "").startswith("HTTP 500")
+        assert await store.outbox_event_of_job(job.id) is None
+
+        receiver.always_fail = False
+        assert await store.replay_dead(event.id)
+        sender.wake()
+        await until(lambda: delivered(store, job.id))
+    finally:
+        await sender.stop()
+    assert [r.event_id for r in receiver.requests] == [event.id] * 4
+    assert (await store.outbox_counts()).dead == {}
+
+
+async def has_dead(store: SqlStore, n: int) -> bool:
+    return sum((await store.outbox_counts()).dead.values()) == n
+
+
+async def test_a_hanging_receiver_times_out_and_the_event_is_sent_again(
+    store: SqlStore, receiver: WebhookReceiver
+) -> None:
+    receiver.hang_first = 1
+    job = await job_in(store, JobState.SUCCEEDED, key="order-1")
+    sender = deliverer(store, receiver, timeout_s=0.3, claim_s=1.0)
+    sender.start()
+    began = time.monotonic()
+    try:
+        await receiver.wait_for(2)
+        await until(lambda: delivered(store, job.id))
+    finally:
+        await sender.stop()
+    assert time.monotonic() - began >= 0.3
+    first, second = receiver.requests
+    assert first.event_id == second.event_id
+    row = await event_of(store, job)
+    assert row.tries == 2
+
+
+async def test_a_crash_between_send_and_mark_resends_the_same_event_id(
+    store: SqlStore, receiver: WebhookReceiver, tmp_path: Path
+) -> None:
+    receiver.hang_first = 1  # the receiver has the request; the answer never comes back
+    job = await job_in(store, JobState.SUCCEEDED, key="order-1")
+    crashed = deliverer(store, receiver, timeout_s=5.0, claim_s=6.0)
+    attempt = asyncio.create_task(crashed.deliver_due())
+    await receiver.wait_for(1)
+    attempt.cancel()  # the process dies after the send, before marking the row delivered
+    with pytest.raises(asyncio.CancelledError):
+        await attempt
+    row = await event_of(store, job)
+    assert row.delivered_at is None and row.claimed_by == crashed.worker_id  # the claim stays
+
+    restarted = await open_store(f"sqlite:///{tmp_path / 'jobs.db'}")  # a new process
+    survivor = deliverer(restarted, receiver)
+    try:
+        assert await survivor.deliver_due() == 0  # the dead process's claim still holds
+        async with restarted.connector.write() as tx:  # ... until it expires
+            await tx.execute("UPDATE outbox SET claim_until = 0", {})
+        assert await survivor.deliver_due() == 1
+    finally:
+        await survivor.stop()
+        await crashed.stop()
+        await restarted.close()
+    first, second = receiver.requests
+    assert first.event_id == second.event_id == row.id  # received twice ...
+    assert first.body == second.body
+    assert receiver.delivered_ids == {row.id}  # ... one event after de-duplication
+    assert await delivered(store, job.id)
+
+
+async def test_events_of_owners_without_a_webhook_are_parked_not_spun_on(
+    store: SqlStore, receiver: WebhookReceiver
+) -> None:
+    parked = await job_in(store, JobState.SUCCEEDED, owner="nohook", key="order-1")
+    sender = deliverer(store, receiver)
+    sender.start()
+    try:
+        await asyncio.sleep(0.3)
+    finally:
+        await sender.stop()
+    assert receiver.requests == []
+    row = await event_of(store, parked)
+    assert (row.tries, row.claimed_by, row.delivered_at, row.last_error) == (0, None, None, None)
+
+
+async def test_two_deliverers_send_each_event_once(
+    store: SqlStore, receiver: WebhookReceiver, tmp_path: Path
+) -> None:
+    receiver.delay = 0.02
+    jobs = [await job_in(store, JobState.SUCCEEDED, key=f"order-{n}") for n in range(30)]
+    other = await open_store(f"sqlite:///{tmp_path / 'jobs.db'}")
+    senders = [deliverer(store, receiver, batch=4), deliverer(other, receiver, batch=4)]
+    for sender in senders:
+        sender.start()
+    try:
+        await receiver.wait_for(30)
+        await until(lambda: all_delivered(store, [job.id for job in jobs]))
+    finally:
+        for sender in senders:
+            await sender.stop()
+        await other.close()
+    ids = [request.event_id for request in receiver.requests]
+    assert len(ids) == len(set(ids)) == 30
+
+
+async def all_delivered(store: SqlStore, job_ids: list[str]) -> bool:
+    return all([await delivered(store, job_id) for job_id in job_ids])
+
+
+# ---- metrics -------------------------------------------------------------------------------------
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_delivery_outcomes_are_counted(store: SqlStore, receiver: WebhookReceiver) -> None:
+    receiver.fail_first = 1
+    before = {o: sample("jobrouter_outbox_deliveries_total", owner="shop", outcome=o)
+              for o in ("delivered", "retry", "dead")}  # fmt: skip
+    job = await job_in(store, JobState.SUCCEEDED, key="order-1")
+    sender = deliverer(store, receiver)
+    sender.start()
+    try:
+        await until(lambda: delivered(store, job.id))
+    finally:
+        await sender.stop()
+    after = {o: sample("jobrouter_outbox_deliveries_total", owner="shop", outcome=o)
+             for o in before}  # fmt: skip
+    assert {o: after[o] - before[o] for o in before} == {"delivered": 1, "retry": 1, "dead": 0}
+
+
+def test_depth_gauges_follow_the_store_and_drop_to_zero() -> None:
+    set_outbox_gauges(OutboxCounts(pending=[OwnerDepth("g1", 3, 1, 0.0, 0.0)], dead={"g1": 2}))
+    assert sample("jobrouter_outbox_pending", owner="g1") == 3
+    assert sample("jobrouter_outbox_dead", owner="g1") == 2
+    set_outbox_gauges(OutboxCounts(pending=[], dead={}))
+    assert sample("jobrouter_outbox_pending", owner="g1") == 0
+    assert sample("jobrouter_outbox_dead", owner="g1") == 0
+
+
+# ---- configuration -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def secret_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.setenv("SHOP_WEBHOOK_SECRET", SECRET.decode())
+    yield "SHOP_WEBHOOK_SECRET"
+
+
+async def test_a_missing_secret_refuses_to_start(store: SqlStore) -> None:
+    config = RouterConfig(
+        webhooks={
+            "shop": WebhookConfig(url="http://127.0.0.1:9/x", secret_env="JR_TEST_UNSET_SECRET")
+        }
+    )
+    with pytest.raises(ConfigError, match="JR_TEST_UNSET_SECRET"):
+        build_deliverer(store, config)
+    assert build_deliverer(store, RouterConfig()) is None
+
+
+# ---- the Router end to end -----------------------------------------------------------------------
+
+
+async def test_router_delivers_then_purge_then_the_same_key_starts_a_new_job(
+    tmp_path: Path, receiver: WebhookReceiver, secret_env: str
+) -> None:
+    config = RouterConfig(
+        tasks={"caption": TaskConfig(providers=["a"], side_effects="none")},
+        webhooks={"shop": WebhookConfig(url=receiver.url, secret_env=secret_env)},
+        outbox=OutboxConfig(poll_interval=0.02, timeout=1.0, claim=5.0),
+    )
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    providers = {"a": FakeProvider("a")}
+    async with Router.open(url, config, providers=providers) as router:
+        assert router.deliverer is not None
+        first = await router.submit("shop", "order-42", "caption", {"product": "tea"})
+        assert (await router.wait(first.id, timeout=10)).state is JobState.SUCCEEDED
+        [request] = await receiver.wait_for(1)
+        assert request.json["data"]["job_id"] == first.id
+        assert verify_signature(SECRET, request.body, request.headers["x-jobrouter-signature"])
+        await until(lambda: delivered(router.store, first.id))
+
+        await age_jobs(router.store, 8 * DAY_S)
+        assert await purge(router.store, cutoff_for(config.retention.days)) == 1
+        assert await router.find("shop", "order-42") is None
+
+        again = await router.submit("shop", "order-42", "caption", {"product": "tea"})
+        assert again.created and again.id != first.id
+        assert (await router.wait(again.id, timeout=10)).state is JobState.SUCCEEDED
+        second = (await receiver.wait_for(2))[1]
+        assert second.json["data"]["job_id"] == again.id
+        assert second.event_id != request.event_id
+    assert json.loads(request.body)["data"]["idempotency_key"] == "order-42"

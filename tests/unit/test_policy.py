@@ -1,0 +1,371 @@
+"""`router.policy.decide` as a pure function: histories are built by hand, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from router.models import Attempt
+from router.policy import Eligibility, Finish, Start, TaskPolicy, Wait, decide
+from router.states import AttemptState, JobState
+
+T0 = 1_700_000_000.0
+OK = Eligibility(True)
+
+
+def attempt(
+    provider: str,
+    state: AttemptState,
+    *,
+    seq: int = 1,
+    started: float = T0,
+    error_kind: str | None = None,
+    error: str | None = None,
+) -> Attempt:
+    return Attempt(
+        id=f"att-{seq}-{provider}",
+        job_id="job-1",
+        seq=seq,
+        provider=provider,
+        state=state,
+        error_kind=error_kind,
+        error=error,
+        started_at=datetime.fromtimestamp(started, UTC),
+    )
+
+
+def history(*items: tuple[str, AttemptState]) -> list[Attempt]:
+    return [attempt(p, s, seq=i + 1, started=T0 + i) for i, (p, s) in enumerate(items)]
+
+
+def all_ok(*names: str) -> dict[str, Eligibility]:
+    return {name: OK for name in names}
+
+
+def run(
+    policy: TaskPolicy,
+    attempts: Sequence[Attempt],
+    eligibility: Mapping[str, Eligibility],
+    *,
+    now: float = T0 + 100,
+    deadline_at: float | None = None,
+) -> Start | Wait | Finish:
+    return decide(policy, attempts, eligibility, now=now, deadline_at=deadline_at)
+
+
+EXCLUSIVE = TaskPolicy(providers=("a", "b", "c"), exclusive=True)
+SHARED = TaskPolicy(providers=("a", "b", "c"), exclusive=False)
+
+
+# ---- starting and failing over ----------------------------------------------------------------
+
+
+def test_first_candidate_is_started() -> None:
+    assert run(EXCLUSIVE, [], all_ok("a", "b", "c")) == Start("a")
+    assert run(SHARED, [], all_ok("a", "b", "c")) == Start("a")
+
+
+def test_failover_after_a_failed_attempt() -> None:
+    attempts = history(("a", AttemptState.FAILED))
+    assert run(EXCLUSIVE, attempts, all_ok("a", "b", "c")) == Start("b")
+    attempts = history(("a", AttemptState.FAILED), ("b", AttemptState.FAILED))
+    assert run(SHARED, attempts, all_ok("a", "b", "c")) == Start("c")
+
+
+def test_failover_after_a_cancelled_or_lost_attempt_uses_the_next_provider() -> None:
+    attempts = history(("a", AttemptState.CANCELLED))
+    assert run(EXCLUSIVE, attempts, all_ok("a", "b", "c")) == Start("b")
+
+
+def test_exclusive_with_unknown_attempt_finishes_unknown_and_never_starts() -> None:
+    attempts = history(("a", AttemptState.UNKNOWN))
+    decision = run(EXCLUSIVE, attempts, all_ok("a", "b", "c"))
+    assert isinstance(decision, Finish)
+    assert decision.state is JobState.UNKNOWN
+    assert attempts[0].id in decision.error
+    assert "resolve" in decision.error
+
+
+def test_exclusive_with_unknown_attempt_never_starts_even_with_budget_and_hedging() -> None:
+    policy = TaskPolicy(providers=("a", "b"), exclusive=True, hedge_after=0.1, max_attempts=10)
+    attempts = history(("a", AttemptState.FAILED), ("b", AttemptState.UNKNOWN))
+    decision = run(policy, attempts, all_ok("a", "b"), now=T0 + 1000)
+    assert isinstance(decision, Finish)
+    assert decision.state is JobState.UNKNOWN
+
+
+def test_exclusive_with_started_attempt_waits() -> None:
+    attempts = history(("a", AttemptState.STARTED))
+    decision = run(EXCLUSIVE, attempts, all_ok("a", "b", "c"))
+    assert isinstance(decision, Wait)
+    assert decision.until is None
+    assert attempts[0].id in decision.reason
+
+
+def test_non_exclusive_unknown_attempt_fails_over_to_next_provider() -> None:
+    attempts = history(("a", AttemptState.UNKNOWN))
+    assert run(SHARED, attempts, all_ok("a", "b", "c")) == Start("b")
+
+
+def test_operator_resolved_failure_fails_over_to_the_next_provider() -> None:
+    """An operator's "it did not happen" is a definite failure of that provider: the job
+    continues with the next one, like after any failed attempt (the lead's brief)."""
+    plain = attempt("a", AttemptState.FAILED, error_kind="rejected")
+    assert run(EXCLUSIVE, [plain], all_ok("a", "b", "c")) == Start("b")
+    resolved = attempt("a", AttemptState.FAILED, error_kind="resolved", error="did not happen")
+    assert run(EXCLUSIVE, [resolved], all_ok("a", "b", "c")) == Start("b")
+
+
+# ---- exhaustion -------------------------------------------------------------------------------
+
+
+def test_exhausted_with_an_unknown_finishes_unknown_never_failed() -> None:
+    policy = TaskPolicy(providers=("a", "b"), exclusive=False)
+    attempts = history(("a", AttemptState.UNKNOWN), ("b", AttemptState.FAILED))
+    decision = run(policy, attempts, all_ok("a", "b"))
+    assert isinstance(decision, Finish)
+    assert decision.state is JobState.UNKNOWN  # I3
+    assert attempts[0].id in decision.error
+
+
+def test_exhausted_all_failed_finishes_failed_naming_the_providers() -> None:
+    policy = TaskPolicy(providers=("alpha", "beta"), exclusive=True)
+    attempts = [
+        attempt("alpha", AttemptState.FAILED, seq=1, error_kind="rejected", error="HTTP 500"),
+        attempt("beta", AttemptState.FAILED, seq=2, error_kind="not_sent", error="refused"),
+    ]
+    decision = run(policy, attempts, all_ok("alpha", "beta"))
+    assert isinstance(decision, Finish)
+    assert decision.state is JobState.FAILED
+    for text in ("alpha", "beta", "HTTP 500", "refused"):
+        assert text in decision.error
+
+
+def test_ineligible_providers_are_skipped() -> None:
+    eligibility = {"a": Eligibility(False, "not certified for caption"), "b": OK, "c": OK}
+    assert run(EXCLUSIVE, [], eligibility) == Start("b")
+
+
+def test_ineligible_providers_are_named_in_the_failure() -> None:
+    eligibility = {
+        "a": OK,
+        "b": Eligibility(False, "not certified for caption"),
+        "c": Eligibility(False, "circuit open"),
+    }
+    attempts = history(("a", AttemptState.FAILED))
+    decision = run(EXCLUSIVE, attempts, eligibility)
+    assert isinstance(decision, Finish)
+    assert decision.state is JobState.FAILED
+    assert "b: not certified for caption" in decision.error
+    assert "c: circuit open" in decision.error
+    assert "a: already tried" in decision.error
+
+
+def test_unconfigured_provider_is_named_and_never_started() -> None:
+    decision = run(TaskPolicy(providers=("ghost",)), [], {})
+    assert isinstance(decision, Finish)
+    assert decision.state is JobState.FAILED
+    assert "ghost: not configured" in decision.error
+
+
+def test_no_provider_at_all_with_nothing_tried_fails_the_job() -> None:
+    eligibility = {name: Eligibility(False, "not certified") for name in ("a", "b", "c")}
+    decision = run(EXCLUSIVE, [], eligibility)
+    assert isinstance(decision, Finish)
+    assert decision.state is JobState.FAILED
+
+
+def test_provider_with_retry_at_waits_instead_of_failing() -> None:
+    eligibility = {"a": OK, "b": Eligibility(False, "circuit open", retry_at=T0 + 130)}
+    policy = TaskPolicy(providers=("a", "b"))
+    attempts = history(("a", AttemptState.FAILED))
+    decision = run(policy, attempts, eligibility, now=T0 + 100)
+    assert isinstance(decision, Wait)
+    assert decision.until == T0 + 130
+
+
+def test_retry_at_wait_is_capped_by_the_deadline() -> None:
+    eligibility = {"a": OK, "b": Eligibility(False, "rate limited", retry_at=T0 + 500)}
+    policy = TaskPolicy(providers=("a", "b"))
+    attempts = history(("a", AttemptState.FAILED))
+    decision = run(policy, attempts, eligibility, now=T0 + 100, deadline_at=T0 + 200)
+    assert isinstance(decision, Wait)
+    assert decision.until == T0 + 200
+
+
+def test_retry_at_of_an_already_used_provider_does_not_wait() -> None:
+    eligibility = {"a": Eligibility(False, "circuit open", retry_at=T0 + 130)}
+    policy = TaskPolicy(providers=("a",))
+    attempts = history(("a", AttemptState.FAILED))
+    decision = run(policy, attempts, eligibility)
+    assert isinstance(decision, Finish)
+    assert decision.state is JobState.FAILED
+
+
+def test_max_attempts_is_respected() -> None:
+    policy = TaskPolicy(providers=("a", "b", "c"), max_attempts=2)
+    attempts = history(("a", AttemptState.FAILED), ("b", AttemptState.FAILED))
+    decision = run(policy, attempts, all_ok("a", "b", "c"))
+    assert isinstance(decision, Finish)
+    assert decision.state is JobState.FAILED
+    assert "2 attempts" in decision.error
+
+
+def test_max_attempts_with_an_unknown_finishes_unknown() -> None:
+    policy = TaskPolicy(providers=("a", "b", "c"), max_attempts=2, exclusive=False)
+    attempts = history(("a", AttemptState.UNKNOWN), ("b", AttemptState.FAILED))
+    decision = run(policy, attempts, all_ok("a", "b", "c"))
+    assert isinstance(decision, Finish)
+    assert decision.state is JobState.UNKNOWN
+
+
+def test_max_attempts_reached_with_one_in_flight_waits_without_hedging() -> None:
+    policy = TaskPolicy(providers=("a", "b"), max_attempts=1, exclusive=False, hedge_after=0.1)
+    attempts = history(("a", AttemptState.STARTED))
+    decision = run(policy, attempts, all_ok("a", "b"), now=T0 + 50)
+    assert isinstance(decision, Wait)
+    assert decision.until is None
+
+
+# ---- hedging ----------------------------------------------------------------------------------
+
+HEDGED = TaskPolicy(providers=("a", "b"), exclusive=False, hedge_after=0.2)
+
+
+def test_hedge_starts_after_silence() -> None:
+    attempts = [attempt("a", AttemptState.STARTED, started=T0)]
+    assert run(HEDGED, attempts, all_ok("a", "b"), now=T0 + 0.3) == Start("b", hedge=True)
+    assert run(HEDGED, attempts, all_ok("a", "b"), now=T0 + 0.2) == Start("b", hedge=True)
+
+
+def test_hedge_not_yet_waits_until_start_plus_hedge_after() -> None:
+    attempts = [attempt("a", AttemptState.STARTED, started=T0)]
+    decision = run(HEDGED, attempts, all_ok("a", "b"), now=T0 + 0.05)
+    assert isinstance(decision, Wait)
+    assert decision.until == T0 + 0.2
+
+
+def test_exclusive_never_hedges() -> None:
+    policy = TaskPolicy(providers=("a", "b"), exclusive=True, hedge_after=0.2)
+    attempts = [attempt("a", AttemptState.STARTED, started=T0)]
+    for now in (T0 + 0.1, T0 + 0.3, T0 + 1000):
+        decision = run(policy, attempts, all_ok("a", "b"), now=now)
+        assert isinstance(decision, Wait)
+        assert decision.until is None
+
+
+def test_without_hedge_after_a_started_attempt_is_waited_for() -> None:
+    attempts = [attempt("a", AttemptState.STARTED, started=T0)]
+    decision = run(SHARED, attempts, all_ok("a", "b", "c"), now=T0 + 1000)
+    assert isinstance(decision, Wait)
+    assert decision.until is None
+
+
+def test_hedge_with_no_candidate_left_waits_for_the_flight() -> None:
+    attempts = [attempt("a", AttemptState.STARTED, started=T0)]
+    eligibility = {"a": OK, "b": Eligibility(False, "not certified")}
+    decision = run(HEDGED, attempts, eligibility, now=T0 + 5)
+    assert isinstance(decision, Wait)
+    assert decision.until is None
+
+
+# ---- deadline ---------------------------------------------------------------------------------
+
+
+def test_deadline_passed_fails_the_job() -> None:
+    attempts = history(("a", AttemptState.FAILED))
+    decision = run(EXCLUSIVE, attempts, all_ok("a", "b", "c"), now=T0 + 10, deadline_at=T0 + 10)
+    assert isinstance(decision, Finish)
+    assert decision.state is JobState.FAILED
+    assert "deadline" in decision.error
+
+
+def test_deadline_passed_with_an_unknown_attempt_finishes_unknown() -> None:
+    attempts = history(("a", AttemptState.UNKNOWN))
+    decision = run(SHARED, attempts, all_ok("a", "b", "c"), now=T0 + 11, deadline_at=T0 + 10)
+    assert isinstance(decision, Finish)
+    assert decision.state is JobState.UNKNOWN
+
+
+def test_deadline_passed_with_an_attempt_in_flight_waits_for_it() -> None:
+    attempts = history(("a", AttemptState.STARTED))
+    decision = run(HEDGED, attempts, all_ok("a", "b"), now=T0 + 11, deadline_at=T0 + 10)
+    assert isinstance(decision, Wait)
+    assert decision.until is None
+
+
+def test_deadline_not_yet_passed_still_starts() -> None:
+    assert run(EXCLUSIVE, [], all_ok("a"), now=T0, deadline_at=T0 + 1) == Start("a")
+
+
+# ---- properties over random histories ---------------------------------------------------------
+
+PROVIDERS = ("p1", "p2", "p3", "p4")
+OPEN = {AttemptState.STARTED, AttemptState.UNKNOWN}
+
+eligibilities = st.builds(
+    Eligibility,
+    ok=st.booleans(),
+    reason=st.sampled_from(["", "not certified", "circuit open"]),
+    retry_at=st.none() | st.floats(min_value=T0, max_value=T0 + 100),
+)
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[TaskPolicy, list[Attempt], dict[str, Eligibility], float,
+                                        float | None]:  # fmt: skip
+    providers = tuple(draw(st.lists(st.sampled_from(PROVIDERS), min_size=1, max_size=4,
+                                    unique=True)))  # fmt: skip
+    policy = TaskPolicy(
+        providers=providers,
+        max_attempts=draw(st.integers(1, 6)),
+        exclusive=draw(st.booleans()),
+        hedge_after=draw(st.none() | st.floats(min_value=0.01, max_value=60)),
+    )
+    n = draw(st.integers(0, 6))
+    attempts = [
+        attempt(
+            draw(st.sampled_from(PROVIDERS)),
+            draw(st.sampled_from(list(AttemptState))),
+            seq=i + 1,
+            started=T0 + draw(st.floats(min_value=0, max_value=100)),
+            # never "resolved": that is the operator's way to free a provider, tested above
+            error_kind=draw(st.sampled_from([None, "rejected", "not_sent", "unknown"])),
+        )
+        for i in range(n)
+    ]
+    eligibility = draw(st.dictionaries(st.sampled_from(PROVIDERS), eligibilities))
+    now = T0 + draw(st.floats(min_value=0, max_value=200))
+    deadline = draw(st.none() | st.floats(min_value=T0, max_value=T0 + 300))
+    return policy, attempts, eligibility, now, deadline
+
+
+@settings(max_examples=500, deadline=None)
+@given(scenarios())
+def test_decide_never_breaks_the_invariants(
+    scenario: tuple[TaskPolicy, list[Attempt], dict[str, Eligibility], float, float | None],
+) -> None:
+    policy, attempts, eligibility, now, deadline = scenario
+    decision = decide(policy, attempts, eligibility, now=now, deadline_at=deadline)
+    has_open = any(a.state in OPEN for a in attempts)
+    has_unknown = any(a.state is AttemptState.UNKNOWN for a in attempts)
+    if isinstance(decision, Start):
+        assert not (policy.exclusive and has_open), "I4: started beside an open attempt"
+        assert decision.provider in policy.providers
+        verdict = eligibility.get(decision.provider)
+        assert verdict is not None and verdict.ok, "started an ineligible provider"
+        assert decision.provider not in {a.provider for a in attempts}, "provider reused"
+        assert len(attempts) < policy.max_attempts
+        assert deadline is None or now < deadline
+        assert not decision.hedge or (not policy.exclusive and policy.hedge_after is not None)
+    if isinstance(decision, Finish):
+        assert decision.state in (JobState.FAILED, JobState.UNKNOWN)
+        if has_unknown:
+            assert decision.state is JobState.UNKNOWN, "I3: unknown turned into failed"
+        assert not any(a.state is AttemptState.STARTED for a in attempts), "finished in flight"
+    in_flight = any(a.state is AttemptState.STARTED for a in attempts)
+    if isinstance(decision, Wait) and decision.until is not None and not in_flight:
+        assert deadline is None or decision.until <= deadline, "waits past the deadline"
