@@ -5,17 +5,27 @@ key and the problem. See README.md for a complete example.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from providers.config import ProviderConfig
 from router.errors import ConfigError
 
 DEFAULT_CONFIG = "jobrouter.toml"
 CONFIG_ENV = "JOBROUTER_CONFIG"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class _Strict(BaseModel):
@@ -67,6 +77,55 @@ class HttpConfig(_Strict):
     heartbeat: float = Field(default=15.0, gt=0, description="seconds between SSE comment lines")
 
 
+class WebhookConfig(_Strict):
+    """Where an owner's completion events go. Only the operator configures URLs (callers never
+    supply one: no request forgery); the HMAC secret is read from the named environment variable
+    when the deliverer starts, so it never sits in the config file."""
+
+    url: str = Field(description="http(s) URL that receives POSTed completion events")
+    secret_env: str = Field(description="NAME of the environment variable holding the secret")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"must be an http:// or https:// URL with a host, got {value!r}")
+        return value
+
+    @field_validator("secret_env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        if not _ENV_NAME.fullmatch(value):
+            raise ValueError(f"must name an environment variable (LIKE_THIS), got {value!r}")
+        return value
+
+
+class OutboxConfig(_Strict):
+    """Delivery of completion events to `[webhooks.<owner>]` (docs/operations.md)."""
+
+    max_tries: int = Field(default=8, ge=1, description="failed tries before a dead letter")
+    backoff_initial: float = Field(default=30.0, gt=0, description="seconds; doubles per try")
+    backoff_max: float = Field(default=3600.0, gt=0, description="cap of one wait, seconds")
+    timeout: float = Field(default=10.0, gt=0, description="seconds for one delivery request")
+    claim: float = Field(default=60.0, gt=0, description="seconds a claimed batch stays ours")
+    poll_interval: float = Field(default=1.0, gt=0)
+    batch: int = Field(default=16, ge=1, description="events sent at once")
+
+    @model_validator(mode="after")
+    def _claim_outlives_a_send(self) -> OutboxConfig:
+        if self.claim <= self.timeout:
+            raise ValueError(f"claim ({self.claim}s) must be longer than timeout "
+                             f"({self.timeout}s), or a slow send is taken over and sent twice")
+        return self
+
+
+class RetentionConfig(_Strict):
+    """How long finished jobs (and so their idempotency keys) are kept; `jobrouter purge`."""
+
+    days: float = Field(default=7.0, ge=1.0, description="at least one day")
+
+
 class RouterConfig(_Strict):
     database: DatabaseConfig = Field(default_factory=DatabaseConfig)
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
@@ -75,6 +134,9 @@ class RouterConfig(_Strict):
     certification: CertificationConfig = Field(default_factory=CertificationConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
     breaker: BreakerConfig = Field(default_factory=BreakerConfig)
+    webhooks: dict[str, WebhookConfig] = Field(default_factory=dict, description="by owner")
+    outbox: OutboxConfig = Field(default_factory=OutboxConfig)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
     # Where relative contract paths resolve; set from the file's folder when loaded from a file.
     base_dir: Path | None = Field(default=None, exclude=True)
 

@@ -9,12 +9,16 @@ the shared truth rather than its own share of it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
 from router.models import Attempt
 from router.states import AttemptState
+
+if TYPE_CHECKING:
+    from router.store.outbox import OutboxCounts
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 CIRCUIT_STATES = ["closed", "open", "half_open"]
@@ -57,6 +61,24 @@ CIRCUITS = Enum(
     ["provider"], states=CIRCUIT_STATES, registry=REGISTRY,
 )  # fmt: skip
 
+OUTBOX_PENDING = Gauge(
+    "jobrouter_outbox_pending", "Undelivered completion events by owner, parked ones included "
+    "(refreshed on scrape).", ["owner"], registry=REGISTRY,
+)  # fmt: skip
+OUTBOX_DEAD = Gauge(
+    "jobrouter_outbox_dead", "Dead-lettered completion events by owner (refreshed on scrape).",
+    ["owner"], registry=REGISTRY,
+)  # fmt: skip
+OUTBOX_DELIVERIES = Counter(
+    "jobrouter_outbox_deliveries", "Webhook delivery tries by owner and outcome: delivered, "
+    "retry (failed, due again later), dead (failed for the last time).",
+    ["owner", "outcome"], registry=REGISTRY,
+)  # fmt: skip
+OUTBOX_LATENCY = Histogram(
+    "jobrouter_outbox_delivery_duration_seconds", "Time of one webhook request, any outcome.",
+    ["owner"], buckets=LATENCY_BUCKETS, registry=REGISTRY,
+)  # fmt: skip
+
 
 def record_attempt(provider: str, state: AttemptState) -> None:
     """The engine's metric hook: one attempt reached `state`."""
@@ -86,6 +108,24 @@ def set_gauges(open_jobs: dict[str, int], circuits: Iterable[tuple[str, str]]) -
     for provider, state in circuits:
         if state in CIRCUIT_STATES:
             CIRCUITS.labels(provider=provider).state(state)
+
+
+def record_delivery(owner: str, outcome: str, seconds: float) -> None:
+    """The outbox deliverer's metric hook: one webhook try ended (delivered, retry or dead)."""
+    OUTBOX_DELIVERIES.labels(owner=owner, outcome=outcome).inc()
+    OUTBOX_LATENCY.labels(owner=owner).observe(seconds)
+
+
+def set_outbox_gauges(counts: OutboxCounts) -> None:
+    """Outbox depth from the store; an owner whose events are gone drops to 0, not stale."""
+    _set_by_owner(OUTBOX_PENDING, {depth.owner: depth.pending for depth in counts.pending})
+    _set_by_owner(OUTBOX_DEAD, counts.dead)
+
+
+def _set_by_owner(gauge: Gauge, counts: dict[str, int]) -> None:
+    shown = {sample.labels["owner"] for metric in gauge.collect() for sample in metric.samples}
+    for owner in shown | counts.keys():
+        gauge.labels(owner=owner).set(counts.get(owner, 0))
 
 
 def exposition() -> bytes:

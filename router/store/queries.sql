@@ -172,3 +172,106 @@ SELECT version FROM schema_migrations ORDER BY version
 -- name: count_open_jobs
 -- Queue depth for /metrics: queued and running jobs by state (the jobs_runnable partial index).
 SELECT state, COUNT(*) AS n FROM jobs WHERE state IN ('queued', 'running') GROUP BY state
+
+-- ---- outbox delivery and dead letters (router/store/outbox.py) -------------------------------
+-- Lists travel as one JSON-array text parameter (:owners, :ids), read with json_each here and
+-- json_array_elements_text in queries_postgres.sql: the same Python value on both backends.
+
+-- name: claim_outbox
+-- Due, undelivered events of the owners with a webhook, claimed for :worker until :claim_until;
+-- an expired claim (its process died mid-send) is taken over. SQLite's write lock makes the
+-- select-and-update one step; PostgreSQL overrides with FOR UPDATE SKIP LOCKED.
+UPDATE outbox SET claimed_by = :worker, claim_until = :claim_until
+WHERE id IN (
+    SELECT id FROM outbox
+    WHERE delivered_at IS NULL AND next_attempt_at <= :now
+      AND (claim_until IS NULL OR claim_until < :now)
+      AND owner IN (SELECT value FROM json_each(:owners))
+    ORDER BY next_attempt_at
+    LIMIT :limit)
+RETURNING *
+
+-- name: outbox_delivered
+-- Whoever holds the claim now: the receiver has the event, which is all that counts.
+UPDATE outbox SET delivered_at = :now, tries = tries + 1, last_error = NULL, claimed_by = NULL,
+                  claim_until = NULL
+WHERE id = :id AND delivered_at IS NULL
+
+-- name: outbox_retry
+UPDATE outbox SET tries = tries + 1, last_error = :error, next_attempt_at = :next_attempt_at,
+                  claimed_by = NULL, claim_until = NULL
+WHERE id = :id AND claimed_by = :worker AND delivered_at IS NULL
+
+-- name: take_claimed_outbox
+DELETE FROM outbox WHERE id = :id AND claimed_by = :worker AND delivered_at IS NULL RETURNING *
+
+-- name: release_outbox_claims
+UPDATE outbox SET claimed_by = NULL, claim_until = NULL
+WHERE claimed_by = :worker AND delivered_at IS NULL
+
+-- name: insert_dead
+INSERT INTO outbox_dead (id, job_id, owner, kind, payload, created_at, tries, last_error, dead_at)
+VALUES (:id, :job_id, :owner, :kind, :payload, :created_at, :tries, :last_error, :now)
+
+-- name: take_dead
+DELETE FROM outbox_dead WHERE id = :id RETURNING *
+
+-- name: take_dead_batch
+DELETE FROM outbox_dead
+WHERE id IN (SELECT id FROM outbox_dead ORDER BY dead_at LIMIT :limit)
+RETURNING *
+
+-- name: insert_replayed
+-- A replayed dead letter is a pending event again, due now, with a fresh try count.
+INSERT INTO outbox (id, job_id, owner, kind, payload, created_at, next_attempt_at, tries,
+                    last_error)
+VALUES (:id, :job_id, :owner, :kind, :payload, :created_at, :now, 0, :last_error)
+
+-- name: get_outbox_event
+SELECT * FROM outbox WHERE id = :id
+
+-- name: outbox_event_of_job
+SELECT * FROM outbox WHERE job_id = :job_id
+
+-- name: outbox_pending_by_owner
+SELECT owner, COUNT(*) AS pending, SUM(CASE WHEN tries > 0 THEN 1 ELSE 0 END) AS retrying,
+       MIN(created_at) AS oldest, MIN(next_attempt_at) AS next_attempt_at
+FROM outbox WHERE delivered_at IS NULL
+GROUP BY owner ORDER BY owner
+
+-- name: outbox_dead_by_owner
+SELECT owner, COUNT(*) AS dead FROM outbox_dead GROUP BY owner ORDER BY owner
+
+-- name: list_dead
+SELECT * FROM outbox_dead ORDER BY dead_at DESC, id LIMIT :limit
+
+-- ---- retention (router/store/outbox.py, `jobrouter purge`) ----------------------------------
+-- The state list is JobState's terminal set (states.py; a unit test holds them equal), spelled
+-- out so the jobs_finished partial index applies. A job is purgeable when it is terminal, older
+-- than :cutoff, and its completion event was delivered (no pending row, no dead letter).
+
+-- name: count_purgeable
+SELECT COUNT(*) AS n FROM jobs j
+WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
+  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.job_id = j.id AND o.delivered_at IS NULL)
+  AND NOT EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id)
+
+-- name: count_kept_undelivered
+SELECT COUNT(*) AS n FROM jobs j
+WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
+  AND (EXISTS (SELECT 1 FROM outbox o WHERE o.job_id = j.id AND o.delivered_at IS NULL)
+       OR EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id))
+
+-- name: purge_jobs
+-- Attempts and events go with their job (ON DELETE CASCADE).
+DELETE FROM jobs WHERE id IN (
+    SELECT j.id FROM jobs j
+    WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
+      AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.job_id = j.id AND o.delivered_at IS NULL)
+      AND NOT EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id)
+    ORDER BY j.updated_at
+    LIMIT :limit)
+RETURNING id
+
+-- name: purge_outbox
+DELETE FROM outbox WHERE delivered_at IS NOT NULL AND job_id IN (SELECT value FROM json_each(:ids))

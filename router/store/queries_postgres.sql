@@ -31,3 +31,22 @@ ON CONFLICT (provider) DO UPDATE SET
     probe_until = NULL,
     updated_at = :now
 RETURNING *
+
+-- name: claim_outbox
+-- SKIP LOCKED: a second deliverer passes over the rows the first is claiming instead of waiting
+-- for them; the claim columns then keep those rows its own until delivered or expired.
+UPDATE outbox SET claimed_by = :worker, claim_until = :claim_until
+WHERE id IN (
+    SELECT id FROM outbox
+    WHERE delivered_at IS NULL AND next_attempt_at <= :now
+      AND (claim_until IS NULL OR claim_until < :now)
+      AND owner IN (SELECT json_array_elements_text(CAST(:owners AS json)))
+    ORDER BY next_attempt_at
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED)
+RETURNING *
+
+-- name: purge_outbox
+DELETE FROM outbox
+WHERE delivered_at IS NOT NULL
+  AND job_id IN (SELECT json_array_elements_text(CAST(:ids AS json)))

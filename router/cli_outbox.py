@@ -1,0 +1,179 @@
+"""Outbox and retention commands: `jobrouter outbox [replay]` and `jobrouter purge`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from router.cli import ConfigOpt, DatabaseOpt, app, console, err, run, settings
+from router.config import RouterConfig
+from router.retention import DEFAULT_BATCH, MIN_DAYS, cutoff_for, plan_purge, purge
+from router.store import SqlStore, open_store
+from router.store.outbox import OutboxCounts, OutboxEvent
+
+outbox_app = typer.Typer(
+    help="Completion events waiting for their owner's webhook, and dead letters.",
+    no_args_is_help=False,
+)
+app.add_typer(outbox_app, name="outbox")
+
+
+@asynccontextmanager
+async def _store(cfg: RouterConfig, database: str | None) -> AsyncIterator[SqlStore]:
+    store = await open_store(database or cfg.database.url)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@outbox_app.callback(invoke_without_command=True)
+def outbox(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option(min=0, help="dead letters to list (newest first)")] = 20,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+) -> None:
+    """Show the outbox depth by owner (parked owners marked) and the dead letters."""
+    if ctx.invoked_subcommand is not None:
+        return
+    cfg = settings(config)
+
+    async def step() -> None:
+        async with _store(cfg, database) as store:
+            counts = await store.outbox_counts()
+            dead = await store.dead_letters(limit) if limit else []
+        print_depth(cfg, counts)
+        if dead:
+            print_dead(dead, sum(counts.dead.values()))
+
+    run(step)
+
+
+@outbox_app.command()
+def replay(
+    event_id: Annotated[str | None, typer.Option("--id", help="the dead letter's event id")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="every dead letter")] = False,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+) -> None:
+    """Move dead letters back to pending: due now, tries reset, same event id."""
+    if (event_id is None) == (not all_):
+        raise typer.BadParameter("give exactly one of --id ID or --all")
+    cfg = settings(config)
+
+    async def step() -> int:
+        async with _store(cfg, database) as store:
+            if event_id is not None:
+                return 1 if await store.replay_dead(event_id) else 0
+            return await store.replay_all_dead()
+
+    moved = run(step)
+    if event_id is not None and not moved:
+        err.print(f"[red]error:[/red] no dead letter {event_id} (see `jobrouter outbox`)")
+        raise typer.Exit(1)
+    console.print(f"moved {moved} dead letter{'s' if moved != 1 else ''} back to pending")
+
+
+@app.command(name="purge")
+def purge_command(
+    older_than: Annotated[
+        float | None,
+        typer.Option(
+            min=MIN_DAYS,
+            help="days since a job finished (default: the config's \\[retention] days)",
+            show_default=False,
+        ),
+    ] = None,
+    batch: Annotated[int, typer.Option(min=1, help="jobs per transaction")] = DEFAULT_BATCH,
+    dry_run: Annotated[bool, typer.Option(help="count what would go, delete nothing")] = False,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+) -> None:
+    """Delete finished jobs (their attempts, events, delivered outbox rows, and so their
+    idempotency keys) older than the retention. Jobs not finished, `unknown` ones included,
+    and jobs whose completion event is not delivered yet are kept."""
+    cfg = settings(config)
+    days = cfg.retention.days if older_than is None else older_than
+    cutoff = cutoff_for(days)
+
+    async def step() -> None:
+        async with _store(cfg, database) as store:
+            plan = await plan_purge(store, cutoff)
+            before = _when(cutoff)
+            console.print(
+                f"{plan.purgeable} finished jobs older than {days:g} days (before "
+                f"{before}) can be purged; {plan.kept_undelivered} are kept because "
+                "their completion event is not delivered (see `jobrouter outbox`)"
+            )
+            if dry_run or not plan.purgeable:
+                return
+            end = "\r" if console.is_terminal else "\n"
+            total = await purge(store, cutoff, batch=batch, progress=lambda n: console.print(
+                f"purged {n} of {plan.purgeable}", end=end))  # fmt: skip
+            console.print(f"purged {total} jobs" + (" " * 20 if end == "\r" else ""))
+
+    run(step)
+
+
+def print_depth(cfg: RouterConfig, counts: OutboxCounts) -> None:
+    pending = sum(depth.pending for depth in counts.pending)
+    console.print(f"outbox: {pending} pending, {sum(counts.dead.values())} dead letters")
+    if not cfg.webhooks:
+        console.print("no \\[webhooks.<owner>] sections are configured: every event is parked")
+    table = Table("owner", "pending", "retrying", "oldest", "next try", "dead", "delivery")
+    owners = sorted({d.owner for d in counts.pending} | counts.dead.keys())
+    by_owner = {depth.owner: depth for depth in counts.pending}
+    now = time.time()
+    for owner in owners:
+        depth = by_owner.get(owner)
+        hook = cfg.webhooks.get(owner)
+        delivery = hook.url if hook else f"PARKED: no \\[webhooks.{owner}] configured"
+        table.add_row(
+            owner, str(depth.pending if depth else 0), str(depth.retrying if depth else 0),
+            _ago(now - depth.oldest) if depth else "", _next(depth.next_attempt_at - now)
+            if depth and hook else "", str(counts.dead.get(owner, 0)), delivery,
+        )  # fmt: skip
+    if owners:
+        console.print(table)
+
+
+def print_dead(dead: list[OutboxEvent], total: int) -> None:
+    table = Table("event id", "job", "owner", "tries", "dead since", "last error",
+                  title=f"dead letters ({len(dead)} newest of {total}; "
+                  "`jobrouter outbox replay --id ID | --all`)")  # fmt: skip
+    for event in dead:
+        table.add_row(
+            event.id,
+            event.job_id,
+            event.owner,
+            str(event.tries),
+            _when(event.dead_at or 0.0),
+            (event.last_error or "")[:80],
+        )
+    console.print(table)
+
+
+def _when(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _ago(seconds: float) -> str:
+    return f"{_span(seconds)} ago"
+
+
+def _next(seconds: float) -> str:
+    return "now" if seconds <= 0 else f"in {_span(seconds)}"
+
+
+def _span(seconds: float) -> str:
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{max(seconds, 0):.0f}s"

@@ -1,0 +1,200 @@
+"""The outbox and retention: a mixin of `SqlStore` (SQL in queries.sql, like every store method).
+
+Completion events are written by `SqlStore._outbox` in the transaction of the terminal change
+(I8). Here they are claimed for delivery, marked delivered, rescheduled, buried as dead letters
+and replayed; and finished jobs whose completion was delivered are purged, in small batches.
+Every retry fact (tries, next_attempt_at, last_error, the claim) lives in the row.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from router.store.connector import Connector, Row, Tx
+
+REPLAY_BATCH = 500
+
+
+@dataclass(frozen=True)
+class OutboxEvent:
+    """One completion event: `id` is its idempotency key for receivers."""
+
+    id: str
+    job_id: str
+    owner: str
+    kind: str
+    payload: str  # the event as JSON text, exactly as written with the terminal change
+    created_at: float
+    tries: int  # delivery tries so far
+    next_attempt_at: float | None = None
+    last_error: str | None = None
+    delivered_at: float | None = None
+    claimed_by: str | None = None
+    dead_at: float | None = None  # set on dead letters only
+
+
+@dataclass(frozen=True)
+class OwnerDepth:
+    owner: str
+    pending: int  # undelivered events (parked ones included)
+    retrying: int  # of those, events that failed at least once
+    oldest: float  # created_at of the oldest
+    next_attempt_at: float
+
+
+@dataclass(frozen=True)
+class OutboxCounts:
+    pending: list[OwnerDepth]
+    dead: dict[str, int]  # dead letters by owner
+
+
+class OutboxMethods:
+    connector: Connector
+    _q: Mapping[str, str]
+
+    # ---- delivery ------------------------------------------------------------------------------
+
+    async def claim_outbox(
+        self, owners: Iterable[str], worker: str, *, claim_s: float, limit: int
+    ) -> list[OutboxEvent]:
+        """Due events of `owners`, claimed by `worker` for `claim_s`, oldest due first. A claim
+        keeps other processes off the rows; when it expires (the worker died), they take over."""
+        wanted = sorted(set(owners))
+        if not wanted or limit <= 0:
+            return []
+        now = time.time()
+        params = {"owners": json.dumps(wanted), "worker": worker, "now": now,
+                  "claim_until": now + claim_s, "limit": limit}  # fmt: skip
+        async with self.connector.write() as tx:
+            rows = await tx.fetchall(self._q["claim_outbox"], params)
+        events = [_event(row) for row in rows]
+        return sorted(events, key=lambda event: (event.next_attempt_at or 0.0, event.id))
+
+    async def outbox_delivered(self, event_id: str) -> bool:
+        """The receiver answered 2xx: the event is delivered (False: it already was)."""
+        async with self.connector.write() as tx:
+            count = await tx.execute(
+                self._q["outbox_delivered"], {"id": event_id, "now": time.time()}
+            )
+        return count > 0
+
+    async def outbox_retry(
+        self, event_id: str, worker: str, *, error: str, next_attempt_at: float
+    ) -> bool:
+        """One more failed try, due again at `next_attempt_at`; the claim is given up. False
+        when `worker` no longer holds the claim (it expired and another process took over)."""
+        params = {"id": event_id, "worker": worker, "error": error,
+                  "next_attempt_at": next_attempt_at}  # fmt: skip
+        async with self.connector.write() as tx:
+            count = await tx.execute(self._q["outbox_retry"], params)
+        return count > 0
+
+    async def outbox_bury(self, event_id: str, worker: str, *, error: str) -> bool:
+        """The last allowed try failed: move the event to the dead letters, in one transaction.
+        False when `worker` no longer holds the claim."""
+        async with self.connector.write() as tx:
+            row = await tx.fetchone(
+                self._q["take_claimed_outbox"], {"id": event_id, "worker": worker}
+            )
+            if row is None:
+                return False
+            dead = {key: row[key] for key in ("id", "job_id", "owner", "kind", "payload",
+                                               "created_at")}  # fmt: skip
+            dead.update(tries=int(row["tries"]) + 1, last_error=error, now=time.time())
+            await tx.execute(self._q["insert_dead"], dead)
+        return True
+
+    async def release_outbox_claims(self, worker: str) -> int:
+        """A deliverer stopping cleanly hands its claimed events back (due at their time)."""
+        async with self.connector.write() as tx:
+            return await tx.execute(self._q["release_outbox_claims"], {"worker": worker})
+
+    # ---- dead letters --------------------------------------------------------------------------
+
+    async def replay_dead(self, event_id: str) -> bool:
+        """Move one dead letter back to pending, due now, tries reset; False if no such one."""
+        async with self.connector.write() as tx:
+            row = await tx.fetchone(self._q["take_dead"], {"id": event_id})
+            if row is not None:
+                await self._insert_replayed(tx, row)
+        return row is not None
+
+    async def replay_all_dead(self, batch: int = REPLAY_BATCH) -> int:
+        """Move every dead letter back to pending, `batch` per transaction. Returns how many."""
+        moved = 0
+        while True:
+            async with self.connector.write() as tx:
+                rows = await tx.fetchall(self._q["take_dead_batch"], {"limit": batch})
+                for row in rows:
+                    await self._insert_replayed(tx, row)
+            moved += len(rows)
+            if len(rows) < batch:
+                return moved
+
+    async def _insert_replayed(self, tx: Tx, row: Row) -> None:
+        note = f"replayed after {row['tries']} tries; last error: {row['last_error']}"
+        await tx.execute(self._q["insert_replayed"], {
+            "id": row["id"], "job_id": row["job_id"], "owner": row["owner"], "kind": row["kind"],
+            "payload": row["payload"], "created_at": row["created_at"], "now": time.time(),
+            "last_error": note})  # fmt: skip
+
+    # ---- reads ---------------------------------------------------------------------------------
+
+    async def outbox_counts(self) -> OutboxCounts:
+        """Depth of the outbox: undelivered events by owner, and dead letters by owner."""
+        pending = await self.connector.fetchall(self._q["outbox_pending_by_owner"], {})
+        dead = await self.connector.fetchall(self._q["outbox_dead_by_owner"], {})
+        return OutboxCounts(
+            pending=[OwnerDepth(owner=row["owner"], pending=int(row["pending"]),
+                                retrying=int(row["retrying"] or 0), oldest=float(row["oldest"]),
+                                next_attempt_at=float(row["next_attempt_at"]))
+                     for row in pending],
+            dead={row["owner"]: int(row["dead"]) for row in dead},
+        )  # fmt: skip
+
+    async def dead_letters(self, limit: int = 50) -> list[OutboxEvent]:
+        """The newest dead letters first."""
+        rows = await self.connector.fetchall(self._q["list_dead"], {"limit": limit})
+        return [_event(row) for row in rows]
+
+    async def outbox_event(self, event_id: str) -> OutboxEvent | None:
+        """A pending or delivered event (a dead letter is in `dead_letters`)."""
+        row = await self.connector.fetchone(self._q["get_outbox_event"], {"id": event_id})
+        return _event(row) if row else None
+
+    async def outbox_event_of_job(self, job_id: str) -> OutboxEvent | None:
+        row = await self.connector.fetchone(self._q["outbox_event_of_job"], {"job_id": job_id})
+        return _event(row) if row else None
+
+    # ---- retention -----------------------------------------------------------------------------
+
+    async def count_purgeable(self, cutoff: float) -> tuple[int, int]:
+        """Finished jobs last changed before `cutoff`: (purgeable now, kept because their
+        completion event is not delivered yet)."""
+        params = {"cutoff": cutoff}
+        purgeable = await self.connector.fetchone(self._q["count_purgeable"], params)
+        kept = await self.connector.fetchone(self._q["count_kept_undelivered"], params)
+        return (int(purgeable["n"]) if purgeable else 0, int(kept["n"]) if kept else 0)
+
+    async def purge_batch(self, cutoff: float, limit: int) -> int:
+        """Delete up to `limit` purgeable jobs (with their attempts, events and delivered outbox
+        rows) in one short transaction. Returns how many jobs went."""
+        async with self.connector.write() as tx:
+            rows = await tx.fetchall(self._q["purge_jobs"], {"cutoff": cutoff, "limit": limit})
+            ids = [row["id"] for row in rows]
+            if ids:
+                await tx.execute(self._q["purge_outbox"], {"ids": json.dumps(ids)})
+        return len(ids)
+
+
+def _event(row: Row) -> OutboxEvent:
+    return OutboxEvent(
+        id=row["id"], job_id=row["job_id"], owner=row["owner"], kind=row["kind"],
+        payload=row["payload"], created_at=float(row["created_at"]), tries=int(row["tries"]),
+        next_attempt_at=row.get("next_attempt_at"), last_error=row.get("last_error"),
+        delivered_at=row.get("delivered_at"), claimed_by=row.get("claimed_by"),
+        dead_at=row.get("dead_at"),
+    )  # fmt: skip

@@ -1,0 +1,192 @@
+"""The outbox and retention in the store, on every backend: claims keep two processes off one
+event, the retry state lives in the row, dead letters and replay, and purge in batches keeps
+what must be kept (not terminal, or completion not delivered)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from router.retention import purge
+from router.states import JobState
+from router.store import SqlStore, open_store
+from tests.support.outbox_jobs import DAY_S, age_jobs, count, event_of, job_in
+
+OWNERS = ["shop"]
+
+
+async def test_a_terminal_job_has_one_due_unclaimed_event(store: SqlStore) -> None:
+    job = await job_in(store, JobState.SUCCEEDED, key="k1")
+    event = await event_of(store, job)
+    assert (event.kind, event.owner, event.tries, event.claimed_by) == (
+        "job.succeeded",
+        "shop",
+        0,
+        None,
+    )
+    assert event.delivered_at is None and event.next_attempt_at is not None
+    assert event.next_attempt_at <= time.time()
+
+
+async def test_a_claimed_event_is_nobody_elses_until_the_claim_expires(
+    store: SqlStore, db_url: str
+) -> None:
+    job = await job_in(store, JobState.SUCCEEDED, key="k1")
+    other = await open_store(db_url)  # another process on the same database
+    try:
+        [mine] = await store.claim_outbox(OWNERS, "w1", claim_s=0.3, limit=10)
+        assert mine.job_id == job.id and mine.claimed_by == "w1"
+        assert await other.claim_outbox(OWNERS, "w2", claim_s=0.3, limit=10) == []
+        await asyncio.sleep(0.4)  # w1 died mid-send: its claim runs out
+        [taken] = await other.claim_outbox(OWNERS, "w2", claim_s=5, limit=10)
+        assert (taken.id, taken.claimed_by) == (mine.id, "w2")
+        assert not await store.outbox_retry(mine.id, "w1", error="late", next_attempt_at=0.0)
+    finally:
+        await other.close()
+
+
+async def test_concurrent_claims_from_two_connections_are_disjoint(
+    store: SqlStore, db_url: str
+) -> None:
+    for n in range(20):
+        await job_in(store, JobState.CANCELLED, key=f"k{n}")
+    other = await open_store(db_url)
+    try:
+        batches = await asyncio.gather(*(
+            (store if n % 2 else other).claim_outbox(OWNERS, f"w{n}", claim_s=30, limit=3)
+            for n in range(10)))  # fmt: skip
+    finally:
+        await other.close()
+    ids = [event.id for batch in batches for event in batch]
+    assert len(ids) == len(set(ids)) == 20
+
+
+async def test_only_owners_with_a_webhook_are_claimed(store: SqlStore) -> None:
+    await job_in(store, JobState.SUCCEEDED, owner="shop", key="k1")
+    parked = await job_in(store, JobState.SUCCEEDED, owner="nohook", key="k1")
+    claimed = await store.claim_outbox(OWNERS, "w1", claim_s=30, limit=10)
+    assert [event.owner for event in claimed] == ["shop"]
+    assert await store.claim_outbox([], "w1", claim_s=30, limit=10) == []
+    assert (await event_of(store, parked)).claimed_by is None
+    depth = {d.owner: d.pending for d in (await store.outbox_counts()).pending}
+    assert depth == {"shop": 1, "nohook": 1}
+
+
+async def test_a_failed_try_is_recorded_in_the_row_and_not_due_before_its_time(
+    store: SqlStore,
+) -> None:
+    job = await job_in(store, JobState.FAILED, key="k1")
+    [event] = await store.claim_outbox(OWNERS, "w1", claim_s=30, limit=10)
+    later = time.time() + 60
+    assert await store.outbox_retry(event.id, "w1", error="HTTP 500: no", next_attempt_at=later)
+    row = await event_of(store, job)
+    assert (row.tries, row.last_error, row.claimed_by) == (1, "HTTP 500: no", None)
+    assert row.next_attempt_at == later
+    assert await store.claim_outbox(OWNERS, "w2", claim_s=30, limit=10) == []
+    counts = await store.outbox_counts()
+    assert [(d.owner, d.pending, d.retrying) for d in counts.pending] == [("shop", 1, 1)]
+
+
+async def test_delivered_marks_the_row_once(store: SqlStore) -> None:
+    job = await job_in(store, JobState.SUCCEEDED, key="k1")
+    [event] = await store.claim_outbox(OWNERS, "w1", claim_s=30, limit=10)
+    assert await store.outbox_delivered(event.id)
+    assert not await store.outbox_delivered(event.id)
+    row = await event_of(store, job)
+    assert row.delivered_at is not None and row.tries == 1 and row.claimed_by is None
+    assert (await store.outbox_counts()).pending == []
+
+
+async def test_bury_moves_to_dead_letters_and_replay_brings_it_back(store: SqlStore) -> None:
+    jobs = [await job_in(store, JobState.SUCCEEDED, key=f"k{n}") for n in range(3)]
+    claimed = await store.claim_outbox(OWNERS, "w1", claim_s=30, limit=10)
+    for event in claimed:
+        assert await store.outbox_bury(event.id, "w1", error="HTTP 500: no")
+    assert not await store.outbox_bury(claimed[0].id, "w1", error="twice")
+    counts = await store.outbox_counts()
+    assert counts.pending == [] and counts.dead == {"shop": 3}
+    dead = await store.dead_letters()
+    assert {d.id for d in dead} == {e.id for e in claimed}
+    assert all(d.tries == 1 and d.last_error == "HTTP 500: no" for d in dead)
+
+    assert await store.replay_dead(claimed[0].id)
+    assert not await store.replay_dead(claimed[0].id)
+    assert not await store.replay_dead("no-such-event")
+    assert await store.replay_all_dead(batch=1) == 2
+    assert (await store.outbox_counts()).dead == {}
+    for job, event in zip(jobs, claimed, strict=True):
+        back = await event_of(store, job)
+        assert back.id == event.id  # the same event id: receivers still de-duplicate
+        assert back.tries == 0 and back.delivered_at is None and back.claimed_by is None
+        assert "replayed after 1 tries" in (back.last_error or "")
+    assert len(await store.claim_outbox(OWNERS, "w2", claim_s=30, limit=10)) == 3
+
+
+async def test_release_hands_claims_back(store: SqlStore) -> None:
+    await job_in(store, JobState.SUCCEEDED, key="k1")
+    await store.claim_outbox(OWNERS, "w1", claim_s=30, limit=10)
+    assert await store.release_outbox_claims("w1") == 1
+    assert len(await store.claim_outbox(OWNERS, "w2", claim_s=30, limit=10)) == 1
+
+
+# ---- retention ---------------------------------------------------------------------------------
+
+
+async def test_purge_in_batches_keeps_unfinished_and_undelivered_jobs(store: SqlStore) -> None:
+    delivered = []
+    for n in range(5):
+        state = [JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED][n % 3]
+        job = await job_in(store, state, key=f"done-{n}")
+        assert await store.outbox_delivered((await event_of(store, job)).id)
+        delivered.append(job)
+    undelivered = await job_in(store, JobState.SUCCEEDED, key="undelivered")
+    dead = await job_in(store, JobState.FAILED, key="dead")
+    [dead_event] = [e for e in await store.claim_outbox(OWNERS, "w1", claim_s=30, limit=10)
+                    if e.job_id == dead.id]  # fmt: skip
+    await store.outbox_bury(dead_event.id, "w1", error="gone")
+    await store.release_outbox_claims("w1")
+    unfinished = [await job_in(store, state, key=f"open-{state}")
+                  for state in (JobState.QUEUED, JobState.RUNNING, JobState.UNKNOWN)]  # fmt: skip
+    await age_jobs(store, 30 * DAY_S)
+    cutoff = time.time() - 7 * DAY_S
+
+    assert await store.count_purgeable(cutoff) == (5, 2)
+    progress: list[int] = []
+    assert await purge(store, cutoff, batch=2, progress=progress.append) == 5
+    assert progress == [2, 4, 5]
+
+    for job in delivered:
+        assert await store.get_job(job.id) is None
+        for table in ("attempts", "job_events", "outbox"):
+            assert await count(store, table, job.id) == 0, table
+    for job in [undelivered, dead, *unfinished]:
+        kept = await store.get_job(job.id)
+        assert kept is not None and kept.state is job.state
+        assert await count(store, "job_events", job.id) > 0
+    assert await count(store, "outbox", undelivered.id) == 1
+    assert await count(store, "outbox_dead", dead.id) == 1
+    assert await store.count_purgeable(cutoff) == (0, 2)
+    assert await purge(store, cutoff, batch=2) == 0
+
+
+async def test_purge_keeps_jobs_finished_within_the_retention(store: SqlStore) -> None:
+    job = await job_in(store, JobState.SUCCEEDED, key="k1")
+    await store.outbox_delivered((await event_of(store, job)).id)
+    await age_jobs(store, 6 * DAY_S)
+    assert await purge(store, time.time() - 7 * DAY_S) == 0
+    assert await store.get_job(job.id) is not None
+
+
+async def test_a_key_submitted_again_after_its_job_was_purged_starts_a_new_job(
+    store: SqlStore,
+) -> None:
+    old = await job_in(store, JobState.SUCCEEDED, key="order-42")
+    await store.outbox_delivered((await event_of(store, old)).id)
+    await age_jobs(store, 8 * DAY_S)
+    assert await purge(store, time.time() - 7 * DAY_S) == 1
+    assert await store.find_job("shop", "order-42") is None
+
+    again = await job_in(store, JobState.QUEUED, key="order-42")
+    assert again.created and again.id != old.id and again.state is JobState.QUEUED
+    found = await store.find_job("shop", "order-42")
+    assert found is not None and found.id == again.id

@@ -1,0 +1,59 @@
+"""Jobs in a chosen state, straight through the store, for outbox and retention tests."""
+
+from __future__ import annotations
+
+from router.models import AttemptUsage, Job
+from router.states import AttemptState, JobState
+from router.store import SqlStore
+from router.store.outbox import OutboxEvent
+
+DAY_S = 86_400.0
+
+
+async def new_job(store: SqlStore, *, owner: str = "shop", key: str = "k1") -> Job:
+    return await store.create_job(
+        owner=owner, idempotency_key=key, task="caption", input={"product": "tea"}, params={},
+        deadline_s=None, claimed_by=None, claim_s=60.0,
+    )  # fmt: skip
+
+
+async def job_in(store: SqlStore, state: JobState, *, owner: str = "shop", key: str) -> Job:
+    """A job brought to `state` the way the engine would (attempts and events included)."""
+    job = await new_job(store, owner=owner, key=key)
+    if state is JobState.QUEUED:
+        return job
+    _, attempt = await store.start_attempt(job.id, provider="a", model=None, worker="w1",
+                                           lease_s=30.0, exclusive=False)  # fmt: skip
+    if state is JobState.SUCCEEDED:
+        return (await store.finish_attempt_cas(attempt.id, {"text": key}, AttemptUsage())).job
+    if state is JobState.CANCELLED:
+        return await store.cancel_job(job.id, "test")
+    if state in (JobState.FAILED, JobState.UNKNOWN):
+        ended = AttemptState.FAILED if state is JobState.FAILED else AttemptState.UNKNOWN
+        await store.finish_attempt(attempt.id, ended, error_kind=str(ended), error="test",
+                                   usage=AttemptUsage())  # fmt: skip
+        return await store.settle_job(job.id, state, error="test")
+    assert state is JobState.RUNNING
+    fresh = await store.get_job(job.id)
+    assert fresh is not None
+    return fresh
+
+
+async def event_of(store: SqlStore, job: Job) -> OutboxEvent:
+    event = await store.outbox_event_of_job(job.id)
+    assert event is not None, f"job {job.id} has no outbox event"
+    return event
+
+
+async def age_jobs(store: SqlStore, seconds: float) -> None:
+    """Pretend every job last changed `seconds` earlier than it did."""
+    async with store.connector.write() as tx:
+        await tx.execute("UPDATE jobs SET updated_at = updated_at - :s", {"s": seconds})
+
+
+async def count(store: SqlStore, table: str, job_id: str | None = None) -> int:
+    where = " WHERE job_id = :job_id" if job_id else ""
+    row = await store.connector.fetchone(f"SELECT COUNT(*) AS n FROM {table}{where}",
+                                         {"job_id": job_id} if job_id else {})  # fmt: skip
+    assert row is not None
+    return int(row["n"])

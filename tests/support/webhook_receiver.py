@@ -1,0 +1,105 @@
+"""A real webhook receiver for outbox tests: a tiny ASGI app served by uvicorn on 127.0.0.1
+(an ephemeral port) inside the test's event loop. It records every request, and can answer 500
+to the first K, hang on the first K (until the test ends), or always fail."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Received:
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+    at: float  # time.monotonic() on arrival
+
+    @property
+    def event_id(self) -> str:
+        return self.headers["idempotency-key"]
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class WebhookReceiver:
+    fail_first: int = 0  # answer 500 to this many requests first
+    hang_first: int = 0  # never answer this many requests first (until the test ends)
+    always_fail: bool = False
+    delay: float = 0.0  # seconds before each answer
+    requests: list[Received] = field(default_factory=list)
+    url: str = ""
+    _arrived: asyncio.Condition = field(default_factory=asyncio.Condition)
+    _release: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def delivered_ids(self) -> set[str]:
+        """What a de-duplicating receiver keeps: one per event id."""
+        return {request.event_id for request in self.requests}
+
+    async def wait_for(self, count: int, within: float = 10.0) -> list[Received]:
+        async with asyncio.timeout(within), self._arrived:
+            await self._arrived.wait_for(lambda: len(self.requests) >= count)
+        return list(self.requests)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        number = len(self.requests)
+        async with self._arrived:
+            self.requests.append(Received(headers, body, time.monotonic()))
+            self._arrived.notify_all()
+        if number < self.hang_first:
+            await self._release.wait()
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        failing = self.always_fail or number < self.fail_first
+        status = 500 if failing else 200
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"text/plain")]})  # fmt: skip
+        await send({"type": "http.response.body", "body": b"no" if failing else b"ok"})
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[WebhookReceiver]:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/hook"
+        config = uvicorn.Config(self, lifespan="off", log_config=None, access_log=False,
+                                timeout_graceful_shutdown=1)  # fmt: skip
+        server = uvicorn.Server(config)
+        task = asyncio.create_task(server.serve(sockets=[sock]))
+        try:
+            async with asyncio.timeout(10):
+                while True:
+                    if server.started:
+                        break
+                    await asyncio.sleep(0.01)
+            yield self
+        finally:
+            self._release.set()
+            server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, 5)
+            sock.close()
