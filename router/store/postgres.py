@@ -23,16 +23,16 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
 from router.errors import StoreError
-from router.store.connector import Params, Row, load_migrations, load_queries
+from router.store.connector import ConnectorStats, Params, Row, load_migrations, load_queries
 
 log = logging.getLogger("jobrouter.store.postgres")
 
@@ -54,11 +54,24 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.TooManyConnectionsError,
     asyncpg.AdminShutdownError,
     asyncpg.CrashShutdownError,
+    # The server's FATAL arrived between two statements and the socket is not closed yet:
+    # asyncpg is stuck consuming the error and refuses the next statement with this.
+    asyncpg.InternalClientError,
 )
+COMMIT_LOST = "connection lost during COMMIT: the transaction may or may not have committed"
 # At open every failure (bad database name, refused password, unreachable host) means the same.
-OPEN_ERRORS = (*CONNECTION_ERRORS, TimeoutError, ValueError, asyncpg.PostgresError,
-               asyncpg.InterfaceError)  # fmt: skip
+OPEN_ERRORS: tuple[type[BaseException], ...] = (
+    *CONNECTION_ERRORS,
+    TimeoutError,
+    ValueError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+)
 
+if TYPE_CHECKING:  # asyncpg's classes are generic only in its stubs
+    Connection: TypeAlias = (
+        asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]
+    )
 _TOKEN = re.compile(
     r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/|\$\$.*?\$\$|::|:([A-Za-z_]\w*)""",
     re.DOTALL,
@@ -110,28 +123,49 @@ def rowcount(status: str) -> int:
 
 
 @contextlib.contextmanager
-def translated_errors(url: str, doing: str, errors: Sequence[type[BaseException]]) -> Iterator[None]:
+def translated_errors(
+    url: str, doing: str, errors: tuple[type[BaseException], ...]
+) -> Iterator[None]:
+    """Re-raise `errors` as StoreError (chained), naming the URL without its password."""
     try:
         yield
-    except tuple(errors) as exc:
+    except errors as exc:
         raise StoreError(f"{doing}: {type(exc).__name__}: {exc}", url=url) from exc
 
 
+def lost(conn: Connection) -> bool:
+    """Whether the connection of an acquired pool proxy is gone (the pool then detaches it)."""
+    try:
+        return conn.is_closed()
+    except asyncpg.InterfaceError:  # detached: released early because its connection closed
+        return True
+
+
+async def _rollback(tx: asyncpg.transaction.Transaction) -> None:
+    # A lost connection has rolled back by itself; the caller re-raises the original error.
+    with contextlib.suppress(asyncpg.InterfaceError, *CONNECTION_ERRORS):
+        await tx.rollback()
+
+
 class _PostgresTx:
-    def __init__(self, conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record]) -> None:
+    def __init__(self, conn: Connection, stats: ConnectorStats) -> None:
         self._conn = conn
+        self._stats = stats
 
     async def execute(self, query: str, params: Params) -> int:
         sql, args = bind(query, params)
+        self._stats.round_trips += 1
         return rowcount(await self._conn.execute(sql, *args))
 
     async def fetchone(self, query: str, params: Params) -> Row | None:
         sql, args = bind(query, params)
+        self._stats.round_trips += 1
         record = await self._conn.fetchrow(sql, *args)
         return dict(record) if record is not None else None
 
     async def fetchall(self, query: str, params: Params) -> list[Row]:
         sql, args = bind(query, params)
+        self._stats.round_trips += 1
         return [dict(record) for record in await self._conn.fetch(sql, *args)]
 
 
@@ -143,6 +177,7 @@ class PostgresConnector:
         self.queries: Mapping[str, str] = load_queries(self.dialect)
         self._pool = pool
         self._listener = listener
+        self.stats = ConnectorStats()
 
     @classmethod
     async def open(
@@ -167,17 +202,39 @@ class PostgresConnector:
     @asynccontextmanager
     async def write(self) -> AsyncIterator[_PostgresTx]:
         with translated_errors(self.url, "PostgreSQL write failed", CONNECTION_ERRORS):
-            async with self._pool.acquire() as conn, conn.transaction():
-                yield _PostgresTx(conn)
+            async with self._pool.acquire() as conn:
+                self.stats.write_transactions += 1
+                self.stats.round_trips += 2  # BEGIN and COMMIT
+                tx = conn.transaction()
+                await tx.start()
+                try:
+                    yield _PostgresTx(conn, self.stats)
+                except Exception as exc:
+                    if lost(conn):
+                        raise StoreError(f"PostgreSQL write failed, connection lost: {exc!r}",
+                                         url=self.url) from exc  # fmt: skip
+                    await _rollback(tx)
+                    raise
+                except BaseException:  # cancelled: leave nothing half done on the connection
+                    await _rollback(tx)
+                    raise
+                try:
+                    await tx.commit()
+                except Exception as exc:
+                    if lost(conn) or isinstance(exc, CONNECTION_ERRORS):
+                        raise StoreError(COMMIT_LOST, url=self.url) from exc
+                    raise
 
     async def fetchone(self, query: str, params: Params) -> Row | None:
         sql, args = bind(query, params)
+        self.stats.round_trips += 1
         with translated_errors(self.url, "PostgreSQL read failed", CONNECTION_ERRORS):
             record = await self._pool.fetchrow(sql, *args)
         return dict(record) if record is not None else None
 
     async def fetchall(self, query: str, params: Params) -> list[Row]:
         sql, args = bind(query, params)
+        self.stats.round_trips += 1
         with translated_errors(self.url, "PostgreSQL read failed", CONNECTION_ERRORS):
             records = await self._pool.fetch(sql, *args)
         return [dict(record) for record in records]
@@ -215,8 +272,11 @@ class Listener:
         return listener
 
     async def _connect(self) -> None:
-        conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT_S,
-                                     server_settings={"application_name": "jobrouter-listen"})
+        conn = await asyncpg.connect(
+            self._dsn,
+            timeout=CONNECT_TIMEOUT_S,
+            server_settings={"application_name": "jobrouter-listen"},
+        )
         try:
             await conn.add_listener(EVENTS_CHANNEL, self._changed)
             await conn.add_listener(JOBS_CHANNEL, self._runnable)
@@ -276,7 +336,7 @@ class Listener:
                 await conn.close(timeout=CONNECT_TIMEOUT_S)
 
 
-async def migrate(conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record]) -> list[int]:
+async def migrate(conn: Connection) -> list[int]:
     """Apply the numbered migrations not yet recorded, all in one transaction held under an
     advisory lock: concurrent openers wait, then find them applied. Returns those applied."""
     done: list[int] = []
@@ -286,7 +346,8 @@ async def migrate(conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record]) -> lis
             "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
             "name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
         )
-        applied = {row["version"] for row in await conn.fetch("SELECT version FROM schema_migrations")}
+        rows = await conn.fetch("SELECT version FROM schema_migrations")
+        applied = {int(row["version"]) for row in rows}
         for number, name, sql in load_migrations("postgres"):
             if number in applied:
                 continue

@@ -53,7 +53,8 @@ class TokenMethods:
 
     async def authenticate(self, token: str) -> ApiToken | None:
         """The live token record for a presented token, or None."""
-        row = await self.connector.fetchone(self._q["find_token"], {"token_hash": hash_token(token)})
+        params = {"token_hash": hash_token(token)}
+        row = await self.connector.fetchone(self._q["find_token"], params)
         if row is None:
             return None
         return ApiToken(id=row["id"], owner=row["owner"], operator=bool(row["operator"]),
