@@ -44,7 +44,7 @@ class Usage(BaseModel):
 
 
 class Completion(BaseModel):
-    """A usable answer: `text` as received, `output` parsed (and schema-valid when a schema was asked)."""
+    """A usable answer: `text` as received; `output` parsed (schema-valid if a schema was asked)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -86,7 +86,7 @@ class PromptInspection(BaseModel):
     rendered: str | None = None
     system_present: bool
     prompt_tokens: int
-    tokenizer: str  # where prompt_tokens came from, e.g. "llama.cpp /extras/tokenize", "litellm cl100k"
+    tokenizer: str  # where prompt_tokens came from: "llama.cpp /extras/tokenize", "litellm ..."
     context_window: int | None = None
     control_tokens_special: bool | None = None
     notes: tuple[str, ...] = ()

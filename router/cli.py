@@ -73,7 +73,8 @@ def main() -> None:
     from router import cli_jobs  # noqa: F401  (registers the job commands)
 
     command_modules = ("router.cli_contracts", "router.cli_worker", "router.cli_local",
-                       "router.demo", "router.http.cli", "router.cli_outbox")
+                       "router.demo", "router.http.cli", "router.cli_outbox",
+                       "router.cli_cassettes")
     for name in command_modules:
         try:
             __import__(name)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 from xml.etree import ElementTree as ET
@@ -15,9 +16,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from providers import Provider
 from router.api import Router
-from router.certifier import Cell, certify_pair, matrix, pairs_to_certify
-from router.cli import ConfigOpt, DatabaseOpt, app, console, run, settings
+from router.certifier import Cell, Pair, certify_pair, matrix, pairs_to_certify
+from router.cli import ConfigOpt, DatabaseOpt, app, run, settings
 
 contracts_app = typer.Typer(help="Certify providers against task contracts; see the matrix.",
                             no_args_is_help=True)
@@ -33,11 +35,17 @@ def run_contracts(
     contract: Annotated[str | None, typer.Option(help="only this contract")] = None,
     json_report: Annotated[Path | None, typer.Option(help="write a JSON report here")] = None,
     junit: Annotated[Path | None, typer.Option(help="write JUnit XML here")] = None,
+    cassettes: Annotated[Path | None, typer.Option(
+        help="replay provider calls from this cassette folder (no network)")] = None,
+    record: Annotated[bool, typer.Option(
+        help="with --cassettes: call the real providers and record them")] = False,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
     """Run the golden cases of each (provider, contract) pair the config routes, record the
     certifications, print the matrix; exit 1 if any pair fails."""
+    if record and cassettes is None:
+        raise typer.BadParameter("--record needs --cassettes DIR (where to write)")
 
     async def step() -> list[Cell]:
         cfg = settings(config)
@@ -49,14 +57,15 @@ def run_contracts(
                 for pair in pairs:
                     label = f"{pair.provider} x {pair.contract.name}"
                     bar.update(overall, description=label)
-                    await certify_pair(
-                        router.store, router.providers[pair.provider], pair,
-                        ttl_days=cfg.certification.ttl_days,
-                        progress=lambda case, done, runs: bar.advance(overall))  # fmt: skip
+                    with recording(cassettes, record, router.providers[pair.provider], pair):
+                        await certify_pair(
+                            router.store, router.providers[pair.provider], pair,
+                            ttl_days=cfg.certification.ttl_days,
+                            progress=lambda case, done, runs: bar.advance(overall))  # fmt: skip
             return await matrix(router.store, router.providers, pairs)
 
     cells = run(step)
-    console.print(render_matrix(cells))
+    print(render_matrix(cells))
     if json_report:
         json_report.write_text(json.dumps(report(cells), indent=2) + "\n")
     if junit:
@@ -78,7 +87,25 @@ def status(
             pairs = pairs_to_certify(cfg, router.tasks)
             return await matrix(router.store, router.providers, pairs)
 
-    console.print(render_matrix(run(step)))
+    print(render_matrix(run(step)))
+
+
+@contextmanager
+def recording(root: Path | None, record: bool, provider: Provider, pair: Pair) -> Iterator[None]:
+    """Replay (or record) one pair's calls from cassettes/<provider>/<contract>/certify.yaml."""
+    if root is None:
+        yield
+        return
+    from providers.cassettes import cassette, cassette_path, write_meta
+
+    path = cassette_path(root, pair.provider, pair.contract.name, "certify")
+    if record and path.exists():
+        path.unlink()  # vcrpy's "all" mode would keep answers no new request matches
+    with cassette(path, record=record):
+        yield
+    if record:
+        write_meta(path.parent, provider=pair.provider, provider_fingerprint=provider.fingerprint,
+                   contract_fingerprint=pair.contract_fingerprint)
 
 
 def _progress() -> Progress:

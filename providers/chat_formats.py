@@ -1,0 +1,93 @@
+"""The prompt text a llama-cpp-python server builds from chat messages, for its chat formats.
+
+Reproduces `llama_cpp/llama_chat_format.py` (llama-cpp-python 0.3.x, `format_gemma` and
+`format_chatml`) so certification can see what the model really reads. What those formats do:
+
+gemma   Only user and assistant turns are rendered; EVERY system message is dropped (the server
+        logs that at debug level only). Each turn is ``<start_of_turn>user\\n`` or
+        ``<start_of_turn>model\\n`` + content + ``<end_of_turn>\\n``; a turn with empty content is
+        its opening marker alone. The prompt ends with ``<start_of_turn>model\\n``.
+chatml  The FIRST system message becomes ``<|im_start|>system\\n`` + text + ``<|im_end|>\\n``;
+        that block is emitted even when there is no system message (with empty text), and later
+        system messages are dropped. Turns are ``<|im_start|>user\\n`` or
+        ``<|im_start|>assistant\\n``, then content + ``<|im_end|>\\n`` (empty content: the
+        opening line alone). The prompt ends with ``<|im_start|>assistant\\n``.
+
+The server tokenizes the result with BOS added and special tokens parsed (``special=True``),
+which is also what its ``POST /extras/tokenize`` does, so counting there is exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from providers.base import Message
+
+
+@dataclass(frozen=True)
+class ChatFormat:
+    name: str
+    roles: frozenset[str]  # roles whose text reaches the model
+    control_markers: tuple[str, ...]  # must each be ONE special token of the model's tokenizer
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rendered:
+    text: str
+    system_present: bool  # there is a system message and every one of them was rendered
+    dropped: tuple[Message, ...]  # messages the format silently left out
+
+
+GEMMA = ChatFormat(
+    name="gemma",
+    roles=frozenset({"user", "assistant"}),
+    control_markers=("<start_of_turn>", "<end_of_turn>"),
+    notes=("gemma has no system role: llama-cpp-python drops every system message",),
+)
+CHATML = ChatFormat(
+    name="chatml",
+    roles=frozenset({"system", "user", "assistant"}),
+    control_markers=("<|im_start|>", "<|im_end|>"),
+    notes=("chatml keeps only the first system message",),
+)
+FORMATS = {f.name: f for f in (GEMMA, CHATML)}
+
+
+def _turns(messages: Sequence[Message], prefixes: dict[str, str], end: str) -> str:
+    out = []
+    for message in messages:
+        prefix = prefixes.get(message.role)
+        if prefix is None:
+            continue
+        out.append(prefix + message.content + end if message.content else prefix)
+    return "".join(out)
+
+
+def render_gemma(messages: Sequence[Message]) -> Rendered:
+    prefixes = {"user": "<start_of_turn>user\n", "assistant": "<start_of_turn>model\n"}
+    text = _turns(messages, prefixes, "<end_of_turn>\n") + "<start_of_turn>model\n"
+    dropped = tuple(m for m in messages if m.role == "system")
+    return Rendered(text=text, system_present=False, dropped=dropped)
+
+
+def render_chatml(messages: Sequence[Message]) -> Rendered:
+    systems = [m for m in messages if m.role == "system"]
+    system_text = systems[0].content if systems else ""
+    prefixes = {"user": "<|im_start|>user\n", "assistant": "<|im_start|>assistant\n"}
+    text = (
+        "<|im_start|>system\n" + system_text + "<|im_end|>\n"
+        + _turns(messages, prefixes, "<|im_end|>\n")
+        + "<|im_start|>assistant\n"
+    )
+    return Rendered(text=text, system_present=len(systems) == 1, dropped=tuple(systems[1:]))
+
+
+_RENDERERS = {"gemma": render_gemma, "chatml": render_chatml}
+
+
+def render(chat_format: str, messages: Sequence[Message]) -> Rendered | None:
+    """The server's prompt text for `chat_format`, or None for a format not reproduced here."""
+    renderer = _RENDERERS.get(chat_format)
+    return renderer(messages) if renderer is not None else None

@@ -1,0 +1,185 @@
+"""Translate a failed call's exception into the provider error taxonomy, by exception TYPE.
+
+litellm's own class and status_code are not evidence: it reports a refused connection and a
+dropped one both as `InternalServerError` (500), and a missing cassette recording as a 500 too.
+The evidence is in the cause chain. Chains measured with litellm 1.110.2 (aiohttp transport,
+`openai/` path; `hosted_vllm/` has the same transport links without the openai ones):
+
+    refused         litellm.InternalServerError <- OpenAIError <- openai.APIConnectionError
+                    <- httpx.ConnectError <- aiohttp.ClientConnectorError <- ConnectionRefusedError
+    connect timeout ... <- httpx.ConnectTimeout <- aiohttp.ConnectionTimeoutError
+    read timeout    litellm.Timeout <- ... <- httpx.ReadTimeout <- aiohttp.SocketTimeoutError
+    closed / dropped litellm.InternalServerError <- ... <- httpx.ReadError
+                    <- aiohttp.ServerDisconnectedError
+    reset (RST)     ... <- httpx.ReadError <- aiohttp.ClientOSError <- ConnectionResetError
+    HTTP 4xx / 5xx  litellm.<Status>Error <- OpenAIError <- openai.<Status>Error
+                    (hosted_vllm: MaskedHTTPStatusError) <- httpx.HTTPStatusError
+    cassette miss   litellm.InternalServerError <- ...
+                    <- vcr.errors.CannotOverwriteExistingCassetteException
+
+Rules. A cassette miss anywhere in the chain raises `CassetteMiss` (not a provider failure).
+Otherwise the chain is walked from the outermost exception inward (`__cause__`, else
+`__context__`) and the first link of a decisive type wins, because the outermost link is the
+latest event (a re-send that got an answer after a refused connection was answered):
+
+    HTTP response (httpx.HTTPStatusError)                        -> Rejected(status, retry_after)
+        except 504 Gateway Timeout -> OutcomeUnknown(status=504): a gateway gave up waiting for
+        an upstream that may still run the request (a timeout is never a failure, DESIGN I3)
+    connect refused / connect timeout / no pooled connection / DNS -> NotSent
+    read timeout / read or write error / disconnect / reset / broken payload -> OutcomeUnknown
+
+Anything else is OutcomeUnknown. That default is deliberate: an unrecognised exception may have
+happened after the request was written, and calling it `not_sent` or `rejected` could make the
+router send the work twice (the duplicate-post incident). Unknown costs a human look; a wrong
+"failed" costs a duplicate side effect.
+
+Third-party types are looked up in `sys.modules` only: a module that was never imported cannot
+have raised, so this module imports none of them (litellm stays lazy).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import socket
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from providers.errors import CassetteMiss, NotSent, OutcomeUnknown, ProviderError, Rejected
+
+_NOT_SENT_TYPES = {
+    "httpx": ("ConnectError", "ConnectTimeout", "PoolTimeout", "UnsupportedProtocol"),
+    "aiohttp": ("ClientConnectorError", "ConnectionTimeoutError"),
+}
+_UNKNOWN_TYPES = {
+    "httpx": ("ReadTimeout", "ReadError", "WriteTimeout", "WriteError", "RemoteProtocolError"),
+    "aiohttp": ("ServerDisconnectedError", "ClientPayloadError", "ServerTimeoutError",
+                "ClientOSError"),
+}
+_BUILTIN_NOT_SENT: tuple[type[BaseException], ...] = (ConnectionRefusedError, socket.gaierror)
+_BUILTIN_UNKNOWN: tuple[type[BaseException], ...] = (
+    ConnectionResetError, ConnectionAbortedError, BrokenPipeError, TimeoutError,
+)
+_STATUS_UNKNOWN = frozenset({504})
+_MAX_MESSAGE = 400
+
+
+def _loaded(table: Mapping[str, tuple[str, ...]]) -> tuple[type[BaseException], ...]:
+    found: list[type[BaseException]] = []
+    for module_name, names in table.items():
+        module = sys.modules.get(module_name)
+        for name in names:
+            candidate = getattr(module, name, None) if module is not None else None
+            if isinstance(candidate, type) and issubclass(candidate, BaseException):
+                found.append(candidate)
+    return tuple(found)
+
+
+def cause_chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, then its `__cause__` (or, when none, its `__context__`), and so on; no cycles."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ if current.__cause__ is not None else current.__context__
+
+
+def _response_of(link: BaseException) -> Any | None:
+    """The real HTTP response a link carries: only `httpx.HTTPStatusError` is trusted.
+
+    Not `openai.APIStatusError`: litellm's own exceptions subclass it (litellm.InternalServerError
+    is an openai.InternalServerError) and carry a synthetic 500 response for a dropped connection.
+    Every real answer measured has an httpx.HTTPStatusError in the chain (the openai SDK keeps it
+    as `__context__`; litellm's handler wraps it as MaskedHTTPStatusError, a subclass).
+    """
+    status_types = _loaded({"httpx": ("HTTPStatusError",)})
+    if status_types and isinstance(link, status_types):
+        return getattr(link, "response", None)
+    return None
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """Seconds to wait from `retry-after-ms`, or `retry-after` as seconds or an HTTP date."""
+    if not headers:
+        return None
+    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+    if "retry-after-ms" in lowered:
+        try:
+            return max(0.0, float(lowered["retry-after-ms"]) / 1000.0)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _headers_of(response: Any, top: BaseException) -> Mapping[str, str] | None:
+    headers = getattr(response, "headers", None)
+    if headers:
+        return dict(headers)
+    litellm_headers = getattr(top, "litellm_response_headers", None)
+    return dict(litellm_headers) if litellm_headers else None
+
+
+def _message(top: BaseException, link: BaseException) -> str:
+    text = str(top).strip() or str(link).strip()
+    text = " ".join(text.split())
+    detail = f"{type(link).__name__}: {text}" if text else type(link).__name__
+    return detail[:_MAX_MESSAGE]
+
+
+def _check_cassette(exc: BaseException, provider: str) -> None:
+    miss_types = _loaded({"vcr.errors": ("CannotOverwriteExistingCassetteException",)})
+    if not miss_types:
+        return
+    for link in cause_chain(exc):
+        if isinstance(link, miss_types):
+            raise CassetteMiss(
+                f"no recording matches this request ({' '.join(str(link).split())[:300]})",
+                provider=provider,
+            ) from exc
+
+
+def classify(exc: BaseException, provider: str) -> ProviderError:
+    """The `ProviderError` that says what is known about the failed call's fate.
+
+    Raises `CassetteMiss` when a vcrpy cassette lacked the request (a test-setup error).
+    """
+    _check_cassette(exc, provider)
+    not_sent = _loaded(_NOT_SENT_TYPES) + _BUILTIN_NOT_SENT
+    unknown = _loaded(_UNKNOWN_TYPES) + _BUILTIN_UNKNOWN
+    for link in cause_chain(exc):
+        if isinstance(link, ProviderError):
+            return link
+        response = _response_of(link)
+        if response is not None:
+            return _from_response(response, exc, link, provider)
+        # not_sent first: aiohttp's ConnectionTimeoutError is also a ServerTimeoutError
+        if isinstance(link, not_sent):
+            return NotSent(_message(exc, link), provider=provider)
+        if isinstance(link, unknown):
+            return OutcomeUnknown(_message(exc, link), provider=provider)
+    return OutcomeUnknown(
+        f"unrecognised failure, outcome unknown: {_message(exc, exc)}", provider=provider
+    )
+
+
+def _from_response(response: Any, top: BaseException, link: BaseException,
+                   provider: str) -> ProviderError:
+    status = int(response.status_code)
+    retry_after = parse_retry_after(_headers_of(response, top))
+    message = _message(top, link)
+    if status in _STATUS_UNKNOWN:
+        return OutcomeUnknown(message, provider=provider, status=status, retry_after=retry_after)
+    return Rejected(message, provider=provider, status=status, retry_after=retry_after)

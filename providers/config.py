@@ -1,0 +1,121 @@
+"""Provider configuration: what to call, how hard, and what identifies its behaviour.
+
+`ProviderConfig` holds no secret: `api_key_env` names the environment variable that holds the
+key, and anything that looks like a key itself is refused (without echoing it back).
+`provider_fingerprint` hashes only what changes the provider's answers, so a certification goes
+stale when the model, endpoint, output mode, chat format or extra parameters change, and not
+when a timeout or a concurrency limit is tuned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+StructuredOutput = Literal["json_schema", "json_object_schema", "none"]
+
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}$")
+_KEY_PREFIXES = ("pk-", "key-", "ghp_", "xoxb-", "AIza", "Bearer ")
+
+# Keyword arguments the adapter owns; extra_params may not override them (num_retries above
+# all: it would re-enable litellm's hidden retry layers).
+RESERVED_PARAMS = frozenset({
+    "model", "messages", "api_base", "base_url", "api_key", "timeout", "num_retries",
+    "max_retries", "response_format", "temperature", "max_tokens", "stream",
+})
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+
+class Timeouts(_Frozen):
+    """Seconds. `read` is litellm's inactivity timeout and the default whole-call deadline."""
+
+    connect: float = Field(default=5.0, gt=0)
+    read: float = Field(default=30.0, gt=0)
+
+
+class RateLimit(_Frozen):
+    requests_per_minute: int | None = Field(default=None, gt=0)
+    tokens_per_minute: int | None = Field(default=None, gt=0)
+
+
+class RetryPolicy(_Frozen):
+    """Our ONE retry layer: `attempts` counts the first try; waits are full-jitter exponential."""
+
+    attempts: int = Field(default=3, ge=1, le=20)
+    initial: float = Field(default=0.2, ge=0)
+    max: float = Field(default=5.0, ge=0)
+
+
+class ProviderConfig(_Frozen):
+    model: str = Field(min_length=1, description="litellm model string, e.g. openai/gpt-4o-mini")
+    api_base: str | None = None
+    api_key_env: str | None = Field(
+        default=None, description="NAME of the env var holding the key; None: keyless server"
+    )
+    timeout: Timeouts = Field(default_factory=Timeouts)
+    max_concurrency: int = Field(default=16, ge=1)
+    rate_limit: RateLimit = Field(default_factory=RateLimit)
+    structured_output: StructuredOutput = "json_schema"
+    chat_format: str | None = Field(
+        default=None, description="llama.cpp server chat format name (gemma, chatml); None: hosted"
+    )
+    context_window: int | None = Field(default=None, gt=0)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    extra_params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name_not_key(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        looks_random = len(value) >= 24 and "_" not in value  # env names have words
+        if value.startswith(_KEY_PREFIXES) or value.startswith(("sk-", "sk_")) or looks_random:
+            raise ValueError("api_key_env must NAME an environment variable; this looks like a key")
+        if not _ENV_NAME.match(value):
+            raise ValueError(
+                "api_key_env must be an env var name (A-Z, 0-9, _), e.g. OPENAI_API_KEY"
+            )
+        return value
+
+    @field_validator("extra_params")
+    @classmethod
+    def _extra_params_allowed(cls, value: dict[str, Any]) -> dict[str, Any]:
+        clash = sorted(RESERVED_PARAMS.intersection(value))
+        if clash:
+            raise ValueError(f"extra_params may not set {clash}: the adapter owns them")
+        try:
+            json.dumps(value, sort_keys=True)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"extra_params must be JSON-serialisable: {exc}") from exc
+        return value
+
+    @model_validator(mode="after")
+    def _retry_bounds(self) -> ProviderConfig:
+        if self.retry.max < self.retry.initial:
+            raise ValueError("retry.max must be >= retry.initial")
+        return self
+
+
+def provider_fingerprint(name: str, config: ProviderConfig) -> str:
+    """sha256 (hex) of the canonical JSON of the provider's name and behaviour-affecting fields.
+
+    Excluded on purpose: the key's env var name, timeouts, concurrency, rate limits, retry policy
+    and context_window — they change how a call is made, not what the model answers.
+    """
+    identity = {
+        "name": name,
+        "model": config.model,
+        "api_base": config.api_base,
+        "structured_output": config.structured_output,
+        "chat_format": config.chat_format,
+        "extra_params": config.extra_params,
+    }
+    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -1,0 +1,231 @@
+"""`LiteLLMProvider`: the `Provider` (and `InspectableProvider`) that calls LLMs through litellm.
+
+One `complete()` is, from the outside in:
+
+    deadline = now + (request.timeout or config.timeout.read)      whole call, retries included
+    retrying(...)             our ONE retry layer (NotSent and 429 only; never past the deadline)
+      rate_limiter.admit      local token buckets; NotSent when the wait exceeds the deadline
+      asyncio.timeout_at      the deadline, enforced here: litellm's timeout is inactivity only
+        bulkhead.hold         a slot only while the request is in flight
+          litellm.acompletion num_retries=0, max_retries=0: litellm and the SDK retry nothing
+    parse + validate          invalid JSON or schema-invalid answer -> Rejected (not retried)
+
+Every failure leaves as a `ProviderError` from `providers.classify` (or `CassetteMiss`).
+The deadline expiring while the request is in flight is `OutcomeUnknown`; expiring while still
+waiting for a bulkhead slot is `NotSent`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any, ClassVar
+
+from providers import _litellm, prompt_inspection, structured
+from providers.base import Completion, CompletionRequest, Message, PromptInspection, Usage
+from providers.chat_formats import FORMATS
+from providers.classify import classify
+from providers.config import ProviderConfig, provider_fingerprint
+from providers.errors import NotSent, OutcomeUnknown, ProviderError
+from providers.resilience import Bulkhead, RateLimiter, retrying
+
+# Sent as the key when `api_key_env` is None (a keyless local server). The openai SDK refuses
+# to build a request without some key, and that refusal would be an unclassifiable error.
+KEYLESS_API_KEY = "no-key"
+
+
+class LiteLLMProvider:
+    """A configured provider reached through litellm (lazily imported on first use)."""
+
+    _open: ClassVar[int] = 0  # instances not yet closed: litellm's client cache is process-wide
+
+    def __init__(self, name: str, config: ProviderConfig) -> None:
+        self._name = name
+        self._config = config
+        self._fingerprint = provider_fingerprint(name, config)
+        self.bulkhead = Bulkhead(config.max_concurrency)
+        self.rate_limiter = RateLimiter(
+            name, config.rate_limit.requests_per_minute, config.rate_limit.tokens_per_minute
+        )
+        self._http: Any = None  # httpx.AsyncClient for llama.cpp /extras/tokenize, when used
+        self._closed = False
+        LiteLLMProvider._open += 1
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def fingerprint(self) -> str:
+        return self._fingerprint
+
+    @property
+    def config(self) -> ProviderConfig:
+        return self._config
+
+    def _api_key(self) -> str:
+        env = self._config.api_key_env
+        if env is None:
+            return KEYLESS_API_KEY
+        key = os.environ.get(env)
+        if not key:
+            raise NotSent(f"environment variable {env} (api_key_env) is not set or empty",
+                          provider=self._name)
+        return key
+
+    def _system_role(self) -> bool:
+        fmt = FORMATS.get(self._config.chat_format or "")
+        return fmt is None or "system" in fmt.roles
+
+    def _request_kwargs(self, request: CompletionRequest) -> dict[str, Any]:
+        """The keyword arguments of the litellm call for `request` (key included)."""
+        import httpx  # litellm depends on it; imported here to keep `providers` cheap
+
+        cfg = self._config
+        messages = request.messages
+        response_format = None
+        if request.output_schema is not None:
+            response_format = structured.response_format(cfg.structured_output,
+                                                         request.output_schema)
+            if response_format is None:
+                messages = structured.with_instruction(messages, request.output_schema,
+                                                       self._system_role())
+        kwargs: dict[str, Any] = {
+            **cfg.extra_params,
+            "model": cfg.model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "api_key": self._api_key(),
+            "timeout": httpx.Timeout(cfg.timeout.read, connect=cfg.timeout.connect),
+            "num_retries": 0,
+            "max_retries": 0,
+        }
+        optional = {"api_base": cfg.api_base, "temperature": request.temperature,
+                    "max_tokens": request.max_tokens, "response_format": response_format}
+        kwargs.update({k: v for k, v in optional.items() if v is not None})
+        return kwargs
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        if self._closed:
+            raise RuntimeError(f"provider {self._name!r} is closed")
+        litellm = _litellm.load()
+        kwargs = self._request_kwargs(request)  # a missing key is NotSent before any retry
+        budget = request.timeout or self._config.timeout.read
+        deadline = asyncio.get_running_loop().time() + budget
+        estimate = _estimate_tokens(request) if self._config.rate_limit.tokens_per_minute else 0
+
+        async def attempt() -> Any:
+            return await self._attempt(litellm, kwargs, estimate, deadline, budget)
+
+        response = await retrying(attempt, self._config.retry, deadline=deadline)
+        return self._completion(response, request, estimate)
+
+    async def _attempt(self, litellm: Any, kwargs: dict[str, Any], estimate: int,
+                       deadline: float, budget: float) -> Any:
+        loop = asyncio.get_running_loop()
+        await self.rate_limiter.admit(estimate, budget=deadline - loop.time())
+        in_flight = False
+        scope = asyncio.timeout_at(deadline)
+        try:
+            async with scope, self.bulkhead.hold():
+                in_flight = True
+                return await litellm.acompletion(**kwargs)
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise classify(exc, self._name) from exc
+            if not in_flight:
+                raise NotSent(f"no bulkhead slot free (limit {self.bulkhead.limit}) within the "
+                              f"{budget:g}s deadline", provider=self._name) from exc
+            raise OutcomeUnknown(f"deadline of {budget:g}s passed with the request in flight",
+                                 provider=self._name) from exc
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise classify(exc, self._name) from exc
+
+    def _completion(self, response: Any, request: CompletionRequest, estimate: int) -> Completion:
+        choices = getattr(response, "choices", None) or []
+        message = getattr(choices[0], "message", None) if choices else None
+        text = getattr(message, "content", None) or ""
+        usage = getattr(response, "usage", None)
+        prompt_tokens = getattr(usage, "prompt_tokens", None)
+        completion_tokens = getattr(usage, "completion_tokens", None)
+        if estimate:
+            self.rate_limiter.settle(estimate, (prompt_tokens or 0) + (completion_tokens or 0))
+        output = None
+        if request.output_schema is not None:
+            output = structured.parse_output(text, request.output_schema, provider=self._name)
+        return Completion(
+            text=text,
+            output=output,
+            model=getattr(response, "model", None),
+            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                        cost_usd=_cost(response)),
+        )
+
+    async def inspect_prompt(self, messages: tuple[Message, ...]) -> PromptInspection:
+        litellm = _litellm.load()
+        cfg = self._config
+        if cfg.chat_format is None:
+            return prompt_inspection.inspect_hosted(litellm, cfg.model, messages,
+                                                    cfg.context_window)
+        window = prompt_inspection.context_window(litellm, cfg.model, cfg.context_window)
+        return await prompt_inspection.inspect_llama(cfg.chat_format, messages, self._tokenize,
+                                                     window)
+
+    async def _tokenize(self, text: str) -> list[int]:
+        """Token ids from the llama.cpp server's own tokenizer (BOS added, specials parsed)."""
+        import httpx
+
+        if self._config.api_base is None:
+            raise ValueError(f"provider {self._name!r}: chat_format needs api_base")
+        if self._http is None:
+            timeout = httpx.Timeout(self._config.timeout.read, connect=self._config.timeout.connect)
+            self._http = httpx.AsyncClient(timeout=timeout)
+        url = prompt_inspection.server_root(self._config.api_base) + prompt_inspection.TOKENIZE_PATH
+        body = {"input": text, "model": self._config.model.split("/", 1)[-1]}
+        headers = {"Authorization": f"Bearer {self._api_key()}"}
+        try:
+            response = await self._http.post(url, json=body, headers=headers)
+            response.raise_for_status()
+            tokens = response.json()["tokens"]
+        except Exception as exc:
+            raise classify(exc, self._name) from exc
+        return [int(t) for t in tokens]
+
+    async def close(self) -> None:
+        """Release this provider; the last open one also closes litellm's shared clients."""
+        if self._closed:
+            return
+        self._closed = True
+        LiteLLMProvider._open -= 1
+        if self._http is not None:
+            await self._http.aclose()
+        if LiteLLMProvider._open == 0:
+            await _litellm.close_clients()
+
+    async def __aenter__(self) -> LiteLLMProvider:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+def _estimate_tokens(request: CompletionRequest) -> int:
+    """Cheap upper-ish estimate for the tokens-per-minute bucket (4 chars a token + answer)."""
+    chars = sum(len(m.content) for m in request.messages)
+    return chars // 4 + 1 + (request.max_tokens or 0)
+
+
+def _cost(response: Any) -> float | None:
+    """The USD cost litellm already computed for this response (None: model not in its map).
+
+    litellm prices every response inside its own success handling (there is no switch to skip
+    it), and stores the result in the documented `_hidden_params["response_cost"]`; calling
+    `litellm.completion_cost` again would pay that work twice on the hot path.
+    """
+    hidden = getattr(response, "_hidden_params", None)
+    if isinstance(hidden, dict):
+        cost = hidden.get("response_cost")
+    else:  # some litellm paths store a HiddenParams object instead of a dict
+        cost = getattr(hidden, "response_cost", None)
+    return float(cost) if isinstance(cost, int | float) else None

@@ -1,0 +1,191 @@
+"""Process-local resilience for one provider: bulkhead, rate limiter, and the ONE retry layer.
+
+- `Bulkhead`: at most `limit` calls in flight; `in_flight` counts them.
+- `RateLimiter`: token buckets for requests and tokens per minute. `acquire` never sleeps: it
+  admits (returns 0.0) or says how long to wait, and refuses with `NotSent` when that wait is
+  beyond the caller's budget. `admit` is the sleeping loop around it.
+- `retrying`: tenacity with full-jitter exponential backoff, bounded attempts, never past the
+  deadline. It retries only what is known not to have run: `NotSent`, and `Rejected` with HTTP
+  429 (the provider refused before doing the work), waiting Retry-After when given. It never
+  retries `OutcomeUnknown` (the work may have run) or any other `Rejected` (a definite answer).
+
+`set_testing(no_backoff=True)` makes every wait zero, as `stamina.set_testing` does, so tests
+exercise the retry decisions at full speed. The circuit breaker is not here: its state lives in
+the router's store so that every worker sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TypeVar
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity.stop import stop_base
+from tenacity.wait import wait_random_exponential
+
+from providers.config import RetryPolicy
+from providers.errors import NotSent, Rejected
+
+T = TypeVar("T")
+
+_testing_no_backoff = False
+
+
+def set_testing(*, no_backoff: bool = True) -> None:
+    """Switch every retry wait and rate-limit sleep to zero (tests only)."""
+    global _testing_no_backoff
+    _testing_no_backoff = no_backoff
+
+
+def is_testing() -> bool:
+    return _testing_no_backoff
+
+
+class Bulkhead:
+    """At most `limit` concurrent calls; the slot is held only while a request is in flight."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("bulkhead limit must be >= 1")
+        self.limit = limit
+        self.in_flight = 0
+        self._semaphore = asyncio.Semaphore(limit)
+
+    @asynccontextmanager
+    async def hold(self) -> AsyncIterator[None]:
+        async with self._semaphore:
+            self.in_flight += 1
+            try:
+                yield
+            finally:
+                self.in_flight -= 1
+
+
+class _Bucket:
+    def __init__(self, per_minute: int, clock: Callable[[], float]) -> None:
+        self.capacity = float(per_minute)
+        self.rate = per_minute / 60.0
+        self.level = self.capacity
+        self._clock = clock
+        self._stamp = clock()
+
+    def refill(self) -> None:
+        now = self._clock()
+        self.level = min(self.capacity, self.level + (now - self._stamp) * self.rate)
+        self._stamp = now
+
+    def wait_for(self, amount: float) -> float:
+        return 0.0 if self.level >= amount else (amount - self.level) / self.rate
+
+
+class RateLimiter:
+    """Requests-per-minute and tokens-per-minute token buckets (either may be None: unlimited)."""
+
+    def __init__(
+        self,
+        provider: str,
+        requests_per_minute: int | None = None,
+        tokens_per_minute: int | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.provider = provider
+        self._requests = _Bucket(requests_per_minute, clock) if requests_per_minute else None
+        self._tokens = _Bucket(tokens_per_minute, clock) if tokens_per_minute else None
+
+    def acquire(self, tokens: int = 0, *, budget: float | None = None) -> float:
+        """0.0 when admitted (capacity taken), else the seconds to wait before trying again.
+
+        Raises `NotSent` when the wait exceeds `budget` seconds, or when `tokens` is more than
+        a whole minute's allowance (it could never be admitted).
+        """
+        buckets = [(b, a) for b, a in ((self._requests, 1.0), (self._tokens, float(tokens)))
+                   if b is not None]
+        for bucket, amount in buckets:
+            if amount > bucket.capacity:
+                raise NotSent(f"rate limited locally: {tokens} tokens exceed the per-minute "
+                              f"limit {int(bucket.capacity)}", provider=self.provider)
+            bucket.refill()
+        wait = max((bucket.wait_for(amount) for bucket, amount in buckets), default=0.0)
+        if wait > 0.0:
+            if budget is not None and wait > budget:
+                raise NotSent(f"rate limited locally: next slot in {wait:.2f}s, budget "
+                              f"{max(budget, 0.0):.2f}s", provider=self.provider)
+            return wait
+        for bucket, amount in buckets:
+            bucket.level -= amount
+        return 0.0
+
+    def settle(self, estimated: int, actual: int) -> None:
+        """Charge (or give back) the difference between estimated and actual tokens."""
+        if self._tokens is not None:
+            self._tokens.refill()
+            self._tokens.level = min(self._tokens.capacity,
+                                     self._tokens.level - (actual - estimated))
+
+    async def admit(self, tokens: int = 0, *, budget: float) -> None:
+        """Wait until admitted; `NotSent` if that would take longer than `budget` seconds."""
+        started = time.monotonic()
+        while True:
+            remaining = budget - (time.monotonic() - started)
+            wait = self.acquire(tokens, budget=remaining)
+            if wait == 0.0:
+                return
+            await asyncio.sleep(0.0 if _testing_no_backoff else wait)
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, NotSent):
+        return True
+    return isinstance(exc, Rejected) and exc.status == 429
+
+
+def _retry_after(exc: BaseException | None) -> float | None:
+    if isinstance(exc, Rejected) and exc.status == 429:
+        return exc.retry_after
+    return None
+
+
+class _StopBeforeDeadline(stop_base):
+    """Stop when the upcoming wait would end at or after the deadline (a `loop.time()`)."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        now = asyncio.get_running_loop().time()
+        return now + retry_state.upcoming_sleep >= self.deadline
+
+
+async def retrying(
+    call: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    deadline: float,
+) -> T:
+    """Run `call` with our one retry layer. `deadline` is an absolute `loop.time()`.
+
+    Raises the last error unchanged when attempts run out, when the next wait would pass the
+    deadline, or at once for errors that must not be retried.
+    """
+    backoff = wait_random_exponential(multiplier=policy.initial, max=policy.max)
+
+    def wait(state: RetryCallState) -> float:
+        if _testing_no_backoff:
+            return 0.0
+        outcome = state.outcome
+        hinted = _retry_after(outcome.exception() if outcome is not None else None)
+        return hinted if hinted is not None else float(backoff(state))
+
+    async for attempt in AsyncRetrying(
+        retry=retry_if_exception(_retryable),
+        stop=stop_after_attempt(policy.attempts) | _StopBeforeDeadline(deadline),
+        wait=wait,
+        reraise=True,
+    ):
+        with attempt:
+            return await call()
+    raise AssertionError("unreachable: tenacity either returns or reraises")  # pragma: no cover

@@ -1,0 +1,102 @@
+"""Structured output: how a JSON schema is asked for, and how the answer is checked.
+
+Asking, per `ProviderConfig.structured_output`:
+    json_schema         response_format={"type": "json_schema", "json_schema":
+                        {"name": "output", "schema": S, "strict": True}}   (OpenAI and most hosted)
+    json_object_schema  response_format={"type": "json_object", "schema": S}
+                        (what llama-cpp-python's server accepts; it refuses json_schema with a 500)
+    none                no response_format; the schema is appended to the system message as an
+                        instruction (to the last user message when the chat format has no system
+                        role, since the server would drop a system message)
+
+Checking: the answer is stripped of a ```json fence, parsed with json.loads and validated with
+jsonschema Draft 2020-12. Either failure is `Rejected` with what was wrong: the provider did
+answer, and the answer is not usable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # ships no stubs
+from jsonschema.exceptions import best_match  # type: ignore[import-untyped]  # ships no stubs
+
+from providers.base import Message
+from providers.config import StructuredOutput
+from providers.errors import Rejected
+
+_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*[ \t]*\r?\n?(.*?)\r?\n?```\s*$", re.DOTALL)
+_VALIDATORS: dict[str, Any] = {}
+_MAX_VALIDATORS = 256
+
+
+def schema_instruction(schema: dict[str, Any]) -> str:
+    return (
+        "Answer with JSON only, no prose and no code fence: one JSON value that is valid "
+        "against this JSON Schema (Draft 2020-12):\n"
+        + json.dumps(schema, sort_keys=True, ensure_ascii=False)
+    )
+
+
+def response_format(mode: StructuredOutput, schema: dict[str, Any]) -> dict[str, Any] | None:
+    if mode == "json_schema":
+        return {"type": "json_schema",
+                "json_schema": {"name": "output", "schema": schema, "strict": True}}
+    if mode == "json_object_schema":
+        return {"type": "json_object", "schema": schema}
+    return None
+
+
+def with_instruction(messages: tuple[Message, ...], schema: dict[str, Any],
+                     system_role: bool) -> tuple[Message, ...]:
+    """`messages` with the schema instruction added (for structured_output="none")."""
+    instruction = schema_instruction(schema)
+    target_role = "system" if system_role else "user"
+    indexes = [i for i, m in enumerate(messages) if m.role == target_role]
+    if not indexes:
+        if system_role:
+            return (Message(role="system", content=instruction), *messages)
+        return (*messages, Message(role="user", content=instruction))
+    i = indexes[0] if system_role else indexes[-1]
+    merged = Message(role=messages[i].role, content=f"{messages[i].content}\n\n{instruction}")
+    return (*messages[:i], merged, *messages[i + 1:])
+
+
+def strip_fence(text: str) -> str:
+    match = _FENCE.match(text)
+    return match.group(1) if match else text
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    key = json.dumps(schema, sort_keys=True)
+    validator = _VALIDATORS.get(key)
+    if validator is None:
+        Draft202012Validator.check_schema(schema)  # a broken schema is the caller's bug
+        validator = Draft202012Validator(schema)
+        if len(_VALIDATORS) >= _MAX_VALIDATORS:
+            _VALIDATORS.clear()
+        _VALIDATORS[key] = validator
+    return validator
+
+
+def parse_output(text: str, schema: dict[str, Any], *, provider: str) -> Any:
+    """The answer's JSON value, valid against `schema`; `Rejected` saying what is wrong."""
+    body = strip_fence(text).strip()
+    try:
+        value = json.loads(body)
+    except json.JSONDecodeError as exc:
+        excerpt = body[:120] if body else "<empty answer>"
+        raise Rejected(
+            f"answer is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
+            f"{excerpt!r}",
+            provider=provider,
+        ) from exc
+    error = best_match(_validator(schema).iter_errors(value))
+    if error is not None:
+        raise Rejected(
+            f"answer does not match the output schema at {error.json_path}: {error.message}"[:500],
+            provider=provider,
+        )
+    return value

@@ -1,0 +1,194 @@
+"""`jobrouter demo`: the whole story on the embedded SQLite default, offline, in seconds.
+
+Every provider answer comes from cassettes recorded from real local llama.cpp servers (see
+cassettes/jobrouter.toml); nothing reaches a network and no model runs. Two things a cassette
+cannot do are injected on top, and said so on screen: a primary that stays silent, and one that
+is slow. `jobrouter demo --record` runs the same story against the live servers and records it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.panel import Panel
+from rich.table import Table
+
+from providers import Completion, CompletionRequest, Message, PromptInspection, Provider
+from router.api import Router
+from router.build import build_providers
+from router.certifier import certify_pair, matrix, pairs_to_certify
+from router.cli import app, console, err, run
+from router.cli_contracts import recording, render_matrix
+from router.cli_jobs import print_job
+from router.config import load_config
+from router.errors import IdempotencyConflict
+from router.models import Job
+
+REPO = Path(__file__).resolve().parents[1]
+CASSETTES = REPO / "cassettes"
+CONFIG = CASSETTES / "jobrouter.toml"
+JOBS_CASSETTE = CASSETTES / "demo" / "product_title" / "jobs.yaml"
+OWNER = "shop-42"
+
+
+class InjectedFault:
+    """A real provider with a fault injected in front: wait `delay` seconds (or forever, with
+    `hang`) before the call goes out. Same name and fingerprint: it is the same provider on a
+    bad day, not another one."""
+
+    def __init__(self, inner: Provider) -> None:
+        self.inner = inner
+        self.delay = 0.0
+        self.hang = False
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def fingerprint(self) -> str:
+        return self.inner.fingerprint
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        if self.hang:
+            await asyncio.Event().wait()
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        return await self.inner.complete(request)
+
+    async def inspect_prompt(self, messages: tuple[Message, ...]) -> PromptInspection:
+        return await self.inner.inspect_prompt(messages)  # type: ignore[attr-defined, no-any-return]
+
+    async def close(self) -> None:
+        closer = getattr(self.inner, "close", None)
+        if closer is not None:
+            await closer()
+
+
+@app.command()
+def demo(
+    record: Annotated[bool, typer.Option(
+        help="run against the live local servers and record the job calls")] = False,
+    database: Annotated[str | None, typer.Option(
+        help="database URL (default: a new SQLite file in a temporary folder)")] = None,
+) -> None:
+    """Certify providers, submit real shop jobs, and watch: a duplicate submit, a silent
+    primary becoming unknown, failover past an uncertified provider, hedging, and a late
+    result losing the compare-and-swap. Offline, from recorded cassettes."""
+    if not CONFIG.exists():
+        err.print(f"[red]error:[/red] {CONFIG} is missing: the demo runs from a source checkout")
+        raise typer.Exit(2)
+    url = database or f"sqlite:///{tempfile.mkdtemp(prefix='jobrouter-demo-')}/demo.db"
+    run(lambda: _story(url, record))
+
+
+async def _story(url: str, record: bool) -> None:
+    config = load_config(CONFIG)
+    providers = build_providers(config, None)
+    primary = InjectedFault(providers["primary"])
+    providers["primary"] = primary
+    console.print(Panel(f"database {url}\nproviders: real local llama.cpp servers (Gemma 3 "
+                        f"270M), {'LIVE, recording' if record else 'replayed from cassettes/'}",
+                        title="jobrouter demo"))
+    async with Router.open(url, config, providers=providers) as router:
+        await _certify(router, record)
+        from providers.cassettes import cassette, write_meta
+
+        with cassette(JOBS_CASSETTE, record=record):
+            jobs = await _jobs(router, primary)
+        if record:
+            write_meta(JOBS_CASSETTE.parent, provider="demo",
+                       provider_fingerprint=demo_fingerprint(router.providers),
+                       contract_fingerprint=router.tasks["title"].contract_fingerprint)
+        _final_table(jobs, {j.id: await router.attempts(j.id) for j in jobs})
+
+
+async def _certify(router: Router, record: bool) -> None:
+    _scene(1, "Certify every provider for every contract it is routed to (golden cases)")
+    pairs = pairs_to_certify(router.config, router.tasks)
+    for pair in pairs:
+        provider = router.providers[pair.provider]
+        with recording(CASSETTES, False, provider, pair):  # certifications replay even here
+            await certify_pair(router.store, provider, pair,
+                               ttl_days=router.config.certification.ttl_days)
+    router.gate.forget()
+    print(render_matrix(await matrix(router.store, router.providers, pairs)))
+    console.print("gemma_chatml fails: ChatML's <|im_start|> is plain text to Gemma, not a "
+                  "control token. The 270M model fails extract_product and review_sentiment "
+                  "(valid JSON, wrong answers): those tasks have no certified provider.")
+
+
+async def _jobs(router: Router, primary: InjectedFault) -> list[Job]:
+    tea = {"listing": "Saffron tea, 20 bags, organic, from Iran"}
+    _scene(2, "Submit a job; the primary answers")
+    first = await _submit_and_show(router, "order-1001-title", "title", tea)
+
+    _scene(3, "The same submit again (a double click): the same job comes back")
+    again = await router.submit(OWNER, "order-1001-title", "title", tea)
+    console.print(f"job {again.id} (same id: {again.id == first.id}, created: {again.created})")
+
+    _scene(4, "The same key with a different payload is refused")
+    try:
+        await router.submit(OWNER, "order-1001-title", "title", {"listing": "Green tea"})
+    except IdempotencyConflict as exc:
+        console.print(f"[yellow]IdempotencyConflict[/yellow]: {exc}")
+
+    _scene(5, "The primary goes silent (injected): its attempt times out and is UNKNOWN, not "
+              "failed; failover skips the uncertified gemma_chatml and lands on backup")
+    primary.hang = True
+    silent = await _submit_and_show(router, "order-1002-title", "title",
+                                    {"listing": "Blue ceramic mug, 350 ml, dishwasher safe"})
+    primary.hang = False
+    for event in await router.events(silent.id):
+        if event.kind == "provider.skipped":
+            console.print(f"event {event.seq} provider.skipped: {event.data}")
+
+    _scene(6, "Hedging: the primary is slow (injected); after 0.5 s of silence the backup "
+              "starts, answers first and wins; the primary's attempt is cancelled")
+    primary.delay = 30.0
+    hedged = await _submit_and_show(router, "order-1003-title", "title_hedged",
+                                    {"listing": "Wollsocken aus Merino, Größe 39-42, grau"})
+    primary.delay = 0.0
+
+    _scene(7, "The silent primary's answer turns up after all: an operator reports it, and it "
+              "loses the compare-and-swap (recorded lost; the job's result does not change)")
+    unknown = next(a for a in await router.attempts(silent.id) if a.state == "unknown")
+    after = await router.resolve(unknown.id, "succeeded", {"title": "Blue ceramic mug 350 ml"},
+                                 note="the primary's log shows it answered at last")
+    print_job(after, await router.attempts(silent.id))
+    return [first, silent, hedged]
+
+
+async def _submit_and_show(router: Router, key: str, task: str, input: dict[str, Any]) -> Job:
+    job = await router.submit(OWNER, key, task, input)
+    job = await router.wait(job.id, timeout=300)
+    print_job(job, await router.attempts(job.id))
+    return job
+
+
+def _scene(number: int, title: str) -> None:
+    console.rule(f"[bold]{number}. {title}")
+
+
+def _final_table(jobs: list[Job], attempts: dict[str, list[Any]]) -> None:
+    _scene(8, "Jobs and their attempts")
+    table = Table("job", "key", "state", "v", "attempts (seq provider state)", "result")
+    for job in jobs:
+        rows = "\n".join(f"{a.seq} {a.provider} {a.state}"
+                         + (" (winner)" if a.id == job.winner_attempt_id else "")
+                         for a in attempts[job.id])  # fmt: skip
+        table.add_row(job.id[-8:], job.idempotency_key, str(job.state), str(job.version), rows,
+                      str(job.result))
+    console.print(table)
+
+
+def demo_fingerprint(providers: dict[str, Provider]) -> str:
+    """What the demo's job cassette depends on: every provider's fingerprint."""
+    import hashlib
+
+    joined = ",".join(f"{name}={providers[name].fingerprint}" for name in sorted(providers))
+    return "sha256:" + hashlib.sha256(joined.encode()).hexdigest()

@@ -1,0 +1,87 @@
+"""Provider-test fixtures: the fault server (one process per session, reset per test), a
+provider factory that closes what it made, and no retry backoff (resilience.set_testing)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from providers import _litellm, resilience
+from providers.config import ProviderConfig
+from providers.litellm_provider import LiteLLMProvider
+from tests.providers.fault_server import FaultServer, start_fault_server
+
+MakeProvider = Callable[..., LiteLLMProvider]
+
+
+@pytest.fixture(scope="session")
+def fault_server_process() -> Iterator[FaultServer]:
+    with start_fault_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def _warm_litellm(fault_server_process: FaultServer) -> None:
+    """Import litellm and make one call, so no test's deadline pays litellm's first-call setup."""
+    litellm = _litellm.load()
+
+    async def one_call() -> None:
+        await litellm.acompletion(
+            model="openai/warm-up", messages=[{"role": "user", "content": "hi"}],
+            api_base=fault_server_process.api_base, api_key="k", num_retries=0, max_retries=0,
+        )
+        await _litellm.close_clients()
+
+    asyncio.run(one_call())
+
+
+@pytest.fixture
+def fault(fault_server_process: FaultServer, _warm_litellm: None) -> FaultServer:
+    """The fault server, counters and scenarios reset for this test."""
+    fault_server_process.reset()
+    return fault_server_process
+
+
+@pytest.fixture(autouse=True)
+def _no_backoff() -> Iterator[None]:
+    resilience.set_testing(no_backoff=True)
+    yield
+    resilience.set_testing(no_backoff=False)
+
+
+@pytest.fixture(autouse=True)
+async def _close_litellm_clients() -> AsyncIterator[None]:
+    """litellm caches HTTP clients per event loop: close them before this test's loop ends
+    (an unclosed one surfaces later as a ResourceWarning, an error under filterwarnings)."""
+    yield
+    await _litellm.close_clients()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port nothing listens on (connections are refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@pytest.fixture
+async def make_provider(fault: FaultServer) -> AsyncIterator[MakeProvider]:
+    """Build a LiteLLMProvider aimed at the fault server; fields override the config."""
+    made: list[LiteLLMProvider] = []
+
+    def make(name: str = "fault", **fields: Any) -> LiteLLMProvider:
+        fields.setdefault("model", "openai/fault-model")
+        fields.setdefault("api_base", fault.api_base)
+        provider = LiteLLMProvider(name, ProviderConfig(**fields))
+        made.append(provider)
+        return provider
+
+    yield make
+    for provider in made:
+        await provider.close()

@@ -1,0 +1,94 @@
+"""classify() rules on hand-built chains of real exception types (the HTTP-level table is in
+test_classification.py), and Retry-After parsing."""
+
+from __future__ import annotations
+
+import email.utils
+import itertools
+
+import aiohttp
+import httpx
+import pytest
+
+from providers.classify import cause_chain, classify, parse_retry_after
+from providers.errors import ErrorKind, NotSent
+
+REQUEST = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
+
+
+def chained(*links: BaseException) -> BaseException:
+    """links[0] is outermost; each is raised `from` the next, as a real stack would."""
+    for outer, inner in itertools.pairwise(links):
+        outer.__cause__ = inner
+    return links[0]
+
+
+def status_error(status: int, headers: dict[str, str] | None = None) -> httpx.HTTPStatusError:
+    response = httpx.Response(status, headers=headers, request=REQUEST)
+    return httpx.HTTPStatusError("status", request=REQUEST, response=response)
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [
+        (chained(RuntimeError("wrapper"), httpx.ConnectError("refused"),
+                 ConnectionRefusedError()), ErrorKind.NOT_SENT),
+        (chained(RuntimeError("wrapper"), httpx.ConnectTimeout("slow")), ErrorKind.NOT_SENT),
+        (chained(RuntimeError("w"), httpx.PoolTimeout("pool")), ErrorKind.NOT_SENT),
+        (chained(RuntimeError("w"), httpx.ReadTimeout("t")), ErrorKind.UNKNOWN),
+        (chained(RuntimeError("w"), httpx.RemoteProtocolError("eof")), ErrorKind.UNKNOWN),
+        (chained(RuntimeError("w"), httpx.WriteError("half sent")), ErrorKind.UNKNOWN),
+        (chained(RuntimeError("w"), aiohttp.ServerDisconnectedError()), ErrorKind.UNKNOWN),
+        (chained(RuntimeError("w"), aiohttp.ClientPayloadError("cut")), ErrorKind.UNKNOWN),
+        (chained(RuntimeError("w"), aiohttp.ConnectionTimeoutError()), ErrorKind.NOT_SENT),
+        (chained(RuntimeError("w"), aiohttp.SocketTimeoutError()), ErrorKind.UNKNOWN),
+        (chained(RuntimeError("w"), status_error(400)), ErrorKind.REJECTED),
+        (chained(RuntimeError("w"), status_error(504)), ErrorKind.UNKNOWN),
+        # the outermost decisive link is the latest event: an answer after a refused connect
+        (chained(RuntimeError("w"), status_error(500), httpx.ConnectError("first try")),
+         ErrorKind.REJECTED),
+        (ValueError("never seen before"), ErrorKind.UNKNOWN),
+        (httpx.TimeoutException("which phase?"), ErrorKind.UNKNOWN),
+    ],
+)
+def test_chain_rules(exc: BaseException, kind: ErrorKind) -> None:
+    assert classify(exc, "p").kind is kind
+
+
+def test_status_and_retry_after_come_from_the_real_response() -> None:
+    error = classify(chained(RuntimeError("w"), status_error(429, {"Retry-After": "3"})), "p")
+    assert (error.kind, error.status, error.retry_after) == (ErrorKind.REJECTED, 429, 3.0)
+
+
+def test_context_is_followed_when_there_is_no_cause() -> None:
+    """The openai SDK raises its status error `from None`: the httpx error is __context__."""
+    try:
+        try:
+            raise status_error(401)
+        except httpx.HTTPStatusError:
+            raise RuntimeError("sdk error") from None
+    except RuntimeError as exc:
+        assert classify(exc, "p").status == 401
+
+
+def test_a_provider_error_is_returned_as_is() -> None:
+    error = NotSent("already classified", provider="p")
+    assert classify(error, "p") is error
+
+
+def test_cause_chain_stops_on_cycles() -> None:
+    a, b = RuntimeError("a"), RuntimeError("b")
+    a.__cause__, b.__cause__ = b, a
+    assert list(cause_chain(a)) == [a, b]
+
+
+def test_retry_after_forms() -> None:
+    assert parse_retry_after({"retry-after": "7"}) == 7.0
+    assert parse_retry_after({"Retry-After": "1.5"}) == 1.5
+    assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    when = email.utils.formatdate(1_000_030, usegmt=True)
+    assert parse_retry_after({"retry-after": when}, now=1_000_000) == pytest.approx(30.0)
+    assert parse_retry_after({"retry-after": when}, now=2_000_000) == 0.0
+    assert parse_retry_after({"retry-after": "soon"}) is None
+    assert parse_retry_after({}) is None
+    assert parse_retry_after(None) is None

@@ -1,0 +1,104 @@
+"""ProviderConfig validation and the provider fingerprint."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from providers.config import ProviderConfig, provider_fingerprint
+
+BASE: dict[str, Any] = {"model": "openai/gpt-4o-mini", "api_key_env": "OPENAI_API_KEY"}
+
+
+def test_defaults() -> None:
+    config = ProviderConfig(**BASE)
+    assert (config.timeout.connect, config.timeout.read) == (5.0, 30.0)
+    assert config.max_concurrency == 16
+    assert config.structured_output == "json_schema"
+    assert (config.retry.attempts, config.retry.initial, config.retry.max) == (3, 0.2, 5.0)
+    assert config.rate_limit.requests_per_minute is None
+    assert config.chat_format is None and config.context_window is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["sk-proj-abcdefghijklmnopqrstuvwxyz0123456789", "sk_live_0123456789abcdef",
+     "AIzaSyA1234567890abcdefghijkl", "ABCDEF0123456789ABCDEF0123456789"],
+)
+def test_a_key_in_api_key_env_is_refused_without_echo(value: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        ProviderConfig(model="openai/x", api_key_env=value)
+    assert value not in str(caught.value)
+    assert "api_key_env" in str(caught.value)
+
+
+@pytest.mark.parametrize("value", ["openai_api_key", "MY-KEY", "1KEY", "", "A B"])
+def test_api_key_env_must_be_an_env_var_name(value: str) -> None:
+    with pytest.raises(ValidationError):
+        ProviderConfig(model="openai/x", api_key_env=value)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"unknown": 1}, {"timeout": {"connect": 0}}, {"max_concurrency": 0},
+     {"structured_output": "grammar"}, {"retry": {"attempts": 0}},
+     {"retry": {"initial": 2, "max": 1}}, {"rate_limit": {"requests_per_minute": 0}},
+     {"extra_params": {"num_retries": 2}}, {"extra_params": {"api_key": "x"}},
+     {"extra_params": {"f": object()}}],
+)
+def test_invalid_configs_are_refused(fields: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        ProviderConfig(**{**BASE, **fields})
+
+
+def test_config_is_frozen() -> None:
+    config = ProviderConfig(**BASE)
+    with pytest.raises(ValidationError):
+        config.model = "other"  # type: ignore[misc]
+
+
+def fp(name: str = "primary", **fields: Any) -> str:
+    return provider_fingerprint(name, ProviderConfig(**{**BASE, **fields}))
+
+
+def test_fingerprint_is_stable_hex_sha256() -> None:
+    assert fp() == fp()
+    assert len(fp()) == 64 and int(fp(), 16) >= 0
+    # dict order does not matter: canonical JSON
+    assert fp(extra_params={"a": 1, "b": 2}) == fp(extra_params={"b": 2, "a": 1})
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"model": "openai/gpt-4o"}, {"api_base": "http://127.0.0.1:1/v1"},
+     {"structured_output": "none"}, {"chat_format": "gemma"}, {"extra_params": {"top_p": 0.5}}],
+)
+def test_behaviour_changes_change_the_fingerprint(change: dict[str, Any]) -> None:
+    assert fp(**change) != fp()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"api_key_env": "OTHER_KEY"}, {"timeout": {"read": 99}}, {"max_concurrency": 2},
+     {"retry": {"attempts": 1}}, {"rate_limit": {"requests_per_minute": 5}},
+     {"context_window": 1000}],
+)
+def test_operational_changes_keep_the_fingerprint(change: dict[str, Any]) -> None:
+    assert fp(**change) == fp()
+
+
+def test_fingerprint_includes_the_provider_name() -> None:
+    assert fp("primary") != fp("backup")
+
+
+def test_importing_providers_does_not_import_litellm() -> None:
+    """Lazy import: the router and the CLI pay for litellm only when a provider is called."""
+    import subprocess
+
+    code = ("import sys, providers, providers.config, providers.litellm_provider, "
+            "providers.classify, providers.resilience; print('litellm' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

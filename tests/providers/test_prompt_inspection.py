@@ -1,0 +1,121 @@
+"""Chat-format rendering (exactly llama-cpp-python's), and inspect_prompt for llama.cpp servers
+(the fault server's fake /extras/tokenize) and hosted models (litellm, offline)."""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.base import InspectableProvider, Message, Provider
+from providers.chat_formats import render
+from tests.providers.conftest import MakeProvider
+from tests.providers.fault_server import DEFAULT_SPECIALS, FaultServer
+
+
+def msgs(*pairs: tuple[str, str]) -> tuple[Message, ...]:
+    return tuple(Message(role=role, content=content) for role, content in pairs)  # type: ignore[arg-type]
+
+
+CONVERSATION = msgs(("system", "S"), ("user", "U1"), ("assistant", "A1"), ("user", "U2"))
+
+# Expected texts checked against llama-cpp-python 0.3.36's format_gemma / format_chatml.
+RENDERINGS = [
+    ("gemma", CONVERSATION,
+     "<start_of_turn>user\nU1<end_of_turn>\n<start_of_turn>model\nA1<end_of_turn>\n"
+     "<start_of_turn>user\nU2<end_of_turn>\n<start_of_turn>model\n"),
+    ("gemma", msgs(("user", ""), ("user", "U")),
+     "<start_of_turn>user\n<start_of_turn>user\nU<end_of_turn>\n<start_of_turn>model\n"),
+    ("chatml", CONVERSATION,
+     "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n"
+     "<|im_start|>assistant\nA1<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n"
+     "<|im_start|>assistant\n"),
+    ("chatml", msgs(("user", "U")),
+     "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"),
+    ("chatml", msgs(("system", "S1"), ("system", "S2"), ("user", "U")),
+     "<|im_start|>system\nS1<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
+     "<|im_start|>assistant\n"),
+]
+
+
+@pytest.mark.parametrize(("chat_format", "messages", "expected"), RENDERINGS)
+def test_rendering_matches_llama_cpp_python(chat_format: str, messages: tuple[Message, ...],
+                                            expected: str) -> None:
+    rendered = render(chat_format, messages)
+    assert rendered is not None
+    assert rendered.text == expected
+
+
+def test_gemma_drops_system_and_chatml_keeps_only_the_first() -> None:
+    gemma = render("gemma", CONVERSATION)
+    chatml = render("chatml", msgs(("system", "S1"), ("system", "S2"), ("user", "U")))
+    assert gemma is not None and chatml is not None
+    assert (gemma.system_present, [m.content for m in gemma.dropped]) == (False, ["S"])
+    assert (chatml.system_present, [m.content for m in chatml.dropped]) == (False, ["S2"])
+    assert render("chatml", CONVERSATION).system_present is True  # type: ignore[union-attr]
+    assert render("llama-2", CONVERSATION) is None
+
+
+def fake_token_count(text: str, specials: tuple[str, ...] = DEFAULT_SPECIALS) -> int:
+    """The fault server's fake tokenizer: BOS + one per special marker + one per UTF-8 byte."""
+    count, i = 1, 0
+    while i < len(text):
+        special = next((s for s in specials if text.startswith(s, i)), None)
+        count += 1 if special else len(text[i].encode())
+        i += len(special) if special else 1
+    return count
+
+
+async def test_llama_gemma_inspection(fault: FaultServer, make_provider: MakeProvider) -> None:
+    provider = make_provider(model="openai/gemma-3-270m", chat_format="gemma",
+                             structured_output="json_object_schema", context_window=32768)
+    assert isinstance(provider, InspectableProvider) and isinstance(provider, Provider)
+    inspection = await provider.inspect_prompt(CONVERSATION)
+    expected = RENDERINGS[0][2]
+    assert inspection.rendered == expected
+    assert inspection.accepted_roles == frozenset({"user", "assistant"})
+    assert inspection.system_present is False
+    assert inspection.prompt_tokens == fake_token_count(expected)
+    assert inspection.tokenizer == "llama.cpp /extras/tokenize"
+    assert inspection.context_window == 32768
+    assert inspection.control_tokens_special is True
+    assert any("drop" in note for note in inspection.notes)
+    body = fault.stats()
+    assert body["tokenize_calls"] == 4  # the prompt, the empty string, two markers
+    assert body["total"] == 0  # inspecting generates nothing
+
+
+async def test_markers_that_split_are_not_special(fault: FaultServer,
+                                                  make_provider: MakeProvider) -> None:
+    """chatml markers on a model whose vocabulary lacks them (as gemma's does) split up."""
+    fault.control(tokenizer_specials=["<start_of_turn>", "<end_of_turn>"])
+    provider = make_provider(chat_format="chatml")
+    inspection = await provider.inspect_prompt(CONVERSATION)
+    assert inspection.control_tokens_special is False
+    assert inspection.system_present is True
+    assert inspection.accepted_roles == frozenset({"system", "user", "assistant"})
+    assert inspection.prompt_tokens == fake_token_count(
+        inspection.rendered or "", ("<start_of_turn>", "<end_of_turn>"))
+
+
+async def test_unreproduced_chat_format_says_so(fault: FaultServer,
+                                                make_provider: MakeProvider) -> None:
+    inspection = await make_provider(chat_format="llama-2").inspect_prompt(CONVERSATION)
+    assert inspection.rendered is None
+    assert inspection.system_present is False
+    assert inspection.control_tokens_special is None
+    assert any("not reproduced" in note for note in inspection.notes)
+
+
+async def test_hosted_inspection_is_offline(make_provider: MakeProvider) -> None:
+    mapped = await make_provider(model="openai/gpt-4o-mini", api_base=None).inspect_prompt(
+        CONVERSATION)
+    assert mapped.rendered is None
+    assert mapped.system_present is True
+    assert mapped.accepted_roles == frozenset({"system", "user", "assistant"})
+    assert 5 < mapped.prompt_tokens < 40
+    assert mapped.context_window == 128000  # litellm's bundled model map
+    assert mapped.tokenizer.startswith("litellm token_counter")
+    unmapped = await make_provider(model="openai/some-local-model").inspect_prompt(CONVERSATION)
+    assert unmapped.context_window is None
+    configured = await make_provider(model="openai/some-local-model",
+                                     context_window=4096).inspect_prompt(CONVERSATION)
+    assert configured.context_window == 4096

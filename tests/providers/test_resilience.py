@@ -1,0 +1,143 @@
+"""Unit tests of the retry decisions, the rate limiter and the bulkhead (no network)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from providers import resilience
+from providers.config import RetryPolicy
+from providers.errors import NotSent, OutcomeUnknown, ProviderError, Rejected
+from providers.resilience import Bulkhead, RateLimiter, retrying
+
+
+class Script:
+    """A call that raises the scripted errors in turn, then returns "done"."""
+
+    def __init__(self, *errors: ProviderError) -> None:
+        self.errors = list(errors)
+        self.calls = 0
+
+    async def __call__(self) -> str:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return "done"
+
+
+def far() -> float:
+    return asyncio.get_running_loop().time() + 60
+
+
+NOT_SENT = NotSent("refused", provider="p")
+UNKNOWN = OutcomeUnknown("read timeout", provider="p")
+R429 = Rejected("slow down", provider="p", status=429)
+R500 = Rejected("boom", provider="p", status=500)
+
+
+@pytest.mark.parametrize(
+    ("errors", "calls", "result"),
+    [((NOT_SENT, NOT_SENT), 3, "done"), ((R429,), 2, "done"), ((UNKNOWN,), 1, UNKNOWN),
+     ((R500,), 1, R500), ((NOT_SENT, UNKNOWN), 2, UNKNOWN),
+     ((NOT_SENT, NOT_SENT, NOT_SENT), 3, NOT_SENT)],
+)
+async def test_retry_decisions(errors: tuple[ProviderError, ...], calls: int,
+                               result: object) -> None:
+    script = Script(*errors)
+    if isinstance(result, ProviderError):
+        with pytest.raises(type(result)) as caught:
+            await retrying(script, RetryPolicy(attempts=3), deadline=far())
+        assert caught.value is result  # the last error, unchanged (not a tenacity RetryError)
+    else:
+        assert await retrying(script, RetryPolicy(attempts=3), deadline=far()) == result
+    assert script.calls == calls
+
+
+async def test_backoff_waits_when_not_testing() -> None:
+    resilience.set_testing(no_backoff=False)
+    script = Script(NOT_SENT, NOT_SENT)
+    started = time.monotonic()
+    await retrying(script, RetryPolicy(attempts=3, initial=0.05, max=0.05), deadline=far())
+    elapsed = time.monotonic() - started
+    assert script.calls == 3
+    assert elapsed < 0.5  # full jitter: each wait is uniform in [0, 0.05]
+
+
+async def test_no_wait_that_would_pass_the_deadline() -> None:
+    resilience.set_testing(no_backoff=False)
+    script = Script(Rejected("slow", provider="p", status=429, retry_after=1.0))
+    deadline = asyncio.get_running_loop().time() + 0.2
+    started = time.monotonic()
+    with pytest.raises(Rejected):
+        await retrying(script, RetryPolicy(attempts=3), deadline=deadline)
+    assert script.calls == 1
+    assert time.monotonic() - started < 0.1  # gave up at once instead of sleeping
+
+
+async def test_retry_after_is_the_wait() -> None:
+    resilience.set_testing(no_backoff=False)
+    script = Script(Rejected("slow", provider="p", status=429, retry_after=0.3))
+    started = time.monotonic()
+    policy = RetryPolicy(attempts=2, initial=0, max=0)
+    assert await retrying(script, policy, deadline=far()) == "done"
+    assert time.monotonic() - started >= 0.3
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_rate_limiter_requests_per_minute() -> None:
+    clock = Clock()
+    limiter = RateLimiter("p", requests_per_minute=2, clock=clock)
+    assert limiter.acquire() == 0.0
+    assert limiter.acquire() == 0.0
+    assert limiter.acquire() == pytest.approx(30.0)  # one request refills every 30 s
+    clock.now += 30
+    assert limiter.acquire() == 0.0
+
+
+def test_rate_limiter_tokens_per_minute_and_budget() -> None:
+    clock = Clock()
+    limiter = RateLimiter("p", tokens_per_minute=600, clock=clock)
+    assert limiter.acquire(500) == 0.0
+    assert limiter.acquire(200) == pytest.approx(10.0)  # 100 missing at 10 tokens/s
+    with pytest.raises(NotSent, match="rate limited locally"):
+        limiter.acquire(200, budget=5.0)
+    with pytest.raises(NotSent, match="exceed the per-minute limit"):
+        limiter.acquire(601)
+    limiter.settle(estimated=500, actual=100)  # 400 given back
+    assert limiter.acquire(200) == 0.0
+
+
+async def test_rate_limiter_admit_sleeps_then_admits() -> None:
+    resilience.set_testing(no_backoff=False)
+    limiter = RateLimiter("p", requests_per_minute=600)  # one every 0.1 s after the burst
+    for _ in range(600):
+        limiter.acquire()
+    started = time.monotonic()
+    await limiter.admit(budget=1.0)
+    assert 0.05 <= time.monotonic() - started < 0.5
+
+
+async def test_bulkhead_counts_and_limits() -> None:
+    bulkhead = Bulkhead(2)
+    peak = 0
+
+    async def work() -> None:
+        nonlocal peak
+        async with bulkhead.hold():
+            peak = max(peak, bulkhead.in_flight)
+            await asyncio.sleep(0.01)
+
+    await asyncio.gather(*(work() for _ in range(8)))
+    assert peak == 2
+    assert bulkhead.in_flight == 0
+    with pytest.raises(ValueError):
+        Bulkhead(0)
