@@ -1,0 +1,368 @@
+"""`JobClient`: the Python client of `jobrouter serve` (httpx, async).
+
+    intent = JobIntent("caption", {"product": {"name": "Saffron tea"}, "tone": "warm"},
+                       idempotency_key=f"caption-{order_id}")    # or a fresh UUID by default
+    async with JobClient("http://127.0.0.1:8000", token) as client:
+        try:
+            job = await client.submit(intent)
+        except SubmitUnknown as unknown:      # the service could not be reached in time
+            ...                                # keep unknown.idempotency_key: find(key) later,
+                                               # or submit the same intent again
+        job = await client.wait(job.id)
+
+The idempotency key belongs to the intent: it is made once, when the intent is made, and every
+retry of every call sends the same key, so a retry can never create a second job. Retries
+(exponential backoff, full jitter, a cap, a bounded count and time, honouring Retry-After) happen
+here and only here, on transport errors and on 408/429/5xx; other 4xx answers are not retried.
+
+Errors:
+
+    JobClientError                  base
+    ├── ProblemError                the service answered with a problem (status, type, detail)
+    │   ├── NotFound                404: no such job or attempt for this token
+    │   └── IdempotencyKeyReused    422: the key was used with another payload (job_id)
+    ├── SubmitUnknown               retries exhausted on submit: the job may or may not exist
+    │                               (idempotency_key, intent): look it up with find(key)
+    └── Unavailable                 retries exhausted on another call (cause)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal
+
+import httpx
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+)
+
+from router.models import Attempt, Job, JobEvent, JsonObject
+
+RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+REPLAY_HEADER = "Idempotent-Replayed"
+
+
+# ---- errors -------------------------------------------------------------------------------------
+
+
+class JobClientError(Exception):
+    """Base of every error `JobClient` raises."""
+
+
+class ProblemError(JobClientError):
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        self.status = status
+        self.type = str(body.get("type", "about:blank"))
+        self.title = str(body.get("title", ""))
+        self.detail = str(body.get("detail", ""))
+        self.body = body
+        super().__init__(f"HTTP {status} {self.title}: {self.detail}")
+
+
+class NotFound(ProblemError):
+    pass
+
+
+class IdempotencyKeyReused(ProblemError):
+    @property
+    def job_id(self) -> str | None:
+        value = self.body.get("job_id")
+        return None if value is None else str(value)
+
+
+class SubmitUnknown(JobClientError):
+    """Retries ran out before an answer came: the job may exist. Not a failure: find it later
+    with `find(idempotency_key)`, or submit the same `intent` again (it cannot run twice)."""
+
+    def __init__(self, intent: JobIntent, cause: BaseException) -> None:
+        super().__init__(
+            f"submit of {intent.task!r} with idempotency key {intent.idempotency_key!r} has an "
+            f"unknown outcome ({_describe(cause)}); look it up with find(key) or submit the "
+            "same intent again"
+        )
+        self.intent = intent
+        self.idempotency_key = intent.idempotency_key
+        self.cause = cause
+
+
+class Unavailable(JobClientError):
+    def __init__(self, what: str, cause: BaseException) -> None:
+        super().__init__(f"{what}: the service did not answer usefully ({_describe(cause)})")
+        self.cause = cause
+
+
+class _RetryableStatus(Exception):
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"HTTP {response.status_code}")
+        self.response = response
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+# ---- values -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobIntent:
+    """One thing to get done. Its key is made with it and never changes: pass your own (e.g.
+    derived from your order id) or keep the default fresh UUID."""
+
+    task: str
+    input: JsonObject
+    params: JsonObject = field(default_factory=dict)
+    idempotency_key: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retry `attempts` times at most and for `deadline` seconds at most; the n-th wait is
+    uniform in [0, min(cap, initial * 2**n)] (full jitter), or the server's Retry-After."""
+
+    attempts: int = 8
+    initial: float = 0.25
+    cap: float = 10.0
+    deadline: float = 60.0
+
+    def backoff(self, failures: int) -> float:
+        """Full jitter: uniform in [0, min(cap, initial * 2**(failures - 1))]."""
+        return random.uniform(0, min(self.cap, self.initial * 2 ** max(0, failures - 1)))
+
+    def wait(self, state: RetryCallState) -> float:
+        """tenacity's wait: the backoff, or the server's Retry-After when it asks for more."""
+        jitter = self.backoff(state.attempt_number)
+        outcome = state.outcome
+        error = outcome.exception() if outcome is not None and outcome.failed else None
+        if isinstance(error, _RetryableStatus):
+            asked = _retry_after(error.response)
+            if asked is not None:
+                return min(self.cap, max(asked, jitter))
+        return jitter
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return max(0.0, float(response.headers.get("Retry-After", "")))
+    except ValueError:
+        return None
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, httpx.TransportError | _RetryableStatus)
+
+
+def _not_sent(exc: BaseException) -> bool:
+    """Only errors where the request surely never reached the server."""
+    return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+
+
+# ---- the client ---------------------------------------------------------------------------------
+
+
+class JobClient:
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: float = 10.0,
+        stream_timeout: float = 60.0,
+        max_connections: int = 64,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        """`stream_timeout`: longest silence on an event stream before reconnecting (the
+        server sends a heartbeat every [http] heartbeat seconds). Up to `max_connections`
+        calls run at once, each on a kept-alive connection."""
+        self.retry = retry or RetryPolicy()
+        self.stream_timeout = stream_timeout
+        self._http = httpx.AsyncClient(
+            base_url=base_url, timeout=timeout, transport=transport,
+            limits=httpx.Limits(max_connections=max_connections,
+                                max_keepalive_connections=max_connections),
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+        )  # fmt: skip
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> JobClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:  # fmt: skip
+        await self.aclose()
+
+    # ---- jobs ------------------------------------------------------------------------------------
+
+    async def submit(self, intent: JobIntent) -> Job:
+        """The job of this intent: created now (`created=True`) or earlier (a replay)."""
+        body = {"task": intent.task, "input": intent.input, "params": intent.params}
+        headers = {"Idempotency-Key": intent.idempotency_key}
+        try:
+            response = await self._request("POST", "/v1/jobs", json=body, headers=headers)
+        except (httpx.TransportError, _RetryableStatus) as exc:
+            raise SubmitUnknown(intent, exc) from exc
+        job = Job.model_validate(response.json())
+        return job.model_copy(update={"created": response.headers.get(REPLAY_HEADER) != "true"})
+
+    async def get(self, job_id: str) -> Job:
+        response = await self._call("GET", f"/v1/jobs/{job_id}", what=f"reading job {job_id}")
+        return Job.model_validate(response.json())
+
+    async def find(self, idempotency_key: str) -> Job | None:
+        """This token's job for the key, or None: what became of a `SubmitUnknown`."""
+        response = await self._call("GET", "/v1/jobs", params={"idempotency_key": idempotency_key},
+                                    what=f"finding key {idempotency_key!r}")
+        items = response.json()["items"]
+        return Job.model_validate(items[0]) if items else None
+
+    async def attempts(self, job_id: str) -> list[Attempt]:
+        response = await self._call("GET", f"/v1/jobs/{job_id}/attempts",
+                                    what=f"listing the attempts of job {job_id}")
+        return [Attempt.model_validate(item) for item in response.json()["items"]]
+
+    async def cancel(self, job_id: str, reason: str = "cancelled by the owner") -> Job:
+        # Safe to retry: cancelling a cancelled job answers it again.
+        response = await self._call("POST", f"/v1/jobs/{job_id}/cancel", json={"reason": reason},
+                                    what=f"cancelling job {job_id}")
+        return Job.model_validate(response.json())
+
+    async def resolve(
+        self, attempt_id: str, outcome: Literal["succeeded", "failed", "cancelled"],
+        result: Any = None, note: str = "",
+    ) -> Job:  # fmt: skip
+        """Operators: say what became of an unknown attempt. Retried only when the request
+        surely never left (a second resolve would be refused, not applied twice)."""
+        body = {"outcome": outcome, "result": result, "note": note}
+        response = await self._call("POST", f"/v1/attempts/{attempt_id}/resolve", json=body,
+                                    what=f"resolving attempt {attempt_id}", only_not_sent=True)
+        return Job.model_validate(response.json())
+
+    async def events(self, job_id: str, after: int = 0) -> AsyncIterator[JobEvent]:
+        """Every event after `after`, each once and in order, until the job settles; a broken
+        stream is resumed from the last event seen (Last-Event-ID)."""
+        failures = 0
+        while True:
+            try:
+                async with contextlib.aclosing(self._stream(job_id, after)) as stream:
+                    async for event in stream:
+                        after, failures = event.seq, 0
+                        yield event
+                        if event.job_state.settled and event.kind.startswith("job."):
+                            return
+            except (httpx.TransportError, _RetryableStatus) as exc:
+                failures += 1
+                if failures >= self.retry.attempts:
+                    raise Unavailable(f"following the events of job {job_id}", exc) from exc
+            await asyncio.sleep(self.retry.backoff(failures))
+
+    # Same signature as Router.wait, so both read alike; asyncio.timeout is applied inside.
+    async def wait(self, job_id: str, timeout: float | None = None) -> Job:  # noqa: ASYNC109
+        """The job once it is terminal or needs attention, read from its durable record: the
+        event stream only says when to look; if the stream cannot be had, the status is read
+        by id instead. TimeoutError after `timeout` seconds."""
+        async with asyncio.timeout(timeout):
+            failures = 0
+            while True:
+                try:
+                    async for _ in self.events(job_id):  # ends once the job has settled
+                        pass
+                except Unavailable:
+                    failures += 1
+                job = await self.get(job_id)
+                if job.state.settled:
+                    return job
+                await asyncio.sleep(self.retry.backoff(failures))
+
+    # ---- plumbing --------------------------------------------------------------------------------
+
+    async def _call(
+        self, method: str, path: str, *, what: str, only_not_sent: bool = False, **kwargs: Any
+    ) -> httpx.Response:
+        try:
+            return await self._request(method, path, only_not_sent=only_not_sent, **kwargs)
+        except _RetryableStatus as exc:
+            raise _problem(exc.response) from None
+        except httpx.TransportError as exc:
+            raise Unavailable(what, exc) from exc
+
+    async def _request(
+        self, method: str, path: str, *, only_not_sent: bool = False, **kwargs: Any
+    ) -> httpx.Response:
+        """One call with retries; a final answer (2xx or a problem not worth retrying), else
+        the last retryable error once retries are exhausted."""
+        policy = self.retry
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(policy.attempts) | stop_after_delay(policy.deadline),
+            wait=policy.wait, reraise=True,
+            retry=retry_if_exception(_not_sent if only_not_sent else _retryable),
+        )  # fmt: skip
+        async for attempt in retrying:
+            with attempt:
+                response = await self._http.request(method, path, **kwargs)
+                if response.status_code in RETRY_STATUSES and not only_not_sent:
+                    raise _RetryableStatus(response)
+        if response.is_success:
+            return response
+        raise _problem(response)
+
+    async def _stream(self, job_id: str, after: int) -> AsyncGenerator[JobEvent, None]:
+        headers = {"Last-Event-ID": str(after), "Accept": "text/event-stream"}
+        timeout = httpx.Timeout(self._http.timeout.connect, read=self.stream_timeout)
+        path = f"/v1/jobs/{job_id}/events"
+        async with self._http.stream("GET", path, headers=headers, timeout=timeout) as response:
+            if response.status_code in RETRY_STATUSES:
+                raise _RetryableStatus(response)
+            if not response.is_success:
+                await response.aread()
+                raise _problem(response)
+            data: list[str] = []
+            async for line in response.aiter_lines():
+                if line:
+                    name, _, value = line.partition(":")
+                    if name == "data":
+                        data.append(value.removeprefix(" "))
+                elif data:
+                    yield JobEvent.model_validate_json("\n".join(data))
+                    data = []
+
+
+def _problem(response: httpx.Response) -> ProblemError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        body = {"title": response.reason_phrase, "detail": response.text[:500]}
+    if response.status_code == 404:
+        return NotFound(404, body)
+    if str(body.get("type", "")).endswith(":idempotency-key-reused"):
+        return IdempotencyKeyReused(response.status_code, body)
+    return ProblemError(response.status_code, body)
+
+
+__all__ = [
+    "IdempotencyKeyReused",
+    "JobClient",
+    "JobClientError",
+    "JobIntent",
+    "NotFound",
+    "ProblemError",
+    "RetryPolicy",
+    "SubmitUnknown",
+    "Unavailable",
+]

@@ -1,0 +1,67 @@
+"""The FastAPI application over a `Router`: `create_app(router)`.
+
+The app does not own the router: whoever opened it closes it (see `router.http.server`).
+"""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from router import metrics
+from router.api import Router
+from router.config import HttpConfig
+from router.http import health, jobs, openapi, problems
+from router.http.limits import BodyLimit
+
+DESCRIPTION = """Durable AI jobs on several LLM providers.
+
+Submit a job with `POST /v1/jobs` and an `Idempotency-Key` header: one key per intent, the same
+on every retry. Follow it with `GET /v1/jobs/{id}/events` (server-sent events) or read it with
+`GET /v1/jobs/{id}`. Errors are `application/problem+json`; their `detail` says what to fix.
+Authenticate with `Authorization: Bearer <token>` (`jobrouter token create OWNER`).
+"""
+
+
+def create_app(router: Router, settings: HttpConfig | None = None) -> FastAPI:
+    settings = settings or router.config.http
+    app = FastAPI(title="jobrouter", version="1", description=DESCRIPTION)
+    app.state.router = router
+    app.state.http = settings
+    problems.install(app)
+    app.include_router(jobs.routes)
+    app.include_router(health.routes)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(Timing)
+    openapi.install(app, router.tasks)
+    return app
+
+
+class Timing:
+    """Request latency into `jobrouter_http_request_duration_seconds`, by route template."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        began = time.perf_counter()
+        status = 500
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            metrics.HTTP_LATENCY.labels(method=scope["method"], route=template,
+                                        status=str(status)).observe(time.perf_counter() - began)

@@ -1,0 +1,52 @@
+"""Liveness, readiness and Prometheus metrics (no token needed: they hold no job data)."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from router import metrics
+from router.http.auth import RouterDep
+from router.http.problems import ProblemError, documented
+from router.http.schemas import Status
+
+log = logging.getLogger("jobrouter.http")
+routes = APIRouter(tags=["operations"])
+
+
+@routes.get("/health/live", response_model=Status, operation_id="health_live",
+            summary="The process answers")
+async def live() -> Status:
+    return Status(status="ok")
+
+
+@routes.get("/health/ready", response_model=Status, responses=documented(503),
+            operation_id="health_ready",
+            summary="The database is reachable and its migrations are current")
+async def ready(router: RouterDep) -> Status:
+    try:
+        pending = await router.store.pending_migrations()
+    except Exception as exc:  # any failure to reach the database means "not ready"
+        log.warning("readiness: database unreachable: %s", exc)
+        raise ProblemError(503, "not-ready", f"the database is unreachable: {exc}",
+                           headers={"Retry-After": "1"}) from exc
+    if pending:
+        raise ProblemError(503, "not-ready", f"migrations {pending} are not applied; restart "
+                           "the service to apply them", headers={"Retry-After": "5"})
+    return Status(status="ready", detail="database reachable, migrations current")
+
+
+@routes.get("/metrics", response_class=Response, summary="Prometheus metrics",
+            operation_id="metrics",
+            responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
+                             "description": "text exposition format"}})  # fmt: skip
+async def metrics_text(request: Request, router: RouterDep) -> Response:
+    try:
+        circuits = [(row.provider, row.state) for row in await router.store.circuits()]
+        metrics.set_gauges(await router.store.open_job_counts(), circuits)
+        metrics.set_outbox_gauges(await router.store.outbox_counts())
+    except Exception:  # stale gauges are better than no metrics at all
+        log.exception("refreshing gauges for /metrics failed")
+    return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

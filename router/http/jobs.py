@@ -1,0 +1,193 @@
+"""The job routes: submit (idempotent), read, find by key, attempts, cancel, resolve, events."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Header, Query, Request, Response
+from fastapi.responses import StreamingResponse
+
+from router.api import Router
+from router.errors import AttemptNotFound, JobNotFound
+from router.http.auth import Caller, Operator, Principal, RouterDep
+from router.http.openapi import SSE_EVENT
+from router.http.problems import (
+    KEY_HEADER,
+    KEY_INVALID,
+    KEY_MAX_LENGTH,
+    ProblemError,
+    documented,
+)
+from router.http.schemas import (
+    AttemptList,
+    CancelJob,
+    JobList,
+    JobResource,
+    ResolveAttempt,
+    SubmitJob,
+)
+from router.http.sse import HEADERS, event_stream
+from router.models import Job
+
+routes = APIRouter(prefix="/v1", tags=["jobs"])
+
+REPLAY_HEADER = "Idempotent-Replayed"
+MAX_SEQ = 2**63 - 1  # event seqs are 64-bit database integers
+KeyHeader = Annotated[str, Header(
+    alias=KEY_HEADER, min_length=1, max_length=KEY_MAX_LENGTH,
+    description="One key per intent, the same on every retry (e.g. derived from your order "
+    "id); scoped to the token's owner. Missing or malformed: 400.")]  # fmt: skip
+SUBMIT_HEADERS = {
+    "Location": {"description": "the job's URL", "schema": {"type": "string"}},
+    REPLAY_HEADER: {"description": "`true` when the key was already used with this payload: "
+                    "the job is the one created then", "schema": {"type": "string"}},
+}  # fmt: skip
+_JOB_ID = {"job_id": "$response.body#/id"}
+JOB_LINKS = {  # OpenAPI links: where a client (or a stateful API fuzzer) goes next
+    "GetJob": {"operationId": "get_job", "parameters": _JOB_ID},
+    "ListAttempts": {"operationId": "list_attempts", "parameters": _JOB_ID},
+    "JobEvents": {"operationId": "job_events", "parameters": _JOB_ID},
+    "CancelJob": {"operationId": "cancel_job", "parameters": _JOB_ID},
+    "FindJob": {"operationId": "find_jobs",
+                "parameters": {"idempotency_key": "$response.body#/idempotency_key"}},
+}  # fmt: skip
+
+
+@routes.post(
+    "/jobs", status_code=202, response_model=JobResource, name="submit_job",
+    operation_id="submit_job", summary="Submit a job once per Idempotency-Key",
+    responses={202: {"description": "accepted, or the same job again on a replay",
+                     "headers": SUBMIT_HEADERS, "links": JOB_LINKS},
+               **documented(400, 401, 413, 422, 503)},
+)  # fmt: skip
+async def submit_job(
+    body: SubmitJob, idempotency_key: KeyHeader, request: Request, response: Response,
+    router: RouterDep, caller: Caller,
+) -> JobResource:  # fmt: skip
+    """Accept a job. The same key with the same payload answers the same job (in flight or
+    finished) with `Idempotent-Replayed: true`; the same key with another payload is refused
+    (422). The input is checked against the task's contract before a job is created."""
+    key = _checked_key(idempotency_key)
+    _check_input(router, body)
+    job = await router.submit(caller.owner, key, body.task, body.input, body.params)
+    url = str(request.url_for("get_job", job_id=job.id))
+    response.headers["Location"] = url
+    if not job.created:
+        response.headers[REPLAY_HEADER] = "true"
+    return JobResource.of(job, url)
+
+
+@routes.get("/jobs", response_model=JobList, name="find_jobs", operation_id="find_jobs",
+            summary="Find the job of an idempotency key", responses=documented(401, 422, 503))
+async def find_jobs(
+    request: Request, router: RouterDep, caller: Caller,
+    idempotency_key: Annotated[str, Query(min_length=1, max_length=KEY_MAX_LENGTH)],
+) -> JobList:  # fmt: skip
+    """The caller's job for this key (an empty list when there is none): how to learn what
+    became of a submit whose answer never arrived."""
+    job = await router.find(caller.owner, idempotency_key)
+    return JobList(items=[_resource(request, job)] if job else [])
+
+
+@routes.get("/jobs/{job_id}", response_model=JobResource, name="get_job", operation_id="get_job",
+            summary="Read a job", responses=documented(401, 404, 422, 503))
+async def get_job(job_id: str, request: Request, router: RouterDep, caller: Caller) -> JobResource:
+    return _resource(request, await _visible_job(router, caller, job_id))
+
+
+@routes.get("/jobs/{job_id}/attempts", response_model=AttemptList, name="list_attempts",
+            operation_id="list_attempts", summary="The attempts of a job, in order",
+            responses={200: {"links": {"ResolveAttempt": {
+                "operationId": "resolve_attempt",
+                "parameters": {"attempt_id": "$response.body#/items/0/id"}}}},
+                **documented(401, 404, 422, 503)})  # fmt: skip
+async def list_attempts(job_id: str, router: RouterDep, caller: Caller) -> AttemptList:
+    await _visible_job(router, caller, job_id)
+    return AttemptList(items=await router.attempts(job_id))
+
+
+@routes.post("/jobs/{job_id}/cancel", response_model=JobResource, name="cancel_job",
+             operation_id="cancel_job", summary="Cancel a job",
+             responses=documented(400, 401, 404, 409, 413, 422, 503))
+async def cancel_job(
+    job_id: str, request: Request, router: RouterDep, caller: Caller,
+    body: Annotated[CancelJob | None, Body()] = None,
+) -> JobResource:  # fmt: skip
+    """Cancel a job that has not finished (cancelling a cancelled job answers it again; a
+    succeeded or failed job cannot be cancelled: 409)."""
+    await _visible_job(router, caller, job_id)
+    job = await router.cancel(job_id, (body or CancelJob()).reason)
+    return _resource(request, job)
+
+
+@routes.post("/attempts/{attempt_id}/resolve", response_model=JobResource, name="resolve_attempt",
+             operation_id="resolve_attempt",
+             summary="Say what became of an unknown attempt (operators)",
+             responses=documented(400, 401, 403, 404, 409, 413, 422, 503))  # fmt: skip
+async def resolve_attempt(
+    attempt_id: str, body: ResolveAttempt, request: Request, router: RouterDep, _op: Operator
+) -> JobResource:
+    if await router.store.get_attempt(attempt_id) is None:
+        raise AttemptNotFound(attempt_id)
+    job = await router.resolve(attempt_id, body.outcome, body.result, body.note)
+    return _resource(request, job)
+
+
+@routes.get(
+    "/jobs/{job_id}/events", name="job_events", operation_id="job_events",
+    response_class=StreamingResponse,
+    summary="Server-sent events of a job, until it settles",
+    responses={200: {"description": "`text/event-stream`: `id` is the event's seq, `event` its "
+                     "kind, `data` the event as JSON; ends after the event that settles the job",
+                     "content": {"text/event-stream": {"schema": SSE_EVENT}}},
+               **documented(401, 404, 422, 503)},
+)  # fmt: skip
+async def job_events(
+    job_id: str, request: Request, router: RouterDep, caller: Caller,
+    last_event_id: Annotated[int | None, Header(alias="Last-Event-ID", ge=0, le=MAX_SEQ)] = None,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="start after this seq")] = 0,
+) -> StreamingResponse:  # fmt: skip
+    """Resume with `Last-Event-ID` (or `after`): every later event exactly once, in order."""
+    await _visible_job(router, caller, job_id)
+    start = last_event_id if last_event_id is not None else after
+    heartbeat: float = request.app.state.http.heartbeat
+    return StreamingResponse(event_stream(router, job_id, start, heartbeat),
+                             media_type="text/event-stream", headers=HEADERS)
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+
+def _checked_key(key: str) -> str:
+    """Presence and length are checked with the request (a 400 from the validation handler)."""
+    if not key.strip():
+        raise ProblemError(400, "idempotency-key-invalid", KEY_INVALID)
+    return key
+
+
+def _check_input(router: Router, body: SubmitJob) -> None:
+    runtime = router.tasks.get(body.task)
+    if runtime is None:
+        known = ", ".join(sorted(router.tasks)) or "none"
+        raise ProblemError(422, "unknown-task", f"no task {body.task!r}; configured tasks: {known}")
+    if runtime.contract is None:
+        return
+    from contracts import validate_input
+
+    problems = validate_input(runtime.contract, body.input)
+    if problems:
+        raise ProblemError(422, "input-invalid", f"input does not match the input_schema of "
+                           f"contract {runtime.contract.name!r}: {problems[0]}", errors=problems)
+
+
+async def _visible_job(router: Router, caller: Principal, job_id: str) -> Job:
+    """The job if the caller may see it; another owner's job is reported missing, not
+    forbidden, so ids of other owners cannot be probed."""
+    job = await router.store.get_job(job_id)
+    if job is None or not caller.may_see(job.owner):
+        raise JobNotFound(job_id)
+    return job
+
+
+def _resource(request: Request, job: Job) -> JobResource:
+    return JobResource.of(job, str(request.url_for("get_job", job_id=job.id)))

@@ -1,0 +1,106 @@
+"""The request and response bodies of the HTTP API (what the OpenAPI document shows)."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from router.models import Attempt, Job
+from router.states import JobState
+
+
+def _json_problem(value: Any) -> str | None:
+    """What keeps a parsed body from being stored and sent back as JSON: NaN or Infinity
+    (Python's parser accepts them, JSON has none) and lone surrogates (not UTF-8)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "numbers must be finite: JSON has no NaN or Infinity"
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "strings must be valid Unicode (a lone surrogate escape was sent)"
+        return None
+    items: list[Any] = []
+    if isinstance(value, dict):
+        items = [*value.keys(), *value.values()]
+    elif isinstance(value, list):
+        items = value
+    for item in items:
+        problem = _json_problem(item)
+        if problem:
+            return problem
+    return None
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="after")
+    def _storable_json(self) -> _Body:
+        problem = _json_problem(self.model_dump())
+        if problem:
+            raise ValueError(problem)
+        return self
+
+
+class SubmitJob(_Body):
+    """One intent. Send it with an `Idempotency-Key` header that is the same on every retry."""
+
+    task: str = Field(min_length=1, max_length=200, description="a task of the router's config")
+    input: dict[str, Any] = Field(description="checked against the task contract's input_schema")
+    params: dict[str, Any] = Field(default_factory=dict, description="extra parameters")
+
+
+class CancelJob(_Body):
+    reason: str = Field(default="cancelled by the owner", max_length=1000)
+
+
+class ResolveAttempt(_Body):
+    """What became of an `unknown` attempt, found out of band (e.g. the post is online)."""
+
+    outcome: Literal["succeeded", "failed", "cancelled"]
+    result: Any = Field(default=None, description="the attempt's output; needed for succeeded")
+    note: str = Field(default="", max_length=1000)
+
+
+class JobResource(BaseModel):
+    id: str
+    owner: str
+    idempotency_key: str
+    fingerprint: str = Field(description="sha256 of the canonical task + input + params")
+    task: str
+    input: dict[str, Any]
+    params: dict[str, Any]
+    state: JobState
+    terminal: bool = Field(description="the state never changes again")
+    needs_attention: bool = Field(description="an attempt's outcome is unknown: resolve or cancel")
+    version: int
+    winner_attempt_id: str | None
+    result: Any
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    deadline_at: datetime | None
+    url: str
+
+    @classmethod
+    def of(cls, job: Job, url: str) -> JobResource:
+        fields = job.model_dump(exclude={"created"})
+        return cls(**fields, terminal=job.state.terminal,
+                   needs_attention=job.state.needs_attention, url=url)
+
+
+class JobList(BaseModel):
+    items: list[JobResource]
+
+
+class AttemptList(BaseModel):
+    items: list[Attempt]
+
+
+class Status(BaseModel):
+    status: Literal["ok", "ready"]
+    detail: str = ""

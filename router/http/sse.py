@@ -1,0 +1,55 @@
+"""Server-sent events from the durable event log of a job.
+
+Each event is sent as `id: <seq>`, `event: <kind>`, `data: <the JobEvent as JSON>`; a client
+that reconnects with `Last-Event-ID: <seq>` gets every event after it, so nothing is lost or
+repeated. Comment lines keep idle connections alive. The stream ends after the event that
+settles the job (terminal, or needs attention), and only then: subscribing after the job
+finished replays the whole log and ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
+
+from router.api import Router
+from router.models import JobEvent
+
+RECONNECT_MS = 1000
+HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def format_event(event: JobEvent) -> bytes:
+    # model_dump_json writes one line: `data:` needs no splitting.
+    return f"id: {event.seq}\nevent: {event.kind}\ndata: {event.model_dump_json()}\n\n".encode()
+
+
+async def event_stream(
+    router: Router, job_id: str, after: int, heartbeat: float
+) -> AsyncIterator[bytes]:
+    """The SSE body: stored events after `after`, then new ones, with heartbeats between."""
+    yield f"retry: {RECONNECT_MS}\n\n".encode()
+    events = router.watch(job_id, after)
+    pending: asyncio.Future[JobEvent] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(events))
+            done, _ = await asyncio.wait({pending}, timeout=heartbeat)
+            if not done:
+                yield b": keep-alive\n\n"
+                continue
+            try:
+                event = pending.result()
+            except StopAsyncIteration:
+                return
+            pending = None
+            yield format_event(event)
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await pending
+        if isinstance(events, AsyncGenerator):
+            await events.aclose()

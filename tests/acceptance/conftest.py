@@ -1,0 +1,128 @@
+"""The real server as a subprocess on 127.0.0.1 (see serve_fixture.py), tokens made by the
+real CLI, and the database file for counting what really happened."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTRACT = Path(__file__).with_name("contracts") / "echo.yaml"
+STARTUP_S = 30.0
+
+CONFIG = """
+[database]
+url = "sqlite:///{db}"
+
+[certification]
+required = false
+
+[http]
+heartbeat = {heartbeat}
+max_body_bytes = 65536
+
+[tasks.echo]
+contract = "{contract}"
+providers = ["fast"]
+
+[tasks.slow]
+contract = "{contract}"
+providers = ["slow"]
+
+[tasks.hang]
+contract = "{contract}"
+providers = ["hang"]
+max_attempts = 1
+attempt_timeout = 0.3
+"""
+
+
+@dataclass
+class Server:
+    url: str
+    port: int
+    db: Path
+    config: Path
+    process: subprocess.Popen[bytes]
+
+    def token(self, owner: str, *, operator: bool = False) -> str:
+        """A token made by `jobrouter token create` (the real CLI, as a subprocess)."""
+        args = ["token", "create", owner, "--config", str(self.config)]
+        if operator:
+            args.append("--operator")
+        done = subprocess.run(
+            [sys.executable, "-c", "from router.cli import main; main()", *args],
+            cwd=ROOT, capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        return done.stdout.strip()
+
+    def count(self, sql: str, *params: object) -> int:
+        with sqlite3.connect(f"file:{self.db}?mode=ro", uri=True) as conn:
+            return int(conn.execute(sql, params).fetchone()[0])
+
+
+def start_server(folder: Path, *, heartbeat: float = 0.2) -> Server:
+    db = folder / "jobs.db"
+    config = folder / "jobrouter.toml"
+    config.write_text(CONFIG.format(db=db, contract=CONTRACT, heartbeat=heartbeat))
+    with (folder / "server.log").open("wb") as log:  # the child keeps its own descriptor
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.acceptance.serve_fixture", "--config", str(config)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=log,
+        )  # fmt: skip
+    assert process.stdout is not None
+    line = process.stdout.readline().decode()
+    if not line.startswith("PORT "):
+        process.kill()
+        process.wait()
+        process.stdout.close()
+        raise RuntimeError(f"server did not start: {line!r}; see {folder / 'server.log'}")
+    port = int(line.split()[1])
+    server = Server(f"http://127.0.0.1:{port}", port, db, config, process)
+    _wait_ready(server)
+    return server
+
+
+def stop_server(server: Server) -> None:
+    """SIGTERM, and the server must stop cleanly: streams closed, router closed, exit 0."""
+    server.process.terminate()
+    try:
+        code = server.process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        code = server.process.wait()
+    finally:
+        if server.process.stdout is not None:
+            server.process.stdout.close()
+    assert code == 0, f"the server did not stop cleanly (exit {code})"
+
+
+def _wait_ready(server: Server) -> None:
+    deadline = time.monotonic() + STARTUP_S
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"server exited with {server.process.returncode}")
+        try:
+            if httpx.get(f"{server.url}/health/ready", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError("server not ready in time")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    running = start_server(tmp_path_factory.mktemp("server"))
+    try:
+        yield running
+    finally:
+        stop_server(running)

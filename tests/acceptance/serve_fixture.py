@@ -1,0 +1,53 @@
+"""Test-only server entry: `python -m tests.acceptance.serve_fixture --config jobrouter.toml`.
+
+Opens the router with in-process providers that answer offline after a delay (provider
+behaviour over real HTTP is tested in tests/providers; here the HTTP layer is under test),
+binds 127.0.0.1 on a free port, prints `PORT <n>` on stdout and serves until SIGTERM.
+
+Providers: `fast` answers after 10 ms, `slow` after 0.8 s, `hang` never (its attempts time out
+and become `unknown`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import sys
+
+from providers import Completion, CompletionRequest
+from router.api import Router
+from router.http.server import serve
+
+
+class DelayedEcho:
+    def __init__(self, name: str, delay: float) -> None:
+        self.name = name
+        self.delay = delay
+        self.fingerprint = f"test-{name}"
+        self.model = f"test/{name}"
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        await asyncio.sleep(self.delay)
+        text = request.messages[-1].content
+        return Completion(text=text, output={"text": text}, model=self.model)
+
+
+PROVIDERS = {"fast": DelayedEcho("fast", 0.01), "slow": DelayedEcho("slow", 0.8),
+             "hang": DelayedEcho("hang", 3600.0)}  # fmt: skip
+
+
+async def main(config: str) -> None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    print(f"PORT {sock.getsockname()[1]}", flush=True)
+    async with Router.open(config=config, providers=PROVIDERS) as router:
+        await serve(router, sock=sock, access_log=False)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", required=True)
+    asyncio.run(main(parser.parse_args().config))
+    sys.exit(0)
