@@ -20,18 +20,17 @@ from typing import Any
 
 import httpx
 import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import (
+    negative_data_rejection,
+    positive_data_acceptance,
+)
 
 from router.build import build_tasks
 from router.config import RouterConfig
 from router.http.app import create_app
 from tests.acceptance.conftest import CONFIG, CONTRACT, Server
-
-schemathesis = pytest.importorskip("schemathesis")
-from hypothesis import HealthCheck, settings  # noqa: E402  (after the optional import above)
-from schemathesis.checks import (  # noqa: E402
-    negative_data_rejection,
-    positive_data_acceptance,
-)
 
 EXAMPLES = 30
 
