@@ -158,7 +158,8 @@ class JobDriver:
             message = f"no answer within {timeout:.1f}s: the request may have run"
             await self.engine.record_health(
                 attempt.provider, OutcomeUnknown(message, provider=attempt.provider))
-            await self._end(attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began, message)
+            await self._end(attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began, message,
+                            timed_out=True)
         except ProviderError as exc:
             self.answered.add(attempt.id)
             state = AttemptState.UNKNOWN if exc.kind is ErrorKind.UNKNOWN else AttemptState.FAILED
@@ -197,7 +198,7 @@ class JobDriver:
         if not outcome.won:
             log.info("attempt %s of job %s lost the race to %s", attempt.id, self.job.id,
                      outcome.job.winner_attempt_id)
-        self.engine.metrics_attempt(attempt.provider, outcome.attempt.state)
+        self.engine.metrics_attempt(outcome.attempt)
 
     async def _end_cancelled(self, attempt: Attempt, began: float) -> None:
         reason = self.cancel_reasons.get(attempt.id)
@@ -208,12 +209,13 @@ class JobDriver:
             await self._end(attempt, AttemptState.CANCELLED, "cancelled", began, reason)
 
     async def _end(
-        self, attempt: Attempt, state: AttemptState, kind: str, began: float, error: str
-    ) -> None:
+        self, attempt: Attempt, state: AttemptState, kind: str, began: float, error: str,
+        timed_out: bool = False,
+    ) -> None:  # fmt: skip
         usage = AttemptUsage(latency_ms=(time.perf_counter() - began) * 1000)
-        await self.store.finish_attempt(attempt.id, state, error_kind=kind, error=error,
-                                        usage=usage)
-        self.engine.metrics_attempt(attempt.provider, state)
+        done = await self.store.finish_attempt(attempt.id, state, error_kind=kind, error=error,
+                                               usage=usage)
+        self.engine.metrics_attempt(done, timed_out)
 
 
 def refusals(eligibility: Mapping[str, Eligibility]) -> list[NewEvent]:

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 
 from providers import Provider, ProviderError
 from router.driver import JobDriver
-from router.models import Job
+from router.models import Attempt, Job
 from router.policy import Eligibility
-from router.states import AttemptState
 from router.store.sql import SqlStore
 from router.tasks import TaskRuntime
 
@@ -31,7 +30,7 @@ log = logging.getLogger("jobrouter.engine")
 EligibilityFn = Callable[[TaskRuntime], Awaitable[dict[str, Eligibility]]]
 HealthFn = Callable[[str, ProviderError | None], Awaitable[None]]
 AcquireFn = Callable[[str], Awaitable[bool]]
-MetricFn = Callable[[str, AttemptState], None]
+MetricFn = Callable[[Attempt, bool], None]
 
 
 @dataclass(frozen=True)
@@ -91,9 +90,9 @@ class Engine:
             except Exception:  # health bookkeeping must never lose an attempt's outcome
                 log.exception("recording the health of provider %s failed", provider)
 
-    def metrics_attempt(self, provider: str, state: AttemptState) -> None:
+    def metrics_attempt(self, attempt: Attempt, timed_out: bool = False) -> None:
         if self._metric is not None:
-            self._metric(provider, state)
+            self._metric(attempt, timed_out)
 
     # ---- lifecycle -----------------------------------------------------------------------------
 

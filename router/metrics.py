@@ -80,17 +80,14 @@ OUTBOX_LATENCY = Histogram(
 )  # fmt: skip
 
 
-def record_attempt(provider: str, state: AttemptState) -> None:
-    """The engine's metric hook: one attempt reached `state`."""
+def record_attempt(attempt: Attempt, timed_out: bool) -> None:
+    """The engine's metric hook: an attempt ended (its row as written)."""
+    provider, state = attempt.provider, attempt.state
     ATTEMPTS.labels(provider=provider, outcome=state.value).inc()
     if state is AttemptState.UNKNOWN:
         UNKNOWNS.labels(provider=provider).inc()
     elif state is AttemptState.LOST:
         RACES_LOST.labels(provider=provider).inc()
-
-
-def observe_attempt(attempt: Attempt, *, timed_out: bool = False) -> None:
-    """What a finished attempt row adds beyond its outcome: retries, timeouts and latency."""
     if attempt.seq > 1:
         RETRIES.labels(provider=attempt.provider).inc()
     if timed_out:

@@ -6,9 +6,9 @@ the per-dialect files only connect, translate parameters and migrate.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol, runtime_checkable
 
