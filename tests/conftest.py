@@ -3,7 +3,11 @@ their tests (e.g. tests/providers/conftest.py)."""
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -24,3 +28,50 @@ def _no_live_providers(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     monkeypatch.setenv("LITELLM_OFFLINE_MODE", "true")
+
+
+# ---- the network is unreachable: only loopback, in this process ----------------------------------
+
+_LOOPBACK = ("127.", "::1", "localhost", "0.0.0.0")
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+_real_getaddrinfo = socket.getaddrinfo
+
+
+def _loopback(address: object) -> bool:
+    if isinstance(address, tuple) and address:
+        host = str(address[0])
+        return host.startswith(_LOOPBACK)
+    return True  # AF_UNIX paths and the like are local by nature
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> None:
+    if not _loopback(address):
+        raise OSError(errno.ENETUNREACH, f"tests may not reach {address!r}: network unreachable")
+    _real_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
+    if not _loopback(address):
+        return errno.ENETUNREACH
+    return _real_connect_ex(self, address)
+
+
+def _guarded_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+    if host is not None and not str(host).startswith(_LOOPBACK):
+        raise socket.gaierror(socket.EAI_NONAME, f"tests may not resolve {host!r}")
+    return _real_getaddrinfo(host, *args, **kwargs)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _network_unreachable() -> Iterator[None]:
+    """Cassette replay must never fall through to a network: any non-loopback connection or
+    name lookup made by this test process fails (subprocesses have their own guards: they only
+    ever get 127.0.0.1 addresses from the tests)."""
+    socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
+    socket.getaddrinfo = _guarded_getaddrinfo
+    yield
+    socket.socket.connect = _real_connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = _real_connect_ex  # type: ignore[method-assign]
+    socket.getaddrinfo = _real_getaddrinfo
