@@ -13,6 +13,7 @@ from xml.etree import ElementTree as ET
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -24,6 +25,10 @@ from router.cli import ConfigOpt, DatabaseOpt, app, run, settings
 contracts_app = typer.Typer(help="Certify providers against task contracts; see the matrix.",
                             no_args_is_help=True)
 app.add_typer(contracts_app, name="contracts")
+
+# The certification computed live while recording, kept beside the cassette: replaying the
+# cassette must give the same record (tests/contracts/test_replay_equals_live.py).
+LIVE_RECORD = "certification.json"
 
 _STYLE = {"pass": "green", "fail": "red", "stale": "yellow", "expired": "yellow",
           "missing": "dim"}  # fmt: skip
@@ -58,10 +63,13 @@ def run_contracts(
                     label = f"{pair.provider} x {pair.contract.name}"
                     bar.update(overall, description=label)
                     with recording(cassettes, record, router.providers[pair.provider], pair):
-                        await certify_pair(
+                        certification = await certify_pair(
                             router.store, router.providers[pair.provider], pair,
                             ttl_days=cfg.certification.ttl_days,
                             progress=lambda case, done, runs: bar.advance(overall))  # fmt: skip
+                    if record and cassettes is not None:
+                        live = cassettes / pair.provider / pair.contract.name / LIVE_RECORD
+                        live.write_text(certification.model_dump_json(indent=2) + "\n")
             return await matrix(router.store, router.providers, pairs)
 
     cells = run(step)
@@ -127,9 +135,9 @@ def render_matrix(cells: Sequence[Cell], width: int = 110) -> str:
             if cell is None:
                 row.append("")
                 continue
-            detail = "" if cell.status == "pass" else f"\n{_short(cell)}"
+            detail = "" if cell.status == "pass" else f"\n{escape(_short(cell))}"
             row.append(f"[{_STYLE[cell.status]}]{cell.status}[/]{detail}")
-        table.add_row(name, *row)
+        table.add_row(escape(name), *row)
     out = Console(record=True, width=width, file=io.StringIO(), color_system=None)
     out.print(table)
     return out.export_text()
