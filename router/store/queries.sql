@@ -130,7 +130,8 @@ SELECT * FROM circuits
 -- name: circuit_failure
 INSERT INTO circuits (provider, state, failures, opened_at, probe_until, updated_at)
 VALUES (:provider, CASE WHEN 1 >= :threshold THEN 'open' ELSE 'closed' END, 1,
-        CASE WHEN 1 >= :threshold THEN :now ELSE NULL END, NULL, :now)
+        -- the cast: PostgreSQL would type a parameter seen only inside CASE ... ELSE NULL as text
+        CASE WHEN 1 >= :threshold THEN CAST(:now AS DOUBLE PRECISION) ELSE NULL END, NULL, :now)
 ON CONFLICT (provider) DO UPDATE SET
     failures = circuits.failures + 1,
     state = CASE WHEN circuits.state = 'half_open' OR circuits.failures + 1 >= :threshold
@@ -247,31 +248,46 @@ SELECT * FROM outbox_dead ORDER BY dead_at DESC, id LIMIT :limit
 
 -- ---- retention (router/store/outbox.py, `jobrouter purge`) ----------------------------------
 -- The state list is JobState's terminal set (states.py; a unit test holds them equal), spelled
--- out so the jobs_finished partial index applies. A job is purgeable when it is terminal, older
--- than :cutoff, and its completion event was delivered (no pending row, no dead letter).
+-- out so the jobs_finished partial index applies. A terminal job older than :cutoff is kept
+-- while its completion event is still owed to a webhook that exists: an undelivered row of an
+-- owner in :owners (the owners with a `[webhooks.<owner>]` section, a JSON-array text), or a
+-- dead letter. Otherwise it is purgeable, and its outbox row goes with it: delivered, or parked
+-- (undelivered, of an owner without a webhook: nobody would ever deliver it).
 
 -- name: count_purgeable
-SELECT COUNT(*) AS n FROM jobs j
+-- n: purgeable jobs; parked: of those, how many have a parked event that goes with them.
+SELECT COUNT(*) AS n,
+       COALESCE(SUM(CASE WHEN EXISTS (SELECT 1 FROM outbox p
+                                      WHERE p.job_id = j.id AND p.delivered_at IS NULL)
+                         THEN 1 ELSE 0 END), 0) AS parked
+FROM jobs j
 WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
-  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.job_id = j.id AND o.delivered_at IS NULL)
+  AND NOT EXISTS (SELECT 1 FROM outbox o
+                  WHERE o.job_id = j.id AND o.delivered_at IS NULL
+                    AND o.owner IN (SELECT value FROM json_each(:owners)))
   AND NOT EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id)
 
 -- name: count_kept_undelivered
 SELECT COUNT(*) AS n FROM jobs j
 WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
-  AND (EXISTS (SELECT 1 FROM outbox o WHERE o.job_id = j.id AND o.delivered_at IS NULL)
+  AND (EXISTS (SELECT 1 FROM outbox o
+               WHERE o.job_id = j.id AND o.delivered_at IS NULL
+                 AND o.owner IN (SELECT value FROM json_each(:owners)))
        OR EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id))
 
 -- name: purge_jobs
--- Attempts and events go with their job (ON DELETE CASCADE).
+-- Attempts and events go with their job (ON DELETE CASCADE); the outbox row by purge_outbox.
 DELETE FROM jobs WHERE id IN (
     SELECT j.id FROM jobs j
     WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
-      AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.job_id = j.id AND o.delivered_at IS NULL)
+      AND NOT EXISTS (SELECT 1 FROM outbox o
+                      WHERE o.job_id = j.id AND o.delivered_at IS NULL
+                        AND o.owner IN (SELECT value FROM json_each(:owners)))
       AND NOT EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id)
     ORDER BY j.updated_at
     LIMIT :limit)
 RETURNING id
 
 -- name: purge_outbox
-DELETE FROM outbox WHERE delivered_at IS NOT NULL AND job_id IN (SELECT value FROM json_each(:ids))
+-- Every outbox row of the purged jobs, delivered or parked (delivered_at NULL: a parked one).
+DELETE FROM outbox WHERE job_id IN (SELECT value FROM json_each(:ids)) RETURNING delivered_at

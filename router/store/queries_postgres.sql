@@ -14,24 +14,6 @@
 -- version the first one wrote.
 SELECT * FROM jobs WHERE id = :id FOR UPDATE
 
--- name: circuit_failure
--- As in queries.sql, with one cast: PostgreSQL types a parameter that only appears inside
--- CASE ... ELSE NULL as text. (CAST(... AS DOUBLE PRECISION) also works in SQLite, so the
--- shared query could carry it and this override could go.)
-INSERT INTO circuits (provider, state, failures, opened_at, probe_until, updated_at)
-VALUES (:provider, CASE WHEN 1 >= :threshold THEN 'open' ELSE 'closed' END, 1,
-        CASE WHEN 1 >= :threshold THEN CAST(:now AS DOUBLE PRECISION) ELSE NULL END, NULL, :now)
-ON CONFLICT (provider) DO UPDATE SET
-    failures = circuits.failures + 1,
-    state = CASE WHEN circuits.state = 'half_open' OR circuits.failures + 1 >= :threshold
-                 THEN 'open' ELSE circuits.state END,
-    opened_at = CASE WHEN circuits.state = 'open' THEN circuits.opened_at
-                     WHEN circuits.state = 'half_open' OR circuits.failures + 1 >= :threshold
-                     THEN :now ELSE circuits.opened_at END,
-    probe_until = NULL,
-    updated_at = :now
-RETURNING *
-
 -- name: claim_outbox
 -- SKIP LOCKED: a second deliverer passes over the rows the first is claiming instead of waiting
 -- for them; the claim columns then keep those rows its own until delivered or expired.
@@ -46,7 +28,42 @@ WHERE id IN (
     FOR UPDATE SKIP LOCKED)
 RETURNING *
 
+-- Retention (see queries.sql): the same statements, reading the JSON-array lists with
+-- json_array_elements_text.
+
+-- name: count_purgeable
+SELECT COUNT(*) AS n,
+       COALESCE(SUM(CASE WHEN EXISTS (SELECT 1 FROM outbox p
+                                      WHERE p.job_id = j.id AND p.delivered_at IS NULL)
+                         THEN 1 ELSE 0 END), 0) AS parked
+FROM jobs j
+WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
+  AND NOT EXISTS (SELECT 1 FROM outbox o
+                  WHERE o.job_id = j.id AND o.delivered_at IS NULL
+                    AND o.owner IN (SELECT json_array_elements_text(CAST(:owners AS json))))
+  AND NOT EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id)
+
+-- name: count_kept_undelivered
+SELECT COUNT(*) AS n FROM jobs j
+WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
+  AND (EXISTS (SELECT 1 FROM outbox o
+               WHERE o.job_id = j.id AND o.delivered_at IS NULL
+                 AND o.owner IN (SELECT json_array_elements_text(CAST(:owners AS json))))
+       OR EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id))
+
+-- name: purge_jobs
+DELETE FROM jobs WHERE id IN (
+    SELECT j.id FROM jobs j
+    WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
+      AND NOT EXISTS (SELECT 1 FROM outbox o
+                      WHERE o.job_id = j.id AND o.delivered_at IS NULL
+                        AND o.owner IN (SELECT json_array_elements_text(CAST(:owners AS json))))
+      AND NOT EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id)
+    ORDER BY j.updated_at
+    LIMIT :limit)
+RETURNING id
+
 -- name: purge_outbox
 DELETE FROM outbox
-WHERE delivered_at IS NOT NULL
-  AND job_id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
+WHERE job_id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
+RETURNING delivered_at
