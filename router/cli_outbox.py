@@ -96,28 +96,44 @@ def purge_command(
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
-    """Delete finished jobs (their attempts, events, delivered outbox rows, and so their
-    idempotency keys) older than the retention. Jobs not finished, `unknown` ones included,
-    and jobs whose completion event is not delivered yet are kept."""
+    """Delete finished jobs (their attempts, events, outbox rows, and so their idempotency keys)
+    older than the retention. Jobs not finished, `unknown` ones included, and jobs whose
+    completion event is still owed to a configured webhook (pending, or a dead letter) are kept;
+    events parked for owners without a webhook are dropped with their jobs."""
     cfg = settings(config)
     days = cfg.retention.days if older_than is None else older_than
     cutoff = cutoff_for(days)
+    owners = sorted(cfg.webhooks)  # a [webhooks.<owner>] section: that owner's events are owed
 
     async def step() -> None:
         async with _store(cfg, database) as store:
-            plan = await plan_purge(store, cutoff)
+            plan = await plan_purge(store, cutoff, owners=owners)
             before = _when(cutoff)
             console.print(
                 f"{plan.purgeable} finished jobs older than {days:g} days (before "
                 f"{before}) can be purged; {plan.kept_undelivered} are kept because "
-                "their completion event is not delivered (see `jobrouter outbox`)"
+                "their completion event is not delivered to its webhook yet (pending or a "
+                "dead letter: see `jobrouter outbox`)"
             )
+            if plan.parked:
+                console.print(
+                    f"{plan.parked} of the purgeable jobs have a parked event of an owner "
+                    "without a webhook: it goes with its job"
+                )
             if dry_run or not plan.purgeable:
                 return
             end = "\r" if console.is_terminal else "\n"
-            total = await purge(store, cutoff, batch=batch, progress=lambda n: console.print(
-                f"purged {n} of {plan.purgeable}", end=end))  # fmt: skip
-            console.print(f"purged {total} jobs" + (" " * 20 if end == "\r" else ""))
+
+            def progress(n: int) -> None:
+                console.print(f"purged {n} of {plan.purgeable}", end=end)
+
+            total = await purge(store, cutoff, owners=owners, batch=batch, progress=progress)
+            console.print(f"purged {total.jobs} jobs" + (" " * 20 if end == "\r" else ""))
+            if total.parked:
+                console.print(
+                    f"{total.parked} parked events of owners without a webhook were dropped "
+                    "with their jobs"
+                )
 
     run(step)
 

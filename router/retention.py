@@ -2,19 +2,23 @@
 default, at least 1), then `jobrouter purge` deletes them in small transactions.
 
 Purged: terminal jobs (succeeded, failed, cancelled) last changed before the cutoff, with their
-attempts, events and delivered outbox row. Kept: every job that is not terminal (`unknown`
-included), and every job whose completion event is not delivered yet (pending, parked for an
-owner without a webhook, or dead-lettered). A key submitted again after its job was purged
-starts a new job.
+attempts, events and outbox row. Kept: every job that is not terminal (`unknown` included), and
+every job whose completion event is still owed to a webhook that exists: undelivered (pending
+or retrying) for an owner with a `[webhooks.<owner>]` section, or a dead letter. An event
+parked for an owner without a webhook does not hold its job back (else a deployment without
+webhooks could never purge anything): it is deleted with its job, and counted. The owners with
+a webhook are passed in (`owners`, e.g. the config's `webhooks` mapping). A key submitted again
+after its job was purged starts a new job.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from router.store.outbox import Purged
 from router.store.sql import SqlStore
 
 DAY_S = 86_400.0
@@ -26,7 +30,8 @@ MIN_DAYS = 1.0
 class PurgePlan:
     cutoff: float  # epoch seconds: jobs last changed before this are old enough
     purgeable: int
-    kept_undelivered: int
+    kept_undelivered: int  # completion still owed to a configured webhook, or a dead letter
+    parked: int  # of the purgeable, those whose parked event (owner without a webhook) goes too
 
 
 def cutoff_for(days: float, now: float | None = None) -> float:
@@ -35,25 +40,32 @@ def cutoff_for(days: float, now: float | None = None) -> float:
     return (time.time() if now is None else now) - days * DAY_S
 
 
-async def plan_purge(store: SqlStore, cutoff: float) -> PurgePlan:
-    purgeable, kept = await store.count_purgeable(cutoff)
-    return PurgePlan(cutoff=cutoff, purgeable=purgeable, kept_undelivered=kept)
+async def plan_purge(store: SqlStore, cutoff: float, *, owners: Iterable[str]) -> PurgePlan:
+    """What `purge` would delete now; `owners` are the owners with a webhook."""
+    counts = await store.count_purgeable(cutoff, owners=owners)
+    return PurgePlan(cutoff=cutoff, purgeable=counts.purgeable,
+                     kept_undelivered=counts.kept_undelivered, parked=counts.parked)  # fmt: skip
 
 
 async def purge(
-    store: SqlStore, cutoff: float, *, batch: int = DEFAULT_BATCH,
+    store: SqlStore, cutoff: float, *, owners: Iterable[str], batch: int = DEFAULT_BATCH,
     progress: Callable[[int], None] | None = None,
-) -> int:  # fmt: skip
+) -> Purged:  # fmt: skip
     """Delete purgeable jobs `batch` at a time, one short transaction each, so workers never
-    wait long for the write lock. `progress(total so far)` after every batch. Returns the total."""
+    wait long for the write lock. `owners` are the owners with a webhook: their undelivered
+    events keep their jobs; parked events of the others go with their jobs. `progress(jobs so
+    far)` after every batch. Returns the totals: jobs, and parked events dropped with them."""
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
-    total = 0
+    # read once, so a one-shot iterable serves every batch (a str is one owner, not its letters)
+    wanted = [owners] if isinstance(owners, str) else sorted(set(owners))
+    jobs = parked = 0
     while True:
-        done = await store.purge_batch(cutoff, batch)
-        total += done
-        if progress is not None and done:
-            progress(total)
-        if done < batch:
-            return total
+        done = await store.purge_batch(cutoff, batch, owners=wanted)
+        jobs += done.jobs
+        parked += done.parked
+        if progress is not None and done.jobs:
+            progress(jobs)
+        if done.jobs < batch:
+            return Purged(jobs=jobs, parked=parked)
         await asyncio.sleep(0)  # let this process's own workers at the database between batches

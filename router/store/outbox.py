@@ -2,7 +2,8 @@
 
 Completion events are written by `SqlStore._outbox` in the transaction of the terminal change
 (I8). Here they are claimed for delivery, marked delivered, rescheduled, buried as dead letters
-and replayed; and finished jobs whose completion was delivered are purged, in small batches.
+and replayed; and finished jobs whose completion is no longer owed to a configured webhook
+(delivered, or parked for an owner without one) are purged, in small batches.
 Every retry fact (tries, next_attempt_at, last_error, the claim) lives in the row.
 """
 
@@ -12,6 +13,7 @@ import json
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from router.store.connector import Connector, Row, Tx
 
@@ -43,6 +45,17 @@ class OwnerDepth:
     retrying: int  # of those, events that failed at least once
     oldest: float  # created_at of the oldest
     next_attempt_at: float
+
+
+class PurgeCounts(NamedTuple):
+    purgeable: int  # terminal, old enough, completion not owed to any webhook
+    kept_undelivered: int  # terminal, old enough, completion owed: pending for a webhook, or dead
+    parked: int  # of the purgeable, those whose parked event (owner without a webhook) goes too
+
+
+class Purged(NamedTuple):
+    jobs: int
+    parked: int  # parked events (of owners without a webhook) deleted with their jobs
 
 
 @dataclass(frozen=True)
@@ -171,23 +184,37 @@ class OutboxMethods:
 
     # ---- retention -----------------------------------------------------------------------------
 
-    async def count_purgeable(self, cutoff: float) -> tuple[int, int]:
-        """Finished jobs last changed before `cutoff`: (purgeable now, kept because their
-        completion event is not delivered yet)."""
-        params = {"cutoff": cutoff}
+    async def count_purgeable(self, cutoff: float, *, owners: Iterable[str]) -> PurgeCounts:
+        """Finished jobs last changed before `cutoff`, given the `owners` that have a webhook:
+        purgeable now (and how many of those have a parked event), and kept because their
+        completion event is still owed (undelivered to an owner in `owners`, or a dead letter)."""
+        params = {"cutoff": cutoff, "owners": _owners_json(owners)}
         purgeable = await self.connector.fetchone(self._q["count_purgeable"], params)
         kept = await self.connector.fetchone(self._q["count_kept_undelivered"], params)
-        return (int(purgeable["n"]) if purgeable else 0, int(kept["n"]) if kept else 0)
+        return PurgeCounts(
+            purgeable=int(purgeable["n"]) if purgeable else 0,
+            kept_undelivered=int(kept["n"]) if kept else 0,
+            parked=int(purgeable["parked"] or 0) if purgeable else 0,
+        )
 
-    async def purge_batch(self, cutoff: float, limit: int) -> int:
-        """Delete up to `limit` purgeable jobs (with their attempts, events and delivered outbox
-        rows) in one short transaction. Returns how many jobs went."""
+    async def purge_batch(self, cutoff: float, limit: int, *, owners: Iterable[str]) -> Purged:
+        """Delete up to `limit` purgeable jobs (with their attempts, events and outbox row,
+        delivered or parked) in one short transaction. `owners` are those with a webhook: their
+        undelivered events keep their jobs. Returns how many jobs and parked events went."""
+        params = {"cutoff": cutoff, "limit": limit, "owners": _owners_json(owners)}
         async with self.connector.write() as tx:
-            rows = await tx.fetchall(self._q["purge_jobs"], {"cutoff": cutoff, "limit": limit})
+            rows = await tx.fetchall(self._q["purge_jobs"], params)
             ids = [row["id"] for row in rows]
+            gone = []
             if ids:
-                await tx.execute(self._q["purge_outbox"], {"ids": json.dumps(ids)})
-        return len(ids)
+                gone = await tx.fetchall(self._q["purge_outbox"], {"ids": json.dumps(ids)})
+        return Purged(jobs=len(ids), parked=sum(1 for row in gone if row["delivered_at"] is None))
+
+
+def _owners_json(owners: Iterable[str]) -> str:
+    """The owners with a webhook as one JSON-array text parameter (a str is one owner, not a
+    list of letters)."""
+    return json.dumps(sorted({owners} if isinstance(owners, str) else set(owners)))
 
 
 def _event(row: Row) -> OutboxEvent:

@@ -1,13 +1,14 @@
 """The outbox and retention in the store, on every backend: claims keep two processes off one
 event, the retry state lives in the row, dead letters and replay, and purge in batches keeps
-what must be kept (not terminal, or completion not delivered)."""
+what must be kept (not terminal, or completion still owed to a configured webhook) and drops
+parked events of owners without a webhook with their jobs."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
-from router.retention import purge
+from router.retention import plan_purge, purge
 from router.states import JobState
 from router.store import SqlStore, open_store
 from tests.support.outbox_jobs import DAY_S, age_jobs, count, event_of, job_in
@@ -150,9 +151,10 @@ async def test_purge_in_batches_keeps_unfinished_and_undelivered_jobs(store: Sql
     await age_jobs(store, 30 * DAY_S)
     cutoff = time.time() - 7 * DAY_S
 
-    assert await store.count_purgeable(cutoff) == (5, 2)
+    assert await store.count_purgeable(cutoff, owners=OWNERS) == (5, 2, 0)
     progress: list[int] = []
-    assert await purge(store, cutoff, batch=2, progress=progress.append) == 5
+    done = await purge(store, cutoff, owners=OWNERS, batch=2, progress=progress.append)
+    assert done == (5, 0)
     assert progress == [2, 4, 5]
 
     for job in delivered:
@@ -165,15 +167,76 @@ async def test_purge_in_batches_keeps_unfinished_and_undelivered_jobs(store: Sql
         assert await count(store, "job_events", job.id) > 0
     assert await count(store, "outbox", undelivered.id) == 1
     assert await count(store, "outbox_dead", dead.id) == 1
-    assert await store.count_purgeable(cutoff) == (0, 2)
-    assert await purge(store, cutoff, batch=2) == 0
+    assert await store.count_purgeable(cutoff, owners=OWNERS) == (0, 2, 0)
+    assert (await purge(store, cutoff, owners=OWNERS, batch=2)).jobs == 0
+
+
+async def test_without_webhooks_old_terminal_jobs_are_purged_with_their_parked_events(
+    store: SqlStore,
+) -> None:
+    finished = [await job_in(store, state, key=f"done-{state}")
+                for state in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)]  # fmt: skip
+    dead = await job_in(store, JobState.FAILED, key="dead")  # a webhook existed once, and failed
+    [dead_event] = [e for e in await store.claim_outbox(OWNERS, "w1", claim_s=30, limit=10)
+                    if e.job_id == dead.id]  # fmt: skip
+    assert await store.outbox_bury(dead_event.id, "w1", error="gone")
+    await store.release_outbox_claims("w1")
+    unfinished = [await job_in(store, state, key=f"open-{state}")
+                  for state in (JobState.QUEUED, JobState.RUNNING, JobState.UNKNOWN)]  # fmt: skip
+    await age_jobs(store, 30 * DAY_S)
+    cutoff = time.time() - 7 * DAY_S
+
+    plan = await plan_purge(store, cutoff, owners=[])
+    assert (plan.purgeable, plan.kept_undelivered, plan.parked) == (3, 1, 3)
+    assert await purge(store, cutoff, owners=[], batch=2) == (3, 3)
+
+    for job in finished:
+        assert await store.get_job(job.id) is None
+        for table in ("attempts", "job_events", "outbox"):
+            assert await count(store, table, job.id) == 0, table
+    assert await store.get_job(dead.id) is not None  # a dead letter is always kept
+    assert await count(store, "outbox_dead", dead.id) == 1
+    for job in unfinished:
+        kept = await store.get_job(job.id)
+        assert kept is not None and kept.state is job.state
+    assert await store.count_purgeable(cutoff, owners=[]) == (0, 1, 0)
+    assert await purge(store, cutoff, owners=[]) == (0, 0)
+
+
+async def test_an_undelivered_event_keeps_its_job_only_when_its_owner_has_a_webhook(
+    store: SqlStore,
+) -> None:
+    with_hook = await job_in(store, JobState.SUCCEEDED, owner="a", key="k1")
+    without = await job_in(store, JobState.SUCCEEDED, owner="b", key="k1")
+    retrying = await job_in(store, JobState.CANCELLED, owner="a", key="k2")
+    [event] = [e for e in await store.claim_outbox(["a"], "w1", claim_s=30, limit=10)
+               if e.job_id == retrying.id]  # fmt: skip
+    assert await store.outbox_retry(event.id, "w1", error="HTTP 503", next_attempt_at=0.0)
+    await store.release_outbox_claims("w1")
+    await age_jobs(store, 30 * DAY_S)
+    cutoff = time.time() - 7 * DAY_S
+
+    assert await store.count_purgeable(cutoff, owners=["a"]) == (1, 2, 1)
+    assert await purge(store, cutoff, owners=iter(["a"]), batch=1) == (1, 1)
+    assert await store.get_job(without.id) is None
+    assert await count(store, "outbox", without.id) == 0
+    for job in (with_hook, retrying):
+        assert await store.get_job(job.id) is not None
+        assert await count(store, "outbox", job.id) == 1
+    assert (await store.outbox_counts()).pending[0].owner == "a"
+
+    # once A's events are delivered, their jobs go too (with the delivered rows)
+    for job in (with_hook, retrying):
+        assert await store.outbox_delivered((await event_of(store, job)).id)
+    assert await purge(store, cutoff, owners=["a"]) == (2, 0)
+    assert await count(store, "jobs") == 0 and await count(store, "outbox") == 0
 
 
 async def test_purge_keeps_jobs_finished_within_the_retention(store: SqlStore) -> None:
     job = await job_in(store, JobState.SUCCEEDED, key="k1")
     await store.outbox_delivered((await event_of(store, job)).id)
     await age_jobs(store, 6 * DAY_S)
-    assert await purge(store, time.time() - 7 * DAY_S) == 0
+    assert (await purge(store, time.time() - 7 * DAY_S, owners=OWNERS)).jobs == 0
     assert await store.get_job(job.id) is not None
 
 
@@ -183,10 +246,24 @@ async def test_a_key_submitted_again_after_its_job_was_purged_starts_a_new_job(
     old = await job_in(store, JobState.SUCCEEDED, key="order-42")
     await store.outbox_delivered((await event_of(store, old)).id)
     await age_jobs(store, 8 * DAY_S)
-    assert await purge(store, time.time() - 7 * DAY_S) == 1
+    assert (await purge(store, time.time() - 7 * DAY_S, owners=OWNERS)).jobs == 1
     assert await store.find_job("shop", "order-42") is None
 
     again = await job_in(store, JobState.QUEUED, key="order-42")
     assert again.created and again.id != old.id and again.state is JobState.QUEUED
     found = await store.find_job("shop", "order-42")
+    assert found is not None and found.id == again.id
+
+
+async def test_a_key_of_an_owner_without_a_webhook_starts_a_new_job_after_purge(
+    store: SqlStore,
+) -> None:
+    old = await job_in(store, JobState.SUCCEEDED, owner="nohook", key="order-42")
+    await age_jobs(store, 8 * DAY_S)
+    assert await purge(store, time.time() - 7 * DAY_S, owners=OWNERS) == (1, 1)
+    assert await store.find_job("nohook", "order-42") is None
+
+    again = await job_in(store, JobState.QUEUED, owner="nohook", key="order-42")
+    assert again.created and again.id != old.id
+    found = await store.find_job("nohook", "order-42")
     assert found is not None and found.id == again.id

@@ -106,24 +106,52 @@ def test_purge_dry_run_then_purge_in_batches(tmp_path: Path, config: Path) -> No
         for n in range(5):
             job = await job_in(store, JobState.SUCCEEDED, key=f"old-{n}")
             await store.outbox_delivered((await event_of(store, job)).id)
-        await job_in(store, JobState.SUCCEEDED, key="undelivered")
+        await job_in(store, JobState.SUCCEEDED, key="undelivered")  # shop has a webhook: owed
+        await job_in(store, JobState.FAILED, owner="nohook", key="parked")  # nobody to owe
         await job_in(store, JobState.UNKNOWN, key="unknown")
         await age_jobs(store, 10 * DAY_S)
 
     with_store(tmp_path, old_jobs)
     code, out = invoke("purge", "--dry-run", "--config", str(config))
     assert code == 0, out
-    assert "5 finished jobs older than 7 days" in out and "2 are kept" not in out
+    assert "6 finished jobs older than 7 days" in out and "2 are kept" not in out
     assert "1 are kept because their completion event is not delivered" in out
-    assert with_store(tmp_path, lambda s: count(s, "jobs")) == 7
+    assert "1 of the purgeable jobs have a parked event of an owner without a webhook" in out
+    assert "were dropped" not in out
+    assert with_store(tmp_path, lambda s: count(s, "jobs")) == 8
 
     code, out = invoke("purge", "--batch", "2", "--older-than", "9", "--config", str(config))
     assert code == 0, out
-    assert "purged 2 of 5" in out and "purged 4 of 5" in out and "purged 5 jobs" in out
+    assert "purged 2 of 6" in out and "purged 4 of 6" in out and "purged 6 jobs" in out
+    assert "1 parked events of owners without a webhook were dropped with their jobs" in out
     assert with_store(tmp_path, lambda s: count(s, "jobs")) == 2
+    assert with_store(tmp_path, lambda s: count(s, "outbox")) == 1  # shop's undelivered event
 
     code, out = invoke("purge", "--older-than", "0.5", "--config", str(config))
     assert code == 2 and "--older-than" in out
+
+
+def test_purge_without_webhooks_deletes_old_finished_jobs_and_their_parked_events(
+    tmp_path: Path,
+) -> None:
+    file = tmp_path / "jobrouter.toml"
+    file.write_text(f'[database]\nurl = "sqlite:///{tmp_path / "jobs.db"}"\n')  # no webhooks
+
+    async def old_jobs(store: SqlStore) -> None:
+        for n, state in enumerate((JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)):
+            await job_in(store, state, owner=f"owner-{n}", key="k1")
+        for state in (JobState.QUEUED, JobState.RUNNING, JobState.UNKNOWN):
+            await job_in(store, state, key=f"open-{state}")
+        await age_jobs(store, 10 * DAY_S)
+
+    with_store(tmp_path, old_jobs)
+    code, out = invoke("purge", "--config", str(file))
+    assert code == 0, out
+    assert "3 finished jobs older than 7 days" in out and "0 are kept" in out
+    assert "purged 3 jobs" in out
+    assert "3 parked events of owners without a webhook were dropped with their jobs" in out
+    assert with_store(tmp_path, lambda s: count(s, "jobs")) == 3  # queued, running, unknown
+    assert with_store(tmp_path, lambda s: count(s, "outbox")) == 0
 
 
 def test_purge_query_lists_exactly_the_terminal_states() -> None:

@@ -393,7 +393,9 @@ async def test_router_delivers_then_purge_then_the_same_key_starts_a_new_job(
         await until(lambda: delivered(router.store, first.id))
 
         await age_jobs(router.store, 8 * DAY_S)
-        assert await purge(router.store, cutoff_for(config.retention.days)) == 1
+        purged = await purge(router.store, cutoff_for(config.retention.days),
+                             owners=config.webhooks)  # fmt: skip
+        assert purged.jobs == 1
         assert await router.find("shop", "order-42") is None
 
         again = await router.submit("shop", "order-42", "caption", {"product": "tea"})
