@@ -87,6 +87,23 @@ def render_chatml(messages: Sequence[Message]) -> Rendered:
 _RENDERERS = {"gemma": render_gemma, "chatml": render_chatml}
 
 
+def fold_system(chat_format: str | None, messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    """For a format with no system role, put the system text at the start of the first user
+    turn (separated by a blank line), as Gemma's own chat template does; llama-cpp-python's
+    `gemma` format would silently drop it. Other formats: the messages unchanged."""
+    fmt = FORMATS.get(chat_format or "")
+    systems = [m.content for m in messages if m.role == "system"]
+    if fmt is None or "system" in fmt.roles or not systems:
+        return messages
+    rest = [m for m in messages if m.role != "system"]
+    preamble = "\n\n".join(systems)
+    first_user = next((i for i, m in enumerate(rest) if m.role == "user"), None)
+    if first_user is None:
+        return (Message(role="user", content=preamble), *rest)
+    merged = Message(role="user", content=f"{preamble}\n\n{rest[first_user].content}")
+    return (*rest[:first_user], merged, *rest[first_user + 1:])
+
+
 def render(chat_format: str, messages: Sequence[Message]) -> Rendered | None:
     """The server's prompt text for `chat_format`, or None for a format not reproduced here."""
     renderer = _RENDERERS.get(chat_format)

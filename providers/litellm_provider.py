@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from providers import _litellm, prompt_inspection, structured
 from providers.base import Completion, CompletionRequest, Message, PromptInspection, Usage
-from providers.chat_formats import FORMATS
+from providers.chat_formats import FORMATS, fold_system
 from providers.classify import classify
 from providers.config import ProviderConfig, provider_fingerprint
 from providers.errors import NotSent, OutcomeUnknown, ProviderError
@@ -82,7 +82,7 @@ class LiteLLMProvider:
         import httpx  # litellm depends on it; imported here to keep `providers` cheap
 
         cfg = self._config
-        messages = request.messages
+        messages = fold_system(cfg.chat_format, request.messages)
         response_format = None
         if request.output_schema is not None:
             response_format = structured.response_format(cfg.structured_output,
@@ -103,6 +103,13 @@ class LiteLLMProvider:
                     "max_tokens": request.max_tokens, "response_format": response_format}
         kwargs.update({k: v for k, v in optional.items() if v is not None})
         return kwargs
+
+    async def warm_up(self) -> None:
+        """Import litellm now rather than on the first call. The import blocks the event loop
+        for seconds; a worker calls this before it claims jobs, so the import cannot stall its
+        heartbeat (claims and attempt leases expire) nor push its first calls past their
+        deadlines (outcomes unknown, circuits opened for the whole fleet)."""
+        _litellm.load()
 
     async def complete(self, request: CompletionRequest) -> Completion:
         if self._closed:
@@ -169,8 +176,18 @@ class LiteLLMProvider:
             return prompt_inspection.inspect_hosted(litellm, cfg.model, messages,
                                                     cfg.context_window)
         window = prompt_inspection.context_window(litellm, cfg.model, cfg.context_window)
-        return await prompt_inspection.inspect_llama(cfg.chat_format, messages, self._tokenize,
-                                                     window)
+        sent = fold_system(cfg.chat_format, messages)
+        inspection = await prompt_inspection.inspect_llama(cfg.chat_format, sent, self._tokenize,
+                                                           window)
+        if sent is messages:
+            return inspection
+        # The system text travels folded into the first user turn: check that it is there.
+        present = all(m.content in (inspection.rendered or "") for m in messages
+                      if m.role == "system")
+        return inspection.model_copy(update={
+            "accepted_roles": prompt_inspection.ALL_ROLES, "system_present": present,
+            "notes": (*inspection.notes, "the adapter folds the system text into the first "
+                      "user turn, as Gemma's own chat template does")})  # fmt: skip
 
     async def _tokenize(self, text: str) -> list[int]:
         """Token ids from the llama.cpp server's own tokenizer (BOS added, specials parsed)."""

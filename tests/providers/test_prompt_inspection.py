@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from providers.base import InspectableProvider, Message, Provider
-from providers.chat_formats import render
+from providers.chat_formats import fold_system, render
 from tests.providers.conftest import MakeProvider
 from tests.providers.fault_server import DEFAULT_SPECIALS, FaultServer
 
@@ -69,15 +69,21 @@ async def test_llama_gemma_inspection(fault: FaultServer, make_provider: MakePro
                              structured_output="json_object_schema", context_window=32768)
     assert isinstance(provider, InspectableProvider) and isinstance(provider, Provider)
     inspection = await provider.inspect_prompt(CONVERSATION)
-    expected = RENDERINGS[0][2]
+    # llama.cpp's gemma format drops system messages; the adapter folds them into the first
+    # user turn (as Gemma's own template does), and the inspection shows what is really sent.
+    folded = render("gemma", fold_system("gemma", CONVERSATION))
+    assert folded is not None and folded.text != RENDERINGS[0][2]
+    expected = folded.text
     assert inspection.rendered == expected
-    assert inspection.accepted_roles == frozenset({"user", "assistant"})
-    assert inspection.system_present is False
+    assert inspection.accepted_roles == frozenset({"system", "user", "assistant"})
+    system_texts = [m.content for m in CONVERSATION if m.role == "system"]
+    assert system_texts and all(text in expected for text in system_texts)
+    assert inspection.system_present is True
+    assert any("folds the system text" in note for note in inspection.notes)
     assert inspection.prompt_tokens == fake_token_count(expected)
     assert inspection.tokenizer == "llama.cpp /extras/tokenize"
     assert inspection.context_window == 32768
     assert inspection.control_tokens_special is True
-    assert any("drop" in note for note in inspection.notes)
     body = fault.stats()
     assert body["tokenize_calls"] == 4  # the prompt, the empty string, two markers
     assert body["total"] == 0  # inspecting generates nothing
