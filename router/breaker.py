@@ -52,8 +52,10 @@ class Breakers:
             return Eligibility(True, "circuit half-open: this attempt is the probe")
         probe_until = circuit.probe_until or now
         if now < probe_until:
+            # Look again soon, not at probe_until: a probe that succeeds closes the circuit in
+            # seconds, and jobs parked until probe_until would idle a whole probe timeout.
             return Eligibility(False, "circuit half-open: a probe is in flight",
-                               retry_at=probe_until)
+                               retry_at=min(probe_until, now + self.settings.refresh_s))
         return Eligibility(True, "circuit half-open: the last probe was lost; probing again")
 
     async def acquire(self, provider: str) -> bool:

@@ -70,7 +70,8 @@ def decide(
     if deadline_at is not None and now >= deadline_at:
         if in_flight:
             return Wait(None, "deadline passed; waiting for attempts in flight to end")
-        return _exhausted(attempts, unknown, "the job's deadline passed")
+        why = "the job's deadline passed" + _not_used(policy, attempts, eligibility)
+        return _exhausted(attempts, unknown, why)
     budget_left = len(attempts) < policy.max_attempts
     candidate = _next_candidate(policy, attempts, eligibility) if budget_left else None
     if in_flight:
@@ -143,6 +144,25 @@ def _refusals(
         elif not verdict.ok:
             parts.append(f"{name}: {verdict.reason}")
     return "no provider left to try (" + "; ".join(parts) + ")"
+
+
+def _not_used(
+    policy: TaskPolicy, attempts: Sequence[Attempt], eligibility: Mapping[str, Eligibility]
+) -> str:
+    """Why each provider never tried was not used (tried ones are in the attempts' errors)."""
+    used = _used(attempts)
+    parts = []
+    for name in policy.providers:
+        verdict = eligibility.get(name)
+        if name in used:
+            continue
+        if verdict is None:
+            parts.append(f"{name}: not configured")
+        elif not verdict.ok:
+            parts.append(f"{name}: {verdict.reason}")
+        else:
+            parts.append(f"{name}: not tried before the deadline")
+    return f" (not used: {'; '.join(parts)})" if parts else ""
 
 
 def _exhausted(attempts: Sequence[Attempt], unknown: Sequence[Attempt], why: str) -> Finish:

@@ -283,6 +283,18 @@ def test_deadline_passed_fails_the_job() -> None:
     assert "deadline" in decision.error
 
 
+def test_deadline_passed_names_each_provider_not_used_and_why() -> None:
+    attempts = history(("a", AttemptState.FAILED))
+    eligibility = {"a": OK, "b": Eligibility(False, "circuit open after 5 failures",
+                                             retry_at=T0 + 60), "c": OK}
+    decision = run(SHARED, attempts, eligibility, now=T0 + 10, deadline_at=T0 + 10)
+    assert isinstance(decision, Finish)
+    assert decision.state is JobState.FAILED
+    assert "b: circuit open after 5 failures" in decision.error
+    assert "c: not tried before the deadline" in decision.error
+    assert "attempts: a: " in decision.error
+
+
 def test_deadline_passed_with_an_unknown_attempt_finishes_unknown() -> None:
     attempts = history(("a", AttemptState.UNKNOWN))
     decision = run(SHARED, attempts, all_ok("a", "b", "c"), now=T0 + 11, deadline_at=T0 + 10)
