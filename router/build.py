@@ -6,6 +6,7 @@ the engine is wired to the gate that refuses uncertified providers.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -41,7 +42,8 @@ def _task_runtime(name: str, task: TaskConfig, config: RouterConfig) -> TaskRunt
 
         search = [config.base_dir] if config.base_dir else []
         try:
-            contract = load_contract(task.contract, search_dirs=search)
+            contract = load_contract(_contract_ref(task.contract, config.base_dir),
+                                     search_dirs=search)
         except ContractError as exc:
             raise ConfigError(str(exc), key=f"tasks.{name}.contract") from exc
         fingerprint = contract_fingerprint(contract)
@@ -57,6 +59,15 @@ def _task_runtime(name: str, task: TaskConfig, config: RouterConfig) -> TaskRunt
         attempt_timeout_s=task.attempt_timeout, contract=contract,
         contract_fingerprint=fingerprint,
     )  # fmt: skip
+
+
+def _contract_ref(ref: str, base_dir: Path | None) -> str:
+    """A relative contract path in a config file is relative to that file's folder (not to the
+    working directory); a bare name is looked up in `base_dir`, then in contracts/library/."""
+    is_path = "/" in ref or os.sep in ref or ref.endswith((".yaml", ".yml"))
+    if base_dir is None or not is_path or os.path.isabs(ref):
+        return ref
+    return str(base_dir / ref)
 
 
 def build_providers(

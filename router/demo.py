@@ -24,7 +24,7 @@ from router.certifier import certify_pair, matrix, pairs_to_certify
 from router.cli import app, console, err, run
 from router.cli_contracts import recording, render_matrix
 from router.cli_jobs import print_job
-from router.config import load_config
+from router.config import RouterConfig, load_config
 from router.errors import IdempotencyConflict
 from router.models import Job
 
@@ -86,8 +86,16 @@ def demo(
     run(lambda: _story(url, record))
 
 
+# How long an attempt may stay silent before it is unknown. Replayed answers come at once, so
+# the silent primary of scene 5 costs the demo only this long; live (recording) answers of a
+# CPU-bound 270M model on 2 cores take seconds, so recording allows more.
+REPLAY_ATTEMPT_TIMEOUT_S = 2.0
+LIVE_ATTEMPT_TIMEOUT_S = 60.0
+
+
 async def _story(url: str, record: bool) -> None:
-    config = load_config(CONFIG)
+    config = _with_attempt_timeout(load_config(CONFIG),
+                                   LIVE_ATTEMPT_TIMEOUT_S if record else REPLAY_ATTEMPT_TIMEOUT_S)
     providers = build_providers(config, None)
     primary = InjectedFault(providers["primary"])
     providers["primary"] = primary
@@ -104,6 +112,7 @@ async def _story(url: str, record: bool) -> None:
             write_meta(JOBS_CASSETTE.parent, provider="demo",
                        provider_fingerprint=demo_fingerprint(router.providers),
                        contract_fingerprint=router.tasks["title"].contract_fingerprint)
+        jobs = [await router.get(job.id) for job in jobs]
         _final_table(jobs, {j.id: await router.attempts(j.id) for j in jobs})
 
 
@@ -117,9 +126,11 @@ async def _certify(router: Router, record: bool) -> None:
                                ttl_days=router.config.certification.ttl_days)
     router.gate.forget()
     print(render_matrix(await matrix(router.store, router.providers, pairs)))
-    console.print("gemma_chatml fails: ChatML's <|im_start|> is plain text to Gemma, not a "
-                  "control token. The 270M model fails extract_product and review_sentiment "
-                  "(valid JSON, wrong answers): those tasks have no certified provider.")
+    console.print("gemma_chatml fails everything at prompt rendering: ChatML's <|im_start|> is "
+                  "plain text to Gemma, not a control token. The 270M model passes product_title "
+                  "and fails caption, extract_product and review_sentiment on golden cases "
+                  "(valid JSON, wrong answers): those tasks have no certified provider, so no "
+                  "job of theirs would run.")
 
 
 async def _jobs(router: Router, primary: InjectedFault) -> list[Job]:
@@ -137,8 +148,8 @@ async def _jobs(router: Router, primary: InjectedFault) -> list[Job]:
     except IdempotencyConflict as exc:
         console.print(f"[yellow]IdempotencyConflict[/yellow]: {exc}")
 
-    _scene(5, "The primary goes silent (injected): its attempt times out and is UNKNOWN, not "
-              "failed; failover skips the uncertified gemma_chatml and lands on backup")
+    _scene(5, "The primary goes silent (injected): after the attempt timeout its attempt is "
+              "UNKNOWN, not failed; failover skips the uncertified gemma_chatml, lands on backup")
     primary.hang = True
     silent = await _submit_and_show(router, "order-1002-title", "title",
                                     {"listing": "Blue ceramic mug, 350 ml, dishwasher safe"})
@@ -166,8 +177,25 @@ async def _jobs(router: Router, primary: InjectedFault) -> list[Job]:
 async def _submit_and_show(router: Router, key: str, task: str, input: dict[str, Any]) -> Job:
     job = await router.submit(OWNER, key, task, input)
     job = await router.wait(job.id, timeout=300)
-    print_job(job, await router.attempts(job.id))
+    print_job(job, await _recorded_attempts(router, job.id))
     return job
+
+
+async def _recorded_attempts(router: Router, job_id: str) -> list[Any]:
+    """The job's attempts once a hedge loser's end is recorded too (it is written just after
+    the winner's), so the screen shows what the database keeps."""
+    for _ in range(50):
+        attempts = await router.attempts(job_id)
+        if all(a.state != "started" for a in attempts):
+            break
+        await asyncio.sleep(0.02)
+    return attempts
+
+
+def _with_attempt_timeout(config: RouterConfig, seconds: float) -> RouterConfig:
+    tasks = {name: task.model_copy(update={"attempt_timeout": seconds})
+             for name, task in config.tasks.items()}  # fmt: skip
+    return config.model_copy(update={"tasks": tasks})
 
 
 def _scene(number: int, title: str) -> None:
