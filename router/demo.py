@@ -31,7 +31,8 @@ from router.models import Job
 REPO = Path(__file__).resolve().parents[1]
 CASSETTES = REPO / "cassettes"
 CONFIG = CASSETTES / "jobrouter.toml"
-JOBS_CASSETTE = CASSETTES / "demo" / "product_title" / "jobs.yaml"
+DEMO_GROUP = "demo"  # cassettes/demo/<contract>/: the demo's job calls, all providers in one
+JOBS_CASSETTE = CASSETTES / DEMO_GROUP / "product_title" / "jobs.yaml"
 OWNER = "shop-42"
 
 
@@ -109,7 +110,7 @@ async def _story(url: str, record: bool) -> None:
         with cassette(JOBS_CASSETTE, record=record):
             jobs = await _jobs(router, primary)
         if record:
-            write_meta(JOBS_CASSETTE.parent, provider="demo",
+            write_meta(JOBS_CASSETTE.parent, provider=DEMO_GROUP,
                        provider_fingerprint=demo_fingerprint(router.providers),
                        contract_fingerprint=router.tasks["title"].contract_fingerprint)
         jobs = [await router.get(job.id) for job in jobs]
