@@ -60,13 +60,14 @@ async def test_none_mode_puts_the_schema_in_the_system_message(
 async def test_none_mode_without_system_role_uses_the_last_user_message(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
-    """gemma's chat format drops system messages: the instruction must go where it is read."""
+    """gemma's chat format drops system messages: the system text is folded into the first user
+    turn (as Gemma's own template does) and the instruction goes last, where it is read."""
     await make_provider(structured_output="none", chat_format="gemma").complete(REQUEST)
     messages = sent_body(fault)["messages"]
     assert isinstance(messages, list)
-    assert messages[-1] == {"role": "user",
-                            "content": f"{USER.content}\n\n{schema_instruction(SCHEMA)}"}
-    assert messages[0] == {"role": "system", "content": SYSTEM.content}
+    assert all(m["role"] != "system" for m in messages)
+    assert messages[-1] == {"role": "user", "content": (
+        f"{SYSTEM.content}\n\n{USER.content}\n\n{schema_instruction(SCHEMA)}")}
 
 
 async def test_no_schema_sends_no_response_format_and_returns_text(
