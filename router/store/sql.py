@@ -220,8 +220,7 @@ class SqlStore(TokenMethods, HealthMethods, OutboxMethods):
         """The compare-and-swap of I2: the first finisher wins, later ones are recorded `lost`."""
         now = time.time()
         async with self.connector.write() as tx:
-            attempt = await self._attempt(tx, attempt_id)
-            job = await self._lock_job(tx, attempt.job_id)
+            job, attempt = await self._lock_attempt(tx, attempt_id)
             if attempt.state.terminal:  # cancelled under it: nothing to record
                 return FinishOutcome(won=False, job=job, attempt=attempt)
             won_row = None
@@ -265,10 +264,9 @@ class SqlStore(TokenMethods, HealthMethods, OutboxMethods):
             raise ValueError("a success goes through finish_attempt_cas")
         now = time.time()
         async with self.connector.write() as tx:
-            attempt = await self._attempt(tx, attempt_id)
+            job, attempt = await self._lock_attempt(tx, attempt_id)
             if attempt.state.terminal or attempt.state is state:  # already recorded (cancel,
                 return attempt  # or a second sweeper): keep the first record
-            job = await self._lock_job(tx, attempt.job_id)
             done = await self._finish(tx, attempt, state, usage, now, error_kind, error)
             data = {"attempt_id": attempt_id, "provider": attempt.provider,
                     "error_kind": error_kind, "error": error}  # fmt: skip
@@ -440,6 +438,15 @@ class SqlStore(TokenMethods, HealthMethods, OutboxMethods):
         if row is None:
             raise JobNotFound(job_id)
         return job_from_row(row)
+
+    async def _lock_attempt(self, tx: Tx, attempt_id: str) -> tuple[Job, Attempt]:
+        """The attempt's job, locked, and the attempt as it is under that lock. Every change of
+        an attempt's state holds its job's lock, so the attempt cannot change after this read;
+        one read before the lock could be stale (a sweeper of another process, or the late
+        answer of a worker thought dead, changed it meanwhile)."""
+        first = await self._attempt(tx, attempt_id)
+        job = await self._lock_job(tx, first.job_id)
+        return job, await self._attempt(tx, attempt_id)
 
     async def _attempt(self, tx: Tx, attempt_id: str) -> Attempt:
         row = await tx.fetchone(self._q["get_attempt"], {"id": attempt_id})

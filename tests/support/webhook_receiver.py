@@ -63,6 +63,8 @@ class WebhookReceiver:
         body = b""
         while True:
             message = await receive()
+            if message["type"] == "http.disconnect":  # the sender died mid-request: no event
+                return
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
