@@ -23,7 +23,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -206,7 +206,7 @@ class PostgresConnector:
                 self.stats.write_transactions += 1
                 self.stats.round_trips += 2  # BEGIN and COMMIT
                 tx = conn.transaction()
-                await tx.start()
+                await _uncancelled(tx.start(), undo=tx.rollback)
                 try:
                     yield _PostgresTx(conn, self.stats)
                 except Exception as exc:
@@ -219,7 +219,7 @@ class PostgresConnector:
                     await _rollback(tx)
                     raise
                 try:
-                    await tx.commit()
+                    await _uncancelled(tx.commit())
                 except Exception as exc:
                     if lost(conn) or isinstance(exc, CONNECTION_ERRORS):
                         raise StoreError(COMMIT_LOST, url=self.url) from exc
@@ -357,3 +357,20 @@ async def migrate(conn: Connection) -> list[int]:
             )
             done.append(number)
     return done
+
+
+async def _uncancelled(
+    step: Awaitable[None], undo: Callable[[], Awaitable[None]] | None = None
+) -> None:
+    """Let BEGIN or COMMIT finish even when the caller is cancelled (a worker stopping): a
+    cancel in the middle would hand the pool a connection with a transaction half open. The
+    cancellation is passed on once the step is done (and, for BEGIN, undone)."""
+    task = asyncio.ensure_future(step)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await task
+            if undo is not None:
+                await undo()
+        raise

@@ -67,10 +67,6 @@ STARTUP_S = 30.0  # a worker loads litellm (seconds of CPU) before it prints its
 SETTLE_S = 60.0  # after the last kill: every job terminal or needing attention, no attempt open
 DRAIN_S = 30.0  # then: every completion event delivered
 STOP_S = 15.0
-# Known, harmless (nothing is written): a worker stopped by SIGTERM cancels its loops, and one
-# cancelled during BEGIN hands its connection back to asyncpg's pool with a failed unmanaged
-# transaction, which the pool rolls back and logs at ERROR (router/store/postgres.py `write`).
-KNOWN_SHUTDOWN_NOISE = "ERROR asyncio Resetting connection with an active transaction"
 VICTIM_MIN_UP_S = 1.5  # a worker is killed only after it has run jobs this long
 SUBMIT_CONCURRENCY = 8
 BANNER = "Ctrl-C to stop"  # what `jobrouter worker` prints once it runs jobs
@@ -240,8 +236,6 @@ class Cluster:
         found = []
         for log in sorted(self.folder.glob("worker-*.log")):
             for line in log.read_text(errors="replace").splitlines():
-                if KNOWN_SHUTDOWN_NOISE in line:
-                    continue
                 if " ERROR " in line or line.startswith("Traceback"):
                     found.append(f"{log.name}: {line}")
         return found
