@@ -16,7 +16,7 @@ from providers.errors import CassetteMiss
 from router.errors import InvalidTransition
 from router.models import Attempt, AttemptUsage, Job, NewEvent
 from router.policy import Decision, Eligibility, Finish, Start, Wait, decide
-from router.states import AttemptState
+from router.states import AttemptState, JobState
 from router.tasks import TaskRuntime
 
 if TYPE_CHECKING:
@@ -42,7 +42,9 @@ class JobDriver:
         self._noted: set[str] = set()  # providers whose refusal is already on the job's log
 
     async def run(self) -> None:
-        self.attempts = await self.store.list_attempts(self.job.id)
+        # A queued job has no attempts yet (the first one makes it running): no read needed.
+        fresh = self.job.state is JobState.QUEUED
+        self.attempts = [] if fresh else await self.store.list_attempts(self.job.id)
         # Stopped from outside (router closing, job cancelled) or by an error: whatever is still
         # in flight has an unknown outcome (I3). Only a settled job makes the rest hedge losers.
         reason: str | None = None
@@ -81,7 +83,7 @@ class JobDriver:
         if not await self.engine.acquire(decision.provider):
             return  # another process took the circuit's single probe: decide again
         try:
-            self.job, attempt = await self.store.start_attempt(
+            job, attempt = await self.store.start_attempt(
                 self.job.id, provider=decision.provider, model=getattr(provider, "model", None),
                 worker=self.engine.worker_id, lease_s=self._lease_s(decision.provider),
                 exclusive=self.task.policy.exclusive,
@@ -91,8 +93,14 @@ class JobDriver:
         except InvalidTransition:  # cancelled or resolved meanwhile: look again
             await self._refresh()
             return
+        self._see(job)
         self.attempts.append(attempt)
         self.in_flight[attempt.id] = asyncio.create_task(self._run_attempt(attempt))
+
+    def _see(self, job: Job) -> None:
+        """Keep the newest view of the job: attempts finish concurrently with the loop."""
+        if job.version >= self.job.version:
+            self.job = job
 
     async def _wait_in_flight(self, until: float | None) -> None:
         timeout = None if until is None else max(0.0, until - time.time())
@@ -104,7 +112,8 @@ class JobDriver:
             if task in done:
                 del self.in_flight[attempt_id]
                 task.result()  # a bug in _run_attempt must surface, not vanish
-        await self._refresh()
+        if not self.job.state.settled:  # a winning attempt already brought the settled job
+            await self._refresh()
 
     async def _park(self, decision: Wait, notes: list[NewEvent]) -> None:
         """Nothing can run now: note it once and give the job back until `until`."""
@@ -119,7 +128,7 @@ class JobDriver:
     async def _refresh(self) -> None:
         job = await self.store.get_job(self.job.id)
         if job is not None:
-            self.job = job
+            self._see(job)
         self.attempts = await self.store.list_attempts(self.job.id)
 
     async def _stop_in_flight(self, reason: str | None) -> None:
@@ -195,7 +204,9 @@ class JobDriver:
             latency_ms=(time.perf_counter() - began) * 1000, model=completion.model,
             prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
             cost_usd=usage.cost_usd))  # fmt: skip
-        if not outcome.won:
+        if outcome.won:
+            self._see(outcome.job)
+        else:
             log.info("attempt %s of job %s lost the race to %s", attempt.id, self.job.id,
                      outcome.job.winner_attempt_id)
         self.engine.metrics_attempt(outcome.attempt)

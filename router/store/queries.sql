@@ -5,8 +5,9 @@
 INSERT INTO jobs (id, owner, idempotency_key, fingerprint, task, input, params, state, version,
                   created_at, updated_at, deadline_at, next_run_at, claimed_by, claim_until, event_seq)
 VALUES (:id, :owner, :idempotency_key, :fingerprint, :task, :input, :params, 'queued', 1,
-        :now, :now, :deadline_at, :now, :claimed_by, :claim_until, 0)
+        :now, :now, :deadline_at, :now, :claimed_by, :claim_until, 1)
 ON CONFLICT (owner, idempotency_key) DO NOTHING
+RETURNING *
 
 -- name: get_job
 SELECT * FROM jobs WHERE id = :id
@@ -17,10 +18,6 @@ SELECT * FROM jobs WHERE owner = :owner AND idempotency_key = :idempotency_key
 -- name: bump_event_seq
 UPDATE jobs SET event_seq = event_seq + :n WHERE id = :id RETURNING event_seq, state
 
--- name: insert_event
-INSERT INTO job_events (job_id, seq, kind, job_state, data, at)
-VALUES (:job_id, :seq, :kind, :job_state, :data, :at)
-
 -- name: list_events
 SELECT * FROM job_events WHERE job_id = :job_id AND seq > :after ORDER BY seq
 
@@ -30,12 +27,13 @@ SELECT * FROM attempts WHERE job_id = :job_id ORDER BY seq
 -- name: get_attempt
 SELECT * FROM attempts WHERE id = :id
 
--- name: next_attempt_seq
-SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM attempts WHERE job_id = :job_id
-
 -- name: insert_attempt
+-- Its seq is computed here: the job's row lock (or SQLite's write lock) is held, so no other
+-- attempt of the job can take the same number.
 INSERT INTO attempts (id, job_id, seq, provider, model, state, started_at, worker, lease_until)
-VALUES (:id, :job_id, :seq, :provider, :model, 'started', :now, :worker, :lease_until)
+VALUES (:id, :job_id, (SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE job_id = :job_id),
+        :provider, :model, 'started', :now, :worker, :lease_until)
+RETURNING *
 
 -- name: update_job_state
 -- The optimistic lock of DESIGN.md: zero rows means someone else changed the job first.
@@ -120,6 +118,9 @@ SELECT COUNT(*) AS n FROM jobs
 -- name: lock_job
 -- SQLite's BEGIN IMMEDIATE already holds the write lock; PostgreSQL overrides with FOR UPDATE.
 SELECT * FROM jobs WHERE id = :id
+
+-- name: lock_job_of_attempt
+SELECT * FROM jobs WHERE id = (SELECT job_id FROM attempts WHERE id = :attempt_id)
 
 -- name: clear_claim
 UPDATE jobs SET claimed_by = NULL, claim_until = NULL, next_run_at = :next_run_at WHERE id = :id

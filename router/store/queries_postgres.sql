@@ -14,6 +14,9 @@
 -- version the first one wrote.
 SELECT * FROM jobs WHERE id = :id FOR UPDATE
 
+-- name: lock_job_of_attempt
+SELECT * FROM jobs WHERE id = (SELECT job_id FROM attempts WHERE id = :attempt_id) FOR UPDATE
+
 -- name: claim_outbox
 -- SKIP LOCKED: a second deliverer passes over the rows the first is claiming instead of waiting
 -- for them; the claim columns then keep those rows its own until delivered or expired.

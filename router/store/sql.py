@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from router.errors import AttemptNotFound, IdempotencyConflict, InvalidTransition, JobNotFound
@@ -159,10 +160,10 @@ class SqlStore(TokenMethods, HealthMethods, OutboxMethods):
             "claimed_by": claimed_by, "claim_until": now + claim_s if claimed_by else None,
         }  # fmt: skip
         async with self.connector.write() as tx:
-            row = await tx.fetchone(self._q["insert_job"] + " RETURNING *", row_params)
-            if row is not None:
+            row = await tx.fetchone(self._q["insert_job"], row_params)
+            if row is not None:  # created with event_seq 1: its first event needs no bump
                 event = NewEvent(kind="job.queued", data={"task": task})
-                await self._append(tx, row["id"], JobState.QUEUED, [event], now)
+                await self._insert_events(tx, row["id"], JobState.QUEUED, [event], 1, now)
                 return job_from_row(row, created=True)
         existing = await self.find_job(owner, idempotency_key)
         if existing is None:  # purged between the two statements: the caller may submit again
@@ -197,22 +198,19 @@ class SqlStore(TokenMethods, HealthMethods, OutboxMethods):
                 )  # fmt: skip
             if exclusive:
                 await self._refuse_if_open(tx, job_id)
-            seq_row = await tx.fetchone(self._q["next_attempt_seq"], {"job_id": job_id})
-            attempt_id = new_id()
-            await tx.execute(self._q["insert_attempt"], {
-                "id": attempt_id, "job_id": job_id, "seq": seq_row["seq"] if seq_row else 1,
-                "provider": provider, "model": model, "now": now, "worker": worker,
-                "lease_until": now + lease_s,
+            row = await tx.fetchone(self._q["insert_attempt"], {
+                "id": new_id(), "job_id": job_id, "provider": provider, "model": model,
+                "now": now, "worker": worker, "lease_until": now + lease_s,
             })  # fmt: skip
+            assert row is not None
+            attempt = attempt_from_row(row)
             if job.state is JobState.QUEUED:
                 job = await self._move_job(tx, job, JobState.RUNNING, now=now)
-            started = NewEvent(kind="attempt.started", data={"attempt_id": attempt_id,
-                               "provider": provider, "seq": seq_row["seq"] if seq_row else 1})
+            started = NewEvent(kind="attempt.started", data={
+                "attempt_id": attempt.id, "provider": provider, "seq": attempt.seq})
             await self._append(tx, job_id, job.state, [*notes, started], now)
-            row = await tx.fetchone(self._q["get_attempt"], {"id": attempt_id})
         self._notify(job_id)
-        assert row is not None
-        return job, attempt_from_row(row)
+        return job, attempt
 
     async def finish_attempt_cas(
         self, attempt_id: str, output: Any, usage: AttemptUsage
@@ -444,9 +442,10 @@ class SqlStore(TokenMethods, HealthMethods, OutboxMethods):
         an attempt's state holds its job's lock, so the attempt cannot change after this read;
         one read before the lock could be stale (a sweeper of another process, or the late
         answer of a worker thought dead, changed it meanwhile)."""
-        first = await self._attempt(tx, attempt_id)
-        job = await self._lock_job(tx, first.job_id)
-        return job, await self._attempt(tx, attempt_id)
+        row = await tx.fetchone(self._q["lock_job_of_attempt"], {"attempt_id": attempt_id})
+        if row is None:
+            raise AttemptNotFound(attempt_id)
+        return job_from_row(row), await self._attempt(tx, attempt_id)
 
     async def _attempt(self, tx: Tx, attempt_id: str) -> Attempt:
         row = await tx.fetchone(self._q["get_attempt"], {"id": attempt_id})
@@ -503,10 +502,18 @@ class SqlStore(TokenMethods, HealthMethods, OutboxMethods):
         row = await tx.fetchone(self._q["bump_event_seq"], {"id": job_id, "n": len(batch)})
         assert row is not None
         first = int(row["event_seq"]) - len(batch) + 1
-        for offset, event in enumerate(batch):
-            await tx.execute(self._q["insert_event"], {
-                "job_id": job_id, "seq": first + offset, "kind": event.kind,
-                "job_state": job_state, "data": dumps(event.data), "at": now})
+        await self._insert_events(tx, job_id, job_state, batch, first, now)
+
+    async def _insert_events(
+        self, tx: Tx, job_id: str, job_state: JobState, batch: Sequence[NewEvent], first: int,
+        now: float,
+    ) -> None:  # fmt: skip
+        """All of `batch` in one statement (one round trip), numbered from `first`."""
+        params: dict[str, Any] = {"job_id": job_id, "job_state": job_state, "at": now}
+        for i, event in enumerate(batch):
+            params.update({f"seq{i}": first + i, f"kind{i}": event.kind,
+                           f"data{i}": dumps(event.data)})
+        await tx.execute(_events_insert(len(batch)), params)
 
     async def _outbox(self, tx: Tx, job: Job, now: float) -> None:
         payload = {"event": f"job.{job.state}", "job_id": job.id, "owner": job.owner,
@@ -522,3 +529,12 @@ class SqlStore(TokenMethods, HealthMethods, OutboxMethods):
 def _circuit(row: dict[str, Any]) -> CircuitRow:
     return CircuitRow(row["provider"], row["state"], int(row["failures"]), row["opened_at"],
                       row["probe_until"])
+
+
+@lru_cache(maxsize=16)
+def _events_insert(rows: int) -> str:
+    """INSERT of `rows` events in one statement (the same text for the same count: translated
+    and prepared once per backend)."""
+    values = ", ".join(f"(:job_id, :seq{i}, :kind{i}, :job_state, :data{i}, :at)"
+                       for i in range(rows))
+    return f"INSERT INTO job_events (job_id, seq, kind, job_state, data, at) VALUES {values}"

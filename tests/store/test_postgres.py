@@ -24,6 +24,7 @@ from router.models import AttemptUsage, Job, NewEvent
 from router.store import SqlStore, open_store
 from router.store.connector import load_migrations
 from router.store.postgres import migrate, translate
+from router.store.sql import _events_insert
 from tests.store.pg import fresh_database
 
 pytestmark = pytest.mark.postgres
@@ -166,14 +167,13 @@ async def test_postgres_schema_has_the_tables_and_columns_of_the_sqlite_schema(
 
 async def test_every_named_query_prepares_with_typed_parameters(pg_url: str) -> None:
     async with stores(pg_url, 1) as (store,), connection(pg_url) as conn:
-        for name, query in store.connector.queries.items():
-            variants = [query, query + " RETURNING *"] if name == "insert_job" else [query]
-            for text in variants:
-                sql, _ = translate(text)
-                try:
-                    await conn.prepare(sql)
-                except asyncpg.PostgresError as exc:
-                    pytest.fail(f"query {name} does not prepare on PostgreSQL: {exc}")
+        generated = {f"events_insert({n})": _events_insert(n) for n in (1, 3)}
+        for name, query in {**store.connector.queries, **generated}.items():
+            sql, _ = translate(query)
+            try:
+                await conn.prepare(sql)
+            except asyncpg.PostgresError as exc:
+                pytest.fail(f"query {name} does not prepare on PostgreSQL: {exc}")
 
 
 # ---- races across stores ------------------------------------------------------------------
