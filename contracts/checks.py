@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped, unused-ignore]
+from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict
 
 from contracts.memo import derived

@@ -22,8 +22,8 @@ import re
 from typing import Annotated, Any, Literal
 
 import jinja2
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped, unused-ignore]
-from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped, unused-ignore]
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, field_validator
 
 from contracts.paths import split_path

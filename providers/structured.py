@@ -20,8 +20,8 @@ import json
 import re
 from typing import Any
 
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # ships no stubs
-from jsonschema.exceptions import best_match  # type: ignore[import-untyped]  # ships no stubs
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
 
 from providers.base import Message
 from providers.config import StructuredOutput

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from providers import Completion, ErrorKind, OutcomeUnknown, ProviderError
 from providers.errors import CassetteMiss
+from router import tracing
 from router.errors import InvalidTransition
 from router.models import Attempt, AttemptUsage, Job, NewEvent
 from router.policy import Decision, Eligibility, Finish, Start, Wait, decide
@@ -37,11 +38,19 @@ class JobDriver:
         self.attempts: list[Attempt] = []
         self.in_flight: dict[str, asyncio.Task[None]] = {}
         self.cancel_reasons: dict[str, str] = {}
+        self.ended: dict[str, Attempt] = {}  # each attempt's row as its end was recorded
         self.answered: set[str] = set()  # provider call over: the outcome is being recorded
         self._waiting_noted = False
         self._noted: set[str] = set()  # providers whose refusal is already on the job's log
 
     async def run(self) -> None:
+        with tracing.job_span(self.job) as span:
+            try:
+                await self._drive()
+            finally:
+                span.set_attribute("job.state", str(self.job.state))
+
+    async def _drive(self) -> None:
         # A queued job has no attempts yet (the first one makes it running): no read needed.
         fresh = self.job.state is JobState.QUEUED
         self.attempts = [] if fresh else await self.store.list_attempts(self.job.id)
@@ -155,6 +164,13 @@ class JobDriver:
     # ---- one attempt ---------------------------------------------------------------------------
 
     async def _run_attempt(self, attempt: Attempt) -> None:
+        with tracing.attempt_span(attempt) as span:
+            try:
+                await self._call(attempt)
+            finally:
+                tracing.finish_attempt(span, self.ended.get(attempt.id, attempt))
+
+    async def _call(self, attempt: Attempt) -> None:
         provider = self.engine.providers[attempt.provider]
         timeout = self._timeout_s(attempt.provider)
         request = self.task.build_request(self.job, timeout)
@@ -209,6 +225,7 @@ class JobDriver:
         else:
             log.info("attempt %s of job %s lost the race to %s", attempt.id, self.job.id,
                      outcome.job.winner_attempt_id)
+        self.ended[attempt.id] = outcome.attempt
         self.engine.metrics_attempt(outcome.attempt)
 
     async def _end_cancelled(self, attempt: Attempt, began: float) -> None:
@@ -226,6 +243,7 @@ class JobDriver:
         usage = AttemptUsage(latency_ms=(time.perf_counter() - began) * 1000)
         done = await self.store.finish_attempt(attempt.id, state, error_kind=kind, error=error,
                                                usage=usage)
+        self.ended[attempt.id] = done
         self.engine.metrics_attempt(done, timed_out)
 
 

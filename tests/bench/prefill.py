@@ -16,7 +16,10 @@ from router.store.sqlite import sqlite_path
 BATCH = 50_000
 
 
-def _rows(n: int, now: float) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...], list[tuple[Any, ...]]]]:
+Rows = tuple[tuple[Any, ...], tuple[Any, ...], list[tuple[Any, ...]]]
+
+
+def _rows(n: int, now: float) -> Iterator[Rows]:
     result = json.dumps({"text": "prefilled"})
     for i in range(n):
         job_id, attempt_id = new_id(), new_id()

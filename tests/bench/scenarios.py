@@ -120,7 +120,6 @@ poll_interval = 0.05
 
 async def run_jobrouter(args: argparse.Namespace, url: str, workers: int) -> dict[str, Any]:
     from router import Router
-
     from router.store import open_store
     from tests.bench.prefill import prefill_postgres, prefill_sqlite
 
@@ -133,9 +132,7 @@ async def run_jobrouter(args: argparse.Namespace, url: str, workers: int) -> dic
     folder = Path(tempfile.mkdtemp(prefix="jobrouter-bench-"))
     config_file = folder / "bench.toml"
     config_file.write_text(bench_config(args.stub_port, url))
-    procs = [subprocess.Popen([sys.executable, "-m", "router", "worker", "--config",
-                               str(config_file)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL) for _ in range(workers)]
+    procs = start_workers(config_file, workers)
     router = await Router.open(url, config_file, run_workers=workers == 0)
     run_id = os.urandom(4).hex()
     before = await _db_counters(router)
@@ -158,6 +155,13 @@ async def run_jobrouter(args: argparse.Namespace, url: str, workers: int) -> dic
     total = args.jobs + min(20, args.jobs)
     figures.update({key: (after[key] - before[key]) / total for key in after})
     return figures
+
+
+def start_workers(config_file: Path, count: int) -> list[subprocess.Popen[bytes]]:
+    """`jobrouter worker` processes (started before the clock runs: blocking is fine here)."""
+    return [subprocess.Popen([sys.executable, "-m", "router", "worker", "--config",
+                              str(config_file)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL) for _ in range(count)]
 
 
 async def _db_counters(router: Any) -> dict[str, float]:

@@ -1,0 +1,51 @@
+"""With an OpenTelemetry SDK configured, each job and each attempt (hedges included) is a span,
+attempts nested in their job, carrying provider and final state."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from router import Router
+from router.config import RouterConfig, TaskConfig
+from tests.support.fakes import FakeProvider, Step
+
+EXPORTER = InMemorySpanExporter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _sdk() -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
+    trace.set_tracer_provider(provider)  # once per process: the global provider
+
+
+async def test_a_hedged_job_is_one_job_span_with_two_attempt_spans(tmp_path: Path) -> None:
+    EXPORTER.clear()
+    config = RouterConfig(tasks={"t": TaskConfig(providers=["slow", "fast"], side_effects="none",
+                                                 hedge_after=0.1)})
+    slow = FakeProvider("slow", default=Step(output={"text": "late"}, delay=2.0))
+    fast = FakeProvider("fast", default=Step(output={"text": "first"}))
+    async with Router.open(f"sqlite:///{tmp_path}/t.db", config,
+                           providers={"slow": slow, "fast": fast}) as router:
+        job = await router.submit("o", "k", "t", {"x": 1})
+        job = await router.wait(job.id, 10)
+        await asyncio.sleep(0.2)  # the hedge loser's span ends when its cancellation is recorded
+    spans = {s.name: [] for s in EXPORTER.get_finished_spans()}
+    for s in EXPORTER.get_finished_spans():
+        spans[s.name].append(s)
+    (job_span,) = spans["jobrouter.job"]
+    assert job_span.attributes["job.id"] == job.id
+    assert job_span.attributes["job.state"] == "succeeded"
+    attempts = {s.attributes["attempt.provider"]: s for s in spans["jobrouter.attempt"]}
+    assert set(attempts) == {"slow", "fast"}
+    assert attempts["fast"].attributes["attempt.state"] == "succeeded"
+    assert attempts["slow"].attributes["attempt.state"] == "cancelled"
+    for span in attempts.values():
+        assert span.parent is not None and span.parent.span_id == job_span.context.span_id
