@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from providers import ErrorKind, ProviderError
 from router.policy import Eligibility
-from router.store.sql import CircuitRow, SqlStore
+from router.store.circuits import CircuitRow
+from router.store.sql import SqlStore
 
 
 @dataclass(frozen=True)

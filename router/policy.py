@@ -130,19 +130,31 @@ def _earliest_recovery(
     return min(times, default=None)
 
 
-def _refusals(
-    policy: TaskPolicy, attempts: Sequence[Attempt], eligibility: Mapping[str, Eligibility]
-) -> str:
+def _reasons(
+    policy: TaskPolicy, attempts: Sequence[Attempt], eligibility: Mapping[str, Eligibility],
+    *, tried: bool,
+) -> list[str]:  # fmt: skip
+    """Why each provider was not used: with `tried`, the tried ones say so too."""
     used = _used(attempts)
     parts = []
     for name in policy.providers:
         verdict = eligibility.get(name)
         if name in used:
-            parts.append(f"{name}: already tried")
+            if tried:
+                parts.append(f"{name}: already tried")
         elif verdict is None:
             parts.append(f"{name}: not configured")
         elif not verdict.ok:
             parts.append(f"{name}: {verdict.reason}")
+        elif not tried:
+            parts.append(f"{name}: not tried before the deadline")
+    return parts
+
+
+def _refusals(
+    policy: TaskPolicy, attempts: Sequence[Attempt], eligibility: Mapping[str, Eligibility]
+) -> str:
+    parts = _reasons(policy, attempts, eligibility, tried=True)
     return "no provider left to try (" + "; ".join(parts) + ")"
 
 
@@ -150,18 +162,7 @@ def _not_used(
     policy: TaskPolicy, attempts: Sequence[Attempt], eligibility: Mapping[str, Eligibility]
 ) -> str:
     """Why each provider never tried was not used (tried ones are in the attempts' errors)."""
-    used = _used(attempts)
-    parts = []
-    for name in policy.providers:
-        verdict = eligibility.get(name)
-        if name in used:
-            continue
-        if verdict is None:
-            parts.append(f"{name}: not configured")
-        elif not verdict.ok:
-            parts.append(f"{name}: {verdict.reason}")
-        else:
-            parts.append(f"{name}: not tried before the deadline")
+    parts = _reasons(policy, attempts, eligibility, tried=False)
     return f" (not used: {'; '.join(parts)})" if parts else ""
 
 
