@@ -96,10 +96,12 @@ def purge_command(
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
-    """Delete finished jobs (their attempts, events, outbox rows, and so their idempotency keys)
-    older than the retention. Jobs not finished, `unknown` ones included, and jobs whose
-    completion event is still owed to a configured webhook (pending, or a dead letter) are kept;
-    events parked for owners without a webhook are dropped with their jobs."""
+    """Delete finished jobs older than the retention, in batches.
+
+    Their attempts, events, outbox rows, and so their idempotency keys go with them. Jobs not
+    finished, `unknown` ones included, and jobs whose completion event is still owed to a
+    configured webhook (pending, or a dead letter) are kept; events parked for owners without a
+    webhook are dropped with their jobs."""
     cfg = settings(config)
     days = cfg.retention.days if older_than is None else older_than
     cutoff = cutoff_for(days)

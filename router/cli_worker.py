@@ -22,9 +22,11 @@ def worker(
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
-    """Run jobs from the database until SIGTERM or SIGINT. Start several (on several machines
-    with PostgreSQL): each claims runnable jobs, and a job whose worker died is taken over once
-    its claim expires; its attempt in flight becomes `unknown`."""
+    """Run jobs from the database until SIGTERM or SIGINT.
+
+    Start several (on several machines with PostgreSQL): each claims runnable jobs, and a job
+    whose worker died is taken over once its claim expires; its attempt in flight becomes
+    `unknown`."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     cfg = settings(config)
     if concurrency is not None:

@@ -77,9 +77,11 @@ def demo(
     database: Annotated[str | None, typer.Option(
         help="database URL (default: a new SQLite file in a temporary folder)")] = None,
 ) -> None:
-    """Certify providers, submit real shop jobs, and watch: a duplicate submit, a silent
-    primary becoming unknown, failover past an uncertified provider, hedging, and a late
-    result losing the compare-and-swap. Offline, from recorded cassettes."""
+    """The whole story, offline, from recorded cassettes: start here.
+
+    Certify providers, submit real shop jobs, and watch: a duplicate submit, a silent primary
+    becoming unknown, failover past an uncertified provider, hedging, and a late result losing
+    the compare-and-swap."""
     if not CONFIG.exists():
         err.print(f"[red]error:[/red] {CONFIG} is missing: the demo runs from a source checkout")
         raise typer.Exit(2)
