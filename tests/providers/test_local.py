@@ -80,6 +80,7 @@ async def test_missing_extra_names_the_install_command(
     assert "jobrouter[local]" in EXTRA_HINT
 
 
+@pytest.mark.live  # starts the real llama.cpp server (the [local] extra), like the live tests
 async def test_a_server_that_dies_reports_its_log_tail(tmp_path: Path) -> None:
     _need("llama_cpp")
     bogus = tmp_path / "not-a-model.gguf"
