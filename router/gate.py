@@ -11,12 +11,16 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from providers import Provider, ProviderError
 from router.breaker import Breakers
 from router.policy import Eligibility
 from router.store.sql import SqlStore
 from router.tasks import TaskRuntime
+
+if TYPE_CHECKING:
+    from contracts import Certification
 
 CERTIFICATION_REFRESH_S = 2.0
 
@@ -30,7 +34,7 @@ class Gate:
         self.providers = providers
         self.breakers = breakers
         self.required = required
-        self._records: dict[tuple[str, str], str] = {}
+        self._records: dict[tuple[str, str], Certification] = {}
         self._read_at = float("-inf")
 
     async def eligibility(self, task: TaskRuntime) -> dict[str, Eligibility]:
@@ -58,23 +62,24 @@ class Gate:
             return Eligibility(False, "not configured in [providers]")
         if task.contract is None or not self.required:
             return Eligibility(True)
-        from contracts import Certification
-
         contract = task.contract.name
         how = f"certify it: jobrouter contracts run --provider {name} --contract {contract}"
-        record = (await self._certifications()).get((name, contract))
-        if record is None:
+        certification = (await self._certifications()).get((name, contract))
+        if certification is None:
             return Eligibility(False, f"not certified for contract {contract!r}; {how}")
-        certification = Certification.model_validate_json(record)
         valid, reason = certification.is_valid_for(
             task.contract_fingerprint or "", provider.fingerprint, datetime.now(UTC))
         if not valid:
             return Eligibility(False, f"certification for {contract!r} {reason}; {how}")
         return Eligibility(True)
 
-    async def _certifications(self) -> dict[tuple[str, str], str]:
+    async def _certifications(self) -> dict[tuple[str, str], Certification]:
+        """Parsed once per refresh, not per decision: a record carries every case's evidence."""
         if time.monotonic() - self._read_at >= CERTIFICATION_REFRESH_S:
+            from contracts import Certification
+
             rows = await self.store.certifications()
-            self._records = {(row.provider, row.contract): row.record for row in rows}
+            self._records = {(row.provider, row.contract):
+                             Certification.model_validate_json(row.record) for row in rows}
             self._read_at = time.monotonic()
         return self._records

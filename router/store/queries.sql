@@ -102,16 +102,6 @@ ON CONFLICT (provider, contract) DO UPDATE SET
 -- name: list_certifications
 SELECT * FROM certifications ORDER BY contract, provider
 
--- name: get_circuit
-SELECT * FROM circuits WHERE provider = :provider
-
--- name: upsert_circuit
-INSERT INTO circuits (provider, state, failures, opened_at, probe_until, updated_at)
-VALUES (:provider, :state, :failures, :opened_at, :probe_until, :now)
-ON CONFLICT (provider) DO UPDATE SET
-    state = excluded.state, failures = excluded.failures, opened_at = excluded.opened_at,
-    probe_until = excluded.probe_until, updated_at = excluded.updated_at
-
 -- name: count_jobs
 SELECT COUNT(*) AS n FROM jobs
 

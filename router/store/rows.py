@@ -19,10 +19,6 @@ def at(value: float) -> datetime:
     return datetime.fromtimestamp(value, UTC)
 
 
-def epoch(value: datetime | None) -> float | None:
-    return None if value is None else value.timestamp()
-
-
 def dumps(value: Any) -> str | None:
     return None if value is None else canonical_json(value)
 
