@@ -20,11 +20,14 @@ _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 @dataclass
 class ConnectorStats:
-    """Round trips to the database (statements, BEGIN and COMMIT included) and write
-    transactions, counted by every connector: the benchmark reports them per job."""
+    """Round trips to the database (statements, BEGIN and COMMIT included), logical write
+    transactions (`Connector.write()` blocks) and physical commits, counted by every connector:
+    the benchmark reports them per job. Commits are fewer than write transactions where a
+    connector groups several write transactions into one commit (SQLite)."""
 
     round_trips: int = 0
     write_transactions: int = 0
+    commits: int = 0
 
 
 class Tx(Protocol):

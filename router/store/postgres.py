@@ -204,6 +204,7 @@ class PostgresConnector:
         with translated_errors(self.url, "PostgreSQL write failed", CONNECTION_ERRORS):
             async with self._pool.acquire() as conn:
                 self.stats.write_transactions += 1
+                self.stats.commits += 1
                 self.stats.round_trips += 2  # BEGIN and COMMIT
                 tx = conn.transaction()
                 await _uncancelled(tx.start(), undo=tx.rollback)

@@ -12,11 +12,20 @@ Settings and why:
 Why not aiosqlite (measured, docs/benchmarks.md): aiosqlite sends every statement through its
 own thread, about 180 us per statement on these machines, and a job costs about 24 statements;
 it cannot run a transaction in one hop. Only two steps of a write transaction can block: taking
-the write lock (`BEGIN IMMEDIATE` may wait for another process) and `COMMIT` (fsync). Those run
-on a worker thread; the statements between them run inline, in microseconds, because the write
-lock is already held and SQLite has nothing else to wait for. Reads run inline on the reader
-connection: WAL readers do not wait for writers. Statements of one process are serialized by an
-asyncio lock (one writer connection must not interleave two transactions).
+the write lock (`BEGIN IMMEDIATE` may wait for another process) and `COMMIT` (fsync). BEGIN is
+tried inline with no busy wait and goes to a worker thread only when another process holds the
+lock; COMMIT always runs on a worker thread. The statements between them run inline, in
+microseconds, because the write lock is already held. Reads run inline on the reader
+connection: WAL readers do not wait for writers.
+
+Group commit: the write transactions of one process share the writer connection, so they are
+batched. A `write()` joins the open SQLite transaction inside its own SAVEPOINT (its failure
+rolls back only its own statements) and returns once the COMMIT that carries it is durable.
+While one COMMIT's fsync runs on its thread, the writers that arrive queue up and go together
+into the next transaction: under load many logical transactions share one fsync, and with one
+writer at a time nothing waits for a batch to fill. Bodies run one at a time (`_body_lock`), so
+two of them never interleave statements. If a COMMIT fails, every writer in its batch gets the
+error: none of them was committed.
 """
 
 from __future__ import annotations
@@ -75,6 +84,14 @@ class _SqliteTx:
         return [dict(row) for row in self._conn.execute(query, params).fetchall()]
 
 
+class _Batch:
+    """One SQLite transaction carrying the logical write transactions that joined it."""
+
+    def __init__(self) -> None:
+        self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.broken: BaseException | None = None  # a member could not undo its statements
+
+
 class SqliteConnector:
     dialect = "sqlite"
 
@@ -83,7 +100,9 @@ class SqliteConnector:
         self.queries: Mapping[str, str] = load_queries(self.dialect)
         self._writer = writer
         self._reader = reader
-        self._write_lock = asyncio.Lock()
+        self._body_lock = asyncio.Lock()  # one logical transaction's statements at a time
+        self._batch: _Batch | None = None  # the open transaction new writers join
+        self._committer: asyncio.Task[None] | None = None  # the last batch's COMMIT
         self.stats = ConnectorStats()
         self._read_tx = _SqliteTx(reader, self.stats)
 
@@ -102,17 +121,82 @@ class SqliteConnector:
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[_SqliteTx]:
-        async with self._write_lock:
+        async with self._body_lock:
+            batch = self._batch or await self._begin_batch()
             self.stats.write_transactions += 1
-            self.stats.round_trips += 2  # BEGIN and COMMIT
-            await _in_thread(lambda: self._writer.execute("BEGIN IMMEDIATE"),
-                             undo=self._writer.rollback)
+            self.stats.round_trips += 2  # SAVEPOINT and RELEASE
+            self._writer.execute("SAVEPOINT w")
             try:
                 yield _SqliteTx(self._writer, self.stats)
             except BaseException:
-                self._writer.rollback()
+                self._undo(batch)
                 raise
-            await _in_thread(self._writer.commit)
+            self._writer.execute("RELEASE w")
+        await _settled(batch.committed)
+
+    def _undo(self, batch: _Batch) -> None:
+        try:
+            self._writer.execute("ROLLBACK TO w")
+            self._writer.execute("RELEASE w")
+        except sqlite3.Error as exc:  # the connection is unusable: the whole batch must go
+            batch.broken = exc
+
+    async def _begin_batch(self) -> _Batch:
+        """Open the next SQLite transaction (the previous one's COMMIT finished first)."""
+        if self._committer is not None:
+            await _settled(self._committer)
+        self.stats.round_trips += 2  # BEGIN and COMMIT
+        self.stats.commits += 1
+        if not self._begin_now():
+            await _in_thread(self._begin_waiting, undo=self._writer.rollback)
+        batch = self._batch = _Batch()
+        self._committer = asyncio.create_task(self._commit(batch), name="jobrouter-sqlite-commit")
+        return batch
+
+    def _begin_now(self) -> bool:
+        """BEGIN IMMEDIATE inline when the write lock is free; False when another process holds
+        it (waiting for it must not block the event loop)."""
+        self._writer.execute("PRAGMA busy_timeout=0")
+        try:
+            self._writer.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            return False
+        finally:
+            self._writer.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        return True
+
+    def _begin_waiting(self) -> None:
+        self._writer.execute("BEGIN IMMEDIATE")
+
+    async def _commit(self, batch: _Batch) -> None:
+        """Close `batch` to new writers and commit it. Write bodies never suspend (their
+        statements run inline), so at any await point here no body is half done."""
+        interrupted: asyncio.CancelledError | None = None
+        try:
+            await asyncio.sleep(0)  # writers made ready in this loop turn still join the batch
+            async with self._body_lock:  # FIFO: the writers queued before us are in the batch
+                pass
+        except asyncio.CancelledError as exc:  # loop teardown: commit what is in hand anyway
+            interrupted = exc
+        self._batch = None
+        commit = asyncio.ensure_future(asyncio.to_thread(self._commit_or_rollback, batch.broken))
+        commit.add_done_callback(lambda done: _deliver(done, batch.committed))
+        await _settled(commit)
+        if interrupted is not None:
+            raise interrupted
+
+    def _commit_or_rollback(self, broken: BaseException | None) -> None:
+        try:
+            if broken is not None:
+                raise StoreError(f"a write transaction could not be undone: {broken}",
+                                 url=self.url) from broken
+            self._writer.commit()
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self._writer.rollback()
+            raise
 
     async def fetchone(self, query: str, params: Params) -> Row | None:
         return await self._read_tx.fetchone(query, params)
@@ -121,9 +205,37 @@ class SqliteConnector:
         return await self._read_tx.fetchall(query, params)
 
     async def close(self) -> None:
-        async with self._write_lock:
+        async with self._body_lock:
+            if self._committer is not None:
+                await _settled(self._committer)
             self._reader.close()
             self._writer.close()
+
+
+async def _settled(future: asyncio.Future[T]) -> T:
+    """Await `future` without cancelling it. A cancelled caller first waits for the future to
+    end (a COMMIT it is part of), so its cancellation never races its own transaction."""
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        if not future.done():
+            with contextlib.suppress(BaseException):
+                await asyncio.wait({future})
+        raise
+
+
+def _deliver(commit: asyncio.Future[None], committed: asyncio.Future[None]) -> None:
+    """Pass the COMMIT's outcome to every writer of its batch."""
+    if committed.done():
+        return
+    if commit.cancelled():
+        committed.set_exception(StoreError("the COMMIT was interrupted; its outcome is unknown"))
+        return
+    error = commit.exception()
+    if error is not None:
+        committed.set_exception(error)
+    else:
+        committed.set_result(None)
 
 
 async def _in_thread(step: Callable[[], T], undo: Callable[[], object] | None = None) -> T:
