@@ -102,7 +102,8 @@ class SqliteConnector:
         self._reader = reader
         self._body_lock = asyncio.Lock()  # one logical transaction's statements at a time
         self._batch: _Batch | None = None  # the open transaction new writers join
-        self._committer: asyncio.Task[None] | None = None  # the last batch's COMMIT
+        self._committer: asyncio.Task[None] | None = None  # closes the open batch, commits it
+        self._commit_in_flight: asyncio.Future[None] | None = None  # the COMMIT on its thread
         self.stats = ConnectorStats()
         self._read_tx = _SqliteTx(reader, self.stats)
 
@@ -143,8 +144,8 @@ class SqliteConnector:
 
     async def _begin_batch(self) -> _Batch:
         """Open the next SQLite transaction (the previous one's COMMIT finished first)."""
-        if self._committer is not None:
-            await _settled(self._committer)
+        if self._commit_in_flight is not None and not self._commit_in_flight.done():
+            await asyncio.wait({self._commit_in_flight})  # the connection is busy until then
         self.stats.round_trips += 2  # BEGIN and COMMIT
         self.stats.commits += 1
         if not self._begin_now():
@@ -171,8 +172,9 @@ class SqliteConnector:
         self._writer.execute("BEGIN IMMEDIATE")
 
     async def _commit(self, batch: _Batch) -> None:
-        """Close `batch` to new writers and commit it. Write bodies never suspend (their
-        statements run inline), so at any await point here no body is half done."""
+        """Close `batch` to new writers and commit it; the outcome reaches the batch's writers
+        through `batch.committed`, never as this task's exception. Write bodies never suspend
+        (their statements run inline), so at any await point here no body is half done."""
         interrupted: asyncio.CancelledError | None = None
         try:
             await asyncio.sleep(0)  # writers made ready in this loop turn still join the batch
@@ -183,15 +185,17 @@ class SqliteConnector:
         self._batch = None
         commit = asyncio.ensure_future(asyncio.to_thread(self._commit_or_rollback, batch.broken))
         commit.add_done_callback(lambda done: _deliver(done, batch.committed))
-        await _settled(commit)
+        self._commit_in_flight = commit
+        await asyncio.wait({commit})
         if interrupted is not None:
             raise interrupted
 
     def _commit_or_rollback(self, broken: BaseException | None) -> None:
         try:
             if broken is not None:
-                raise StoreError(f"a write transaction could not be undone: {broken}",
-                                 url=self.url) from broken
+                raise StoreError(
+                    f"a write transaction could not be undone: {broken}", url=self.url
+                ) from broken
             self._writer.commit()
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -205,11 +209,12 @@ class SqliteConnector:
         return await self._read_tx.fetchall(query, params)
 
     async def close(self) -> None:
-        async with self._body_lock:
-            if self._committer is not None:
-                await _settled(self._committer)
-            self._reader.close()
-            self._writer.close()
+        # The committer needs the body lock to close its batch: wait for it without holding
+        # the lock, and again if a writer opened another batch meanwhile.
+        while self._committer is not None and not self._committer.done():
+            await asyncio.wait({self._committer})
+        self._reader.close()
+        self._writer.close()
 
 
 async def _settled(future: asyncio.Future[T]) -> T:

@@ -1,0 +1,153 @@
+"""SQLite group commit: concurrent write transactions of one process share one COMMIT.
+
+Each property is checked on a real SQLite file: batching really happens, one member's failure
+undoes only its own statements, a failed COMMIT fails every member (none was committed), a
+cancelled member neither breaks the connection nor undoes the others, and a write lock held
+by another process is waited for off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from router.store import SqlStore, open_store
+from router.store.sqlite import SqliteConnector
+from tests.store.test_store import submit
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[SqlStore]:
+    store = await open_store(f"sqlite:///{tmp_path / 'jobs.db'}")
+    yield store
+    await store.close()
+
+
+def connector(store: SqlStore) -> SqliteConnector:
+    assert isinstance(store.connector, SqliteConnector)
+    return store.connector
+
+
+async def test_concurrent_writers_share_commits_and_all_land(sqlite_store: SqlStore) -> None:
+    stats = connector(sqlite_store).stats
+    before_tx, before_commits = stats.write_transactions, stats.commits
+    jobs = await asyncio.gather(*(submit(sqlite_store, key=f"k{i % 50}") for i in range(100)))
+    assert len({job.id for job in jobs}) == 50  # 50 keys, each submitted twice
+    assert sum(job.created for job in jobs) == 50
+    assert await sqlite_store.count_jobs() == 50
+    logical = stats.write_transactions - before_tx
+    commits = stats.commits - before_commits
+    assert logical == 100
+    assert commits < logical / 5, f"{commits} commits for {logical} write transactions"
+
+
+async def test_a_failing_member_undoes_only_its_own_statements(sqlite_store: SqlStore) -> None:
+    conn = connector(sqlite_store)
+
+    async def failing() -> None:
+        async with conn.write() as tx:
+            await tx.execute("INSERT INTO schema_migrations VALUES (999, 'x', 0)", {})
+            raise ValueError("this writer changes its mind")
+
+    before = conn.stats.commits
+    results = await asyncio.gather(
+        submit(sqlite_store, key="a"),
+        failing(),
+        submit(sqlite_store, key="b"),
+        return_exceptions=True,
+    )
+    assert conn.stats.commits - before == 1, "the three writers should share one COMMIT"
+    assert isinstance(results[1], ValueError)
+    jobs = [r for r in results if r is not None and not isinstance(r, BaseException)]
+    assert {job.idempotency_key for job in jobs} == {"a", "b"}
+    assert await sqlite_store.count_jobs() == 2
+    row = await conn.fetchone("SELECT count(*) AS n FROM schema_migrations WHERE version = 999", {})
+    assert row == {"n": 0}
+
+
+async def test_a_failed_commit_fails_every_member(sqlite_store: SqlStore) -> None:
+    """A deferred foreign key makes the COMMIT itself fail (a real SQLite failure): the job
+    created in the same batch must not be reported as created, and must not exist."""
+    conn = connector(sqlite_store)
+
+    async def orphan_event() -> None:
+        async with conn.write() as tx:
+            await tx.execute("PRAGMA defer_foreign_keys=ON", {})
+            await tx.execute(
+                "INSERT INTO job_events VALUES ('no-such-job', 1, 'x', 'queued', '{}', 0)", {}
+            )
+
+    before = conn.stats.commits
+    results = await asyncio.gather(
+        submit(sqlite_store, key="a"), orphan_event(), return_exceptions=True
+    )
+    assert conn.stats.commits - before == 1, "both writers should share one COMMIT"
+    assert all(isinstance(r, sqlite3.IntegrityError) for r in results), results
+    assert await sqlite_store.count_jobs() == 0
+    again = await submit(sqlite_store, key="a")  # the connection is usable afterwards
+    assert again.created
+
+
+async def test_a_cancelled_member_keeps_the_connection_and_the_others(
+    sqlite_store: SqlStore,
+) -> None:
+    conn = connector(sqlite_store)
+    first = asyncio.create_task(submit(sqlite_store, key="cancelled"))
+    second = asyncio.create_task(submit(sqlite_store, key="kept"))
+    for _ in range(3):  # a loop turn each: both bodies run, then the batch waits to commit
+        await asyncio.sleep(0)
+    assert conn._batch is not None or conn._commit_in_flight is not None
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    kept = await second
+    assert kept.created
+    # The cancelled writer's transaction was already in the batch: it committed all the same
+    # (a cancellation is not a rollback), and the store goes on working.
+    assert await sqlite_store.find_job("shop-1", "cancelled") is not None
+    assert (await submit(sqlite_store, key="after")).created
+
+
+async def test_a_lock_held_by_another_process_is_waited_for_off_the_loop(
+    sqlite_store: SqlStore,
+    tmp_path: Path,
+) -> None:
+    """Another connection (as another process would) holds the write lock for 0.6 s: the write
+    waits for it on a worker thread while the event loop keeps running."""
+    held, release = threading.Event(), threading.Event()
+
+    def other_process() -> None:
+        other = sqlite3.connect(tmp_path / "jobs.db", isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        held.set()
+        release.wait(5)
+        other.execute("COMMIT")
+        other.close()
+
+    holder = threading.Thread(target=other_process)
+    holder.start()
+    assert await asyncio.to_thread(held.wait, 5)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    ticking = asyncio.create_task(ticker())
+    asyncio.get_running_loop().call_later(0.6, release.set)
+    began = time.monotonic()
+    job = await submit(sqlite_store, key="waited")
+    waited = time.monotonic() - began
+    ticking.cancel()
+    holder.join(5)
+    assert job.created
+    assert waited >= 0.5, f"the write did not wait for the lock ({waited:.2f}s)"
+    assert ticks >= 20, f"the event loop stalled while waiting ({ticks} ticks in {waited:.2f}s)"
