@@ -111,14 +111,36 @@ class Router:
             known = ", ".join(sorted(self.tasks)) or "none"
             raise ConfigError(f"unknown task {task!r}; configured tasks: {known}",
                               key=f"tasks.{task}")
-        job = await self.store.create_job(
-            owner=owner, idempotency_key=idempotency_key, task=task, input=input,
-            params=params or {}, deadline_s=runtime.deadline_s,
-            claimed_by=self.engine.worker_id if self.engine else None,
-            claim_s=self.config.engine.claim,
-        )  # fmt: skip
-        if job.created and self.engine is not None:
-            self.engine.hand_over(job)
+        # Shielded: once the job may be committed, it must reach a worker of this process even
+        # if the caller is cancelled (else its claim, renewed by our heartbeat, would hold it).
+        return await asyncio.shield(self._create(owner, idempotency_key, runtime, input, params))
+
+    async def _create(
+        self, owner: str, idempotency_key: str, runtime: TaskRuntime, input: JsonObject,
+        params: JsonObject | None,
+    ) -> Job:  # fmt: skip
+        """Create the job; with workers here, claimed by them and, when it can start at once,
+        with its first attempt in the same transaction (one commit instead of two)."""
+        engine = self.engine
+        first = await engine.first_attempt(runtime) if engine is not None else None
+        try:
+            job, attempt = await self.store.create_and_start(
+                owner=owner, idempotency_key=idempotency_key, task=runtime.name, input=input,
+                params=params or {}, deadline_s=runtime.deadline_s,
+                claimed_by=engine.worker_id if engine else None,
+                claim_s=self.config.engine.claim, first=first,
+            )  # fmt: skip
+        except BaseException:
+            if engine is not None and first is not None:
+                engine.return_slot()
+            raise
+        if engine is not None:
+            if first is not None and attempt is not None:
+                engine.run_started(job, attempt, first)
+            elif first is not None:
+                engine.return_slot()
+            if job.created and attempt is None:
+                engine.hand_over(job)
         return job
 
     async def get(self, job_id: str) -> Job:
@@ -167,7 +189,7 @@ class Router:
         """The job once it is terminal or needs attention; TimeoutError if not by `timeout`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            with self.store.watching(job_id) as changed:
+            with self.store.watching(job_id) as change:
                 job = await self.get(job_id)
                 if job.state.settled:
                     return job
@@ -175,7 +197,9 @@ class Router:
                 if left is not None and left <= 0:
                     raise TimeoutError(f"job {job_id} is still {job.state} after {timeout}s")
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), min(0.25, left) if left else 0.25)
+                    await asyncio.wait_for(change.wait(), min(0.25, left) if left else 0.25)
+                if change.job is not None and change.job.state.settled:
+                    return change.job  # as its change committed it: no need to read it again
 
     async def cancel(self, job_id: str, reason: str = "cancelled by the owner") -> Job:
         self._check_open()

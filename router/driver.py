@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from providers import Completion, ErrorKind, OutcomeUnknown, ProviderError
@@ -30,7 +30,12 @@ GUARD_S = 0.5
 
 
 class JobDriver:
-    def __init__(self, engine: Engine, job: Job, task: TaskRuntime) -> None:
+    def __init__(
+        self, engine: Engine, job: Job, task: TaskRuntime, started: Attempt | None = None,
+        noted: Sequence[NewEvent] = (),
+    ) -> None:  # fmt: skip
+        """`started`: the job's first attempt, already recorded (with `noted`, the refusals
+        recorded with it) by the transaction that created the job; it is called at once."""
         self.engine = engine
         self.store = engine.store
         self.job = job
@@ -41,7 +46,8 @@ class JobDriver:
         self.ended: dict[str, Attempt] = {}  # each attempt's row as its end was recorded
         self.answered: set[str] = set()  # provider call over: the outcome is being recorded
         self._waiting_noted = False
-        self._noted: set[str] = set()  # providers whose refusal is already on the job's log
+        self._noted = {str(note.data["provider"]) for note in noted}  # refusals on the log
+        self._started = started
 
     async def run(self) -> None:
         with tracing.job_span(self.job) as span:
@@ -51,9 +57,14 @@ class JobDriver:
                 span.set_attribute("job.state", str(self.job.state))
 
     async def _drive(self) -> None:
-        # A queued job has no attempts yet (the first one makes it running): no read needed.
-        fresh = self.job.state is JobState.QUEUED
-        self.attempts = [] if fresh else await self.store.list_attempts(self.job.id)
+        if self._started is not None:
+            self.attempts = [self._started]
+            self.in_flight[self._started.id] = asyncio.create_task(
+                self._run_attempt(self._started))
+        elif self.job.state is JobState.QUEUED:  # no attempts yet (the first one makes it
+            self.attempts = []  # running): no read needed
+        else:
+            self.attempts = await self.store.list_attempts(self.job.id)
         # Stopped from outside (router closing, job cancelled) or by an error: whatever is still
         # in flight has an unknown outcome (I3). Only a settled job makes the rest hedge losers.
         reason: str | None = None
@@ -151,15 +162,14 @@ class JobDriver:
             await asyncio.gather(*self.in_flight.values(), return_exceptions=True)
         self.in_flight.clear()
 
+    def _deadline_at(self) -> float | None:
+        return self.job.deadline_at.timestamp() if self.job.deadline_at else None
+
     def _timeout_s(self, provider: str) -> float | None:
-        limits = [self.task.attempt_timeout_s, self.engine.provider_timeouts.get(provider)]
-        if self.job.deadline_at is not None:
-            limits.append(max(0.0, self.job.deadline_at.timestamp() - time.time()))
-        present = [limit for limit in limits if limit is not None]
-        return min(present) if present else None
+        return self.engine.attempt_timeout(self.task, provider, self._deadline_at())
 
     def _lease_s(self, provider: str) -> float:
-        return (self._timeout_s(provider) or 0.0) + self.engine.settings.lease_s
+        return self.engine.lease_s(self.task, provider, self._deadline_at())
 
     # ---- one attempt ---------------------------------------------------------------------------
 

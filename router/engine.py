@@ -14,15 +14,16 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from providers import Provider, ProviderError
-from router.driver import JobDriver
+from router.driver import JobDriver, refusals
 from router.models import Attempt, Job
-from router.policy import Eligibility
-from router.store.sql import SqlStore
+from router.policy import Eligibility, Start, decide
+from router.store.sql import FirstAttempt, SqlStore
 from router.tasks import TaskRuntime
 
 log = logging.getLogger("jobrouter.engine")
@@ -90,6 +91,49 @@ class Engine:
             except Exception:  # health bookkeeping must never lose an attempt's outcome
                 log.exception("recording the health of provider %s failed", provider)
 
+    def attempt_timeout(
+        self, task: TaskRuntime, provider: str, deadline_at: float | None
+    ) -> float | None:
+        """How long an attempt of `task` on `provider` may take, the job's deadline included."""
+        limits = [task.attempt_timeout_s, self.provider_timeouts.get(provider)]
+        if deadline_at is not None:
+            limits.append(max(0.0, deadline_at - time.time()))
+        present = [limit for limit in limits if limit is not None]
+        return min(present) if present else None
+
+    def lease_s(self, task: TaskRuntime, provider: str, deadline_at: float | None) -> float:
+        return (self.attempt_timeout(task, provider, deadline_at) or 0.0) + self.settings.lease_s
+
+    async def first_attempt(self, task: TaskRuntime) -> FirstAttempt | None:
+        """The first attempt of a job this process is about to create, when it can start at
+        once: a worker slot is free (it is taken now) and the policy picks a provider whose
+        circuit is closed. Otherwise None: the job goes the usual way (a half-open circuit's
+        probe, for one, is claimed in a transaction of its own)."""
+        if self._slots.locked():
+            return None
+        eligibility = await self.eligibility(task)
+        now = time.time()
+        deadline_at = now + task.deadline_s if task.deadline_s else None
+        decision = decide(task.policy, [], eligibility, now=now, deadline_at=deadline_at)
+        if not isinstance(decision, Start) or eligibility[decision.provider].reason:
+            return None
+        if self._slots.locked():  # taken while the eligibility was read
+            return None
+        await self._slots.acquire()  # free: returns at once
+        model = getattr(self.providers[decision.provider], "model", None)
+        return FirstAttempt(decision.provider, model, self.worker_id,
+                            self.lease_s(task, decision.provider, deadline_at),
+                            tuple(refusals(eligibility)))  # fmt: skip
+
+    def run_started(self, job: Job, attempt: Attempt, first: FirstAttempt) -> None:
+        """Drive a job created here together with its first attempt (its slot is held)."""
+        self._active[job.id] = asyncio.create_task(
+            self._drive(job, attempt, first), name=f"job-{job.id}")
+
+    def return_slot(self) -> None:
+        """A slot `first_attempt` took is not used after all (the job already existed)."""
+        self._slots.release()
+
     def metrics_attempt(self, attempt: Attempt, timed_out: bool = False) -> None:
         if self._metric is not None:
             self._metric(attempt, timed_out)
@@ -98,6 +142,7 @@ class Engine:
 
     def start(self) -> None:
         self.store.on_runnable(self.wake)  # jobs freed by other processes: poll at once
+        self.store.track_load(lambda: len(self._active) + self._queue.qsize())
         self._loops = [
             asyncio.create_task(self._dispatch(), name="jobrouter-dispatch"),
             asyncio.create_task(self._poll(), name="jobrouter-poll"),
@@ -141,7 +186,9 @@ class Engine:
             await self._slots.acquire()
             self._active[job.id] = asyncio.create_task(self._drive(job), name=f"job-{job.id}")
 
-    async def _drive(self, job: Job) -> None:
+    async def _drive(
+        self, job: Job, started: Attempt | None = None, first: FirstAttempt | None = None
+    ) -> None:
         try:
             task = self.tasks.get(job.task)
             if task is None:
@@ -149,7 +196,7 @@ class Engine:
                           job.task)
                 await self.store.release(job.id, self.worker_id, self.settings.claim_s)
                 return
-            await JobDriver(self, job, task).run()
+            await JobDriver(self, job, task, started, first.notes if first else ()).run()
         except asyncio.CancelledError:
             raise
         except Exception:  # keep the worker alive; the claim expires and the job is retried

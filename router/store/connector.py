@@ -70,6 +70,14 @@ class ChangeFeed(Protocol):
         ...
 
 
+@runtime_checkable
+class LoadAware(Protocol):
+    """Optional for a connector: it commits differently depending on how many jobs the
+    process has in flight (SQLite: inline with one, grouped on a thread with more)."""
+
+    jobs_in_flight: Callable[[], int]
+
+
 def parse_named_queries(text: str) -> dict[str, str]:
     """Split a `-- name: x` annotated SQL file into {name: statement}."""
     parts = _NAME.split(text)

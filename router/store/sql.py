@@ -6,11 +6,8 @@ change, its outbox row), so the log, the row and the outbox can never disagree.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -28,26 +25,34 @@ from router.models import (
     payload_fingerprint,
 )
 from router.states import AttemptState, JobState, attempt_can_move, job_can_move
+from router.store.changes import Change, ChangeMethods
 from router.store.circuits import CircuitMethods
-from router.store.connector import ChangeFeed, Connector, Tx
+from router.store.connector import ChangeFeed, Connector, LoadAware, Tx
 from router.store.health import HealthMethods
 from router.store.outbox import OutboxMethods
 from router.store.rows import attempt_from_row, dumps, event_from_row, job_from_row
 from router.store.tokens import TokenMethods
 
 
-@dataclass
-class _Waiters:
-    event: asyncio.Event
-    count: int = 0
+@dataclass(frozen=True)
+class FirstAttempt:
+    """An attempt to start (and record) before its provider is called. Given to
+    `create_and_start`, it goes in the transaction that creates the job: a process that runs
+    the jobs it accepts then pays one commit for both."""
+
+    provider: str
+    model: str | None
+    worker: str
+    lease_s: float
+    notes: Sequence[NewEvent] = ()
 
 
-class SqlStore(TokenMethods, HealthMethods, OutboxMethods, CircuitMethods):
+class SqlStore(ChangeMethods, TokenMethods, HealthMethods, OutboxMethods, CircuitMethods):
     def __init__(self, connector: Connector) -> None:
         self.connector = connector
         self.url = connector.url
         self._q = connector.queries
-        self._changed: dict[str, _Waiters] = {}
+        self._changed: dict[str, Change] = {}  # see ChangeMethods
         if isinstance(connector, ChangeFeed):
             connector.on_change(self._notify)
 
@@ -87,32 +92,10 @@ class SqlStore(TokenMethods, HealthMethods, OutboxMethods, CircuitMethods):
         row = await self.connector.fetchone(self._q["count_jobs"], {})
         return int(row["n"]) if row else 0
 
-    # ---- change notification (in-process; other processes through the connector's ChangeFeed
-    # where it has one, else by polling) ---------------------------------------------------------
-
-    @contextmanager
-    def watching(self, job_id: str) -> Iterator[asyncio.Event]:
-        """An event set at the job's next change. Enter it BEFORE reading the job, then wait on
-        it: a change between the read and the wait cannot be missed."""
-        entry = self._changed.get(job_id)
-        if entry is None:
-            entry = self._changed[job_id] = _Waiters(asyncio.Event())
-        entry.count += 1
-        try:
-            yield entry.event
-        finally:
-            entry.count -= 1
-            if entry.count == 0 and self._changed.get(job_id) is entry:
-                del self._changed[job_id]
-
-    async def wait_for_change(self, job_id: str, timeout: float) -> None:  # noqa: ASYNC109
-        with self.watching(job_id) as changed, contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(changed.wait(), timeout)
-
-    def _notify(self, job_id: str) -> None:
-        entry = self._changed.pop(job_id, None)
-        if entry is not None:
-            entry.event.set()
+    def track_load(self, jobs_in_flight: Callable[[], int]) -> None:
+        """Tell the connector how many jobs this process has in flight, where it cares."""
+        if isinstance(self.connector, LoadAware):
+            self.connector.jobs_in_flight = jobs_in_flight
 
     def on_runnable(self, callback: Callable[[], None]) -> None:
         """Call `callback()` when another process submits or frees a job (a backend with a
@@ -123,18 +106,23 @@ class SqlStore(TokenMethods, HealthMethods, OutboxMethods, CircuitMethods):
     # ---- submit ------------------------------------------------------------------------------
 
     async def create_job(
-        self,
-        *,
-        owner: str,
-        idempotency_key: str,
-        task: str,
-        input: JsonObject,
-        params: JsonObject,
-        deadline_s: float | None,
-        claimed_by: str | None,
-        claim_s: float,
-    ) -> Job:
+        self, *, owner: str, idempotency_key: str, task: str, input: JsonObject,
+        params: JsonObject, deadline_s: float | None, claimed_by: str | None, claim_s: float,
+    ) -> Job:  # fmt: skip
         """Insert the job, or return the one with the same key (I1); never read-then-insert."""
+        job, _ = await self.create_and_start(
+            owner=owner, idempotency_key=idempotency_key, task=task, input=input, params=params,
+            deadline_s=deadline_s, claimed_by=claimed_by, claim_s=claim_s)  # fmt: skip
+        return job
+
+    async def create_and_start(
+        self, *, owner: str, idempotency_key: str, task: str, input: JsonObject,
+        params: JsonObject, deadline_s: float | None, claimed_by: str | None, claim_s: float,
+        first: FirstAttempt | None = None,
+    ) -> tuple[Job, Attempt | None]:  # fmt: skip
+        """`create_job`, and when it creates the job and `first` is given, that first attempt
+        in the same transaction (the job is then `running`). A job found under the key gets
+        no attempt: (job, None)."""
         now = time.time()
         fingerprint = payload_fingerprint(task, input, params)
         row_params = {
@@ -144,12 +132,22 @@ class SqlStore(TokenMethods, HealthMethods, OutboxMethods, CircuitMethods):
             "deadline_at": now + deadline_s if deadline_s else None,
             "claimed_by": claimed_by, "claim_until": now + claim_s if claimed_by else None,
         }  # fmt: skip
+        attempt = None
         async with self.connector.write() as tx:
             row = await tx.fetchone(self._q["insert_job"], row_params)
             if row is not None:  # created with event_seq 1: its first event needs no bump
                 event = NewEvent(kind="job.queued", data={"task": task})
                 await self._insert_events(tx, row["id"], JobState.QUEUED, [event], 1, now)
-                return job_from_row(row, created=True)
+                job = job_from_row(row, created=True)
+                if first is not None:
+                    job, attempt = await self._start_in(tx, job, first, False, now)
+        if row is not None:
+            if attempt is not None:
+                self._notify(job.id, job)
+            return job.model_copy(update={"created": True}), attempt
+        return await self._existing(owner, idempotency_key, fingerprint), None
+
+    async def _existing(self, owner: str, idempotency_key: str, fingerprint: str) -> Job:
         existing = await self.find_job(owner, idempotency_key)
         if existing is None:  # purged between the two statements: the caller may submit again
             raise JobNotFound(f"{owner}/{idempotency_key}")
@@ -162,39 +160,39 @@ class SqlStore(TokenMethods, HealthMethods, OutboxMethods, CircuitMethods):
     # ---- attempts ----------------------------------------------------------------------------
 
     async def start_attempt(
-        self,
-        job_id: str,
-        *,
-        provider: str,
-        model: str | None,
-        worker: str,
-        lease_s: float,
-        exclusive: bool,
-        notes: Sequence[NewEvent] = (),
-    ) -> tuple[Job, Attempt]:
+        self, job_id: str, *, provider: str, model: str | None, worker: str, lease_s: float,
+        exclusive: bool, notes: Sequence[NewEvent] = (),
+    ) -> tuple[Job, Attempt]:  # fmt: skip
         """Write the attempt row before the provider is called; the job becomes `running`."""
         now = time.time()
+        first = FirstAttempt(provider, model, worker, lease_s, tuple(notes))
         async with self.connector.write() as tx:
             job = await self._lock_job(tx, job_id)
-            if job.state not in (JobState.QUEUED, JobState.RUNNING):
-                raise InvalidTransition(
-                    entity="job", entity_id=job_id, src=job.state, dst="new attempt",
-                    why="only a queued or running job starts attempts",
-                )  # fmt: skip
-            if exclusive:
-                await self._refuse_if_open(tx, job_id)
-            row = await tx.fetchone(self._q["insert_attempt"], {
-                "id": new_id(), "job_id": job_id, "provider": provider, "model": model,
-                "now": now, "worker": worker, "lease_until": now + lease_s,
-            })  # fmt: skip
-            assert row is not None
-            attempt = attempt_from_row(row)
-            if job.state is JobState.QUEUED:
-                job = await self._move_job(tx, job, JobState.RUNNING, now=now)
-            started = NewEvent(kind="attempt.started", data={
-                "attempt_id": attempt.id, "provider": provider, "seq": attempt.seq})
-            await self._append(tx, job_id, job.state, [*notes, started], now)
-        self._notify(job_id)
+            job, attempt = await self._start_in(tx, job, first, exclusive, now)
+        self._notify(job_id, job)
+        return job, attempt
+
+    async def _start_in(
+        self, tx: Tx, job: Job, start: FirstAttempt, exclusive: bool, now: float
+    ) -> tuple[Job, Attempt]:
+        if job.state not in (JobState.QUEUED, JobState.RUNNING):
+            raise InvalidTransition(
+                entity="job", entity_id=job.id, src=job.state, dst="new attempt",
+                why="only a queued or running job starts attempts",
+            )  # fmt: skip
+        if exclusive:
+            await self._refuse_if_open(tx, job.id)
+        row = await tx.fetchone(self._q["insert_attempt"], {
+            "id": new_id(), "job_id": job.id, "provider": start.provider, "model": start.model,
+            "now": now, "worker": start.worker, "lease_until": now + start.lease_s,
+        })  # fmt: skip
+        assert row is not None
+        attempt = attempt_from_row(row)
+        if job.state is JobState.QUEUED:
+            job = await self._move_job(tx, job, JobState.RUNNING, now=now)
+        started = NewEvent(kind="attempt.started", data={
+            "attempt_id": attempt.id, "provider": start.provider, "seq": attempt.seq})
+        await self._append(tx, job.id, job.state, [*start.notes, started], now)
         return job, attempt
 
     async def finish_attempt_cas(
@@ -230,7 +228,7 @@ class SqlStore(TokenMethods, HealthMethods, OutboxMethods, CircuitMethods):
                 ], now)  # fmt: skip
                 await self._outbox(tx, job, now)
                 outcome = FinishOutcome(won=True, job=job, attempt=won)
-        self._notify(attempt.job_id)
+        self._notify(attempt.job_id, job if outcome.won else None)
         return outcome
 
     async def finish_attempt(
@@ -275,7 +273,7 @@ class SqlStore(TokenMethods, HealthMethods, OutboxMethods, CircuitMethods):
                                                                     data=data)], now)
             if state.terminal:
                 await self._outbox(tx, job, now)
-        self._notify(job_id)
+        self._notify(job_id, job)
         return job
 
     async def note(self, job_id: str, events: Sequence[NewEvent]) -> None:

@@ -2,8 +2,13 @@
 
 Each property is checked on a real SQLite file: batching really happens, one member's failure
 undoes only its own statements, a failed COMMIT fails every member (none was committed), a
-cancelled member neither breaks the connection nor undoes the others, and a write lock held
-by another process is waited for off the event loop.
+cancelled member neither breaks the connection nor undoes the others, a write lock held by
+another process is waited for off the event loop, and with one job in flight the COMMIT runs
+inline.
+
+How batches form: a writer with nobody queued behind it commits at once (on a thread); the
+writers that arrive while that COMMIT runs wait for it, then share the next one. So a test
+starts a "primer" writer first: the writers started right after it share one COMMIT.
 """
 
 from __future__ import annotations
@@ -57,57 +62,78 @@ async def test_a_failing_member_undoes_only_its_own_statements(sqlite_store: Sql
 
     before = conn.stats.commits
     results = await asyncio.gather(
+        submit(sqlite_store, key="primer"),
         submit(sqlite_store, key="a"),
         failing(),
         submit(sqlite_store, key="b"),
         return_exceptions=True,
     )
-    assert conn.stats.commits - before == 1, "the three writers should share one COMMIT"
-    assert isinstance(results[1], ValueError)
+    assert conn.stats.commits - before == 2, "the primer's COMMIT, then one for the other three"
+    assert isinstance(results[2], ValueError)
     jobs = [r for r in results if r is not None and not isinstance(r, BaseException)]
-    assert {job.idempotency_key for job in jobs} == {"a", "b"}
-    assert await sqlite_store.count_jobs() == 2
+    assert {job.idempotency_key for job in jobs} == {"primer", "a", "b"}
+    assert await sqlite_store.count_jobs() == 3
     row = await conn.fetchone("SELECT count(*) AS n FROM schema_migrations WHERE version = 999", {})
     assert row == {"n": 0}
 
 
+async def orphan_event(conn: SqliteConnector) -> None:
+    """A write whose COMMIT fails for real: a deferred foreign key is checked only then."""
+    async with conn.write() as tx:
+        await tx.execute("PRAGMA defer_foreign_keys=ON", {})
+        await tx.execute(
+            "INSERT INTO job_events VALUES ('no-such-job', 1, 'x', 'queued', '{}', 0)", {}
+        )
+
+
 async def test_a_failed_commit_fails_every_member(sqlite_store: SqlStore) -> None:
-    """A deferred foreign key makes the COMMIT itself fail (a real SQLite failure): the job
-    created in the same batch must not be reported as created, and must not exist."""
+    """The job created in the same batch as the failing write must not be reported as created,
+    and must not exist."""
     conn = connector(sqlite_store)
-
-    async def orphan_event() -> None:
-        async with conn.write() as tx:
-            await tx.execute("PRAGMA defer_foreign_keys=ON", {})
-            await tx.execute(
-                "INSERT INTO job_events VALUES ('no-such-job', 1, 'x', 'queued', '{}', 0)", {}
-            )
-
     before = conn.stats.commits
-    results = await asyncio.gather(
-        submit(sqlite_store, key="a"), orphan_event(), return_exceptions=True
-    )
-    assert conn.stats.commits - before == 1, "both writers should share one COMMIT"
+    primer, *results = await asyncio.gather(
+        submit(sqlite_store, key="primer"), submit(sqlite_store, key="a"), orphan_event(conn),
+        return_exceptions=True)  # fmt: skip
+    assert conn.stats.commits - before == 2, "the primer's COMMIT, then one for the other two"
+    assert not isinstance(primer, BaseException)
     assert all(isinstance(r, sqlite3.IntegrityError) for r in results), results
-    assert await sqlite_store.count_jobs() == 0
+    assert await sqlite_store.count_jobs() == 1  # the primer only
     again = await submit(sqlite_store, key="a")  # the connection is usable afterwards
     assert again.created
+
+
+async def test_with_one_job_in_flight_commits_run_inline(sqlite_store: SqlStore) -> None:
+    conn = connector(sqlite_store)
+    conn.jobs_in_flight = lambda: 1
+    before = conn.stats.commits
+    for key in ("a", "b", "c"):
+        assert (await submit(sqlite_store, key=key)).created
+    assert conn.stats.commits - before == 3
+    assert conn._commit_in_flight is None, "no COMMIT went to a thread"
+    with pytest.raises(sqlite3.IntegrityError):
+        await orphan_event(conn)
+    assert await sqlite_store.count_jobs() == 3
 
 
 async def test_a_cancelled_member_keeps_the_connection_and_the_others(
     sqlite_store: SqlStore,
 ) -> None:
     conn = connector(sqlite_store)
+    primer = asyncio.create_task(submit(sqlite_store, key="primer"))
     first = asyncio.create_task(submit(sqlite_store, key="cancelled"))
     second = asyncio.create_task(submit(sqlite_store, key="kept"))
-    for _ in range(3):  # a loop turn each: both bodies run, then the batch waits to commit
+    await asyncio.sleep(0)  # the primer's COMMIT is on its thread; the other two wait for it
+    primer_commit = conn._commit_in_flight
+    assert primer_commit is not None
+    await asyncio.wait({primer_commit})
+    for _ in range(5):  # a loop turn each: both bodies run, the last starts their COMMIT
         await asyncio.sleep(0)
-    assert conn._batch is not None or conn._commit_in_flight is not None
+    shared = conn._commit_in_flight
+    assert shared is not primer_commit and shared is not None and not shared.done()
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         await first
-    kept = await second
-    assert kept.created
+    assert (await second).created and (await primer).created
     # The cancelled writer's transaction was already in the batch: it committed all the same
     # (a cancellation is not a rollback), and the store goes on working.
     assert await sqlite_store.find_job("shop-1", "cancelled") is not None
