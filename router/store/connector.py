@@ -44,6 +44,7 @@ class Connector(Protocol):
     url: str
     dialect: str
     queries: Mapping[str, str]
+    stats: ConnectorStats
 
     def write(self) -> AbstractAsyncContextManager[Tx]:
         """A write transaction: committed on clean exit, rolled back on an exception."""

@@ -1,4 +1,9 @@
-"""Rows to values and back: epoch seconds <-> aware datetimes, JSON text <-> Python."""
+"""Rows to values and back: epoch seconds <-> aware datetimes, JSON text <-> Python.
+
+Jobs and attempts are built with `model_construct`: a row of our own schema, converted field by
+field here, needs no second check, and validation was a quarter of the store's CPU per job
+(benchmark profile, five jobs and three attempts are read per job).
+"""
 
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ def loads(value: str | None) -> Any:
 
 
 def job_from_row(row: Row, *, created: bool = False) -> Job:
-    return Job(
+    return Job.model_construct(
         id=row["id"],
         owner=row["owner"],
         idempotency_key=row["idempotency_key"],
@@ -49,7 +54,7 @@ def job_from_row(row: Row, *, created: bool = False) -> Job:
 
 
 def attempt_from_row(row: Row) -> Attempt:
-    return Attempt(
+    return Attempt.model_construct(
         id=row["id"],
         job_id=row["job_id"],
         seq=row["seq"],

@@ -119,6 +119,7 @@ class SqliteConnector:
             writer = await asyncio.to_thread(_connect, path)
             await asyncio.to_thread(_migrate, writer)
             reader = await asyncio.to_thread(_connect, path)
+            writer.execute("PRAGMA busy_timeout=0")  # see _begin_now
         except Exception as exc:  # sqlite3.Error and OSError alike: name the file
             raise StoreError(f"cannot open SQLite database {path}: {exc}", url=url) from exc
         return cls(url, writer, reader)
@@ -134,25 +135,34 @@ class SqliteConnector:
             raise
         self._queued -= 1
         try:
-            batch = self._batch or await self._begin_batch()
+            batch = self._batch
+            opener = batch is None  # first in its batch: on failure, roll all of it back
+            if batch is None:
+                batch = await self._begin_batch()
             self.stats.write_transactions += 1
-            self.stats.round_trips += 2  # SAVEPOINT and RELEASE
-            self._writer.execute("SAVEPOINT w")
+            if not opener:  # it joins a batch: its failure undoes its own statements only
+                self.stats.round_trips += 2  # SAVEPOINT and RELEASE
+                self._writer.execute("SAVEPOINT w")
             try:
                 yield _SqliteTx(self._writer, self.stats)
             except BaseException:
-                self._undo(batch)
+                self._undo(batch, opener)
                 raise
-            self._writer.execute("RELEASE w")
+            if not opener:
+                self._writer.execute("RELEASE w")
         finally:
             self._body_lock.release()
             self._commit_when_idle()
         await _settled(batch.committed)
 
-    def _undo(self, batch: _Batch) -> None:
+    def _undo(self, batch: _Batch, opener: bool) -> None:
         try:
-            self._writer.execute("ROLLBACK TO w")
-            self._writer.execute("RELEASE w")
+            if opener:  # nobody joined yet (bodies run one at a time): drop the batch
+                self._writer.rollback()
+                self._batch = None
+            else:
+                self._writer.execute("ROLLBACK TO w")
+                self._writer.execute("RELEASE w")
         except sqlite3.Error as exc:  # the connection is unusable: the whole batch must go
             batch.broken = exc
 
@@ -160,8 +170,7 @@ class SqliteConnector:
         """Open the next SQLite transaction (once the previous one's COMMIT is over)."""
         if self._commit_in_flight is not None and not self._commit_in_flight.done():
             await asyncio.wait({self._commit_in_flight})  # the connection is busy until then
-        self.stats.round_trips += 2  # BEGIN and COMMIT
-        self.stats.commits += 1
+        self.stats.round_trips += 1  # BEGIN
         if not self._begin_now():
             await _in_thread(self._begin_waiting, undo=self._writer.rollback)
         self._batch = _Batch()
@@ -169,20 +178,24 @@ class SqliteConnector:
 
     def _begin_now(self) -> bool:
         """BEGIN IMMEDIATE inline when the write lock is free; False when another process holds
-        it (waiting for it must not block the event loop)."""
-        self._writer.execute("PRAGMA busy_timeout=0")
+        it (the writer's busy timeout is 0: waiting for the lock must not block the loop)."""
         try:
             self._writer.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) and "busy" not in str(exc):
                 raise
             return False
-        finally:
-            self._writer.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         return True
 
     def _begin_waiting(self) -> None:
-        self._writer.execute("BEGIN IMMEDIATE")
+        """On a worker thread: wait up to the busy timeout for another process's write lock.
+        (Inside a transaction begun IMMEDIATE the writer never waits for a lock again in WAL
+        mode, which is why its busy timeout can be 0 the rest of the time.)"""
+        self._writer.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        try:
+            self._writer.execute("BEGIN IMMEDIATE")
+        finally:
+            self._writer.execute("PRAGMA busy_timeout=0")
 
     def _commit_when_idle(self) -> None:
         """Commit the open batch once no writer is queued to join it: its last writer starts
@@ -195,6 +208,8 @@ class SqliteConnector:
         if batch is None or self._queued or self._body_lock.locked():
             return
         self._batch = None
+        self.stats.round_trips += 1  # COMMIT
+        self.stats.commits += 1
         if self.jobs_in_flight() <= 1:
             try:
                 self._commit_or_rollback(batch.broken)

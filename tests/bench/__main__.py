@@ -85,22 +85,24 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int, int]]:
 def table(results: list[dict[str, Any]]) -> str:
     direct = {r["concurrency"]: r for r in results if r["scenario"] == "litellm"}
     head = ("| scenario | conc. | finished jobs before | jobs/s | p50 ms | p99 ms | added p50 ms "
-            "over (a) | write tx / job | round trips / job | PG commits / job | peak RSS MB |")
-    lines = [head, "|" + "---|" * 11]
+            "over (a) | write tx / job | commits / job | round trips / job | PG commits / job "
+            "| peak RSS MB |")
+    lines = [head, "|" + "---|" * 12]
     for r in results:
         base = direct.get(r["concurrency"])
         added = f"{r['p50_ms'] - base['p50_ms']:+.2f}" if base else ""
         lines.append(
             f"| {r['scenario']} | {r['concurrency']} | {r['prefill']:,} | {r['jobs_per_s']:.0f} "
             f"| {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {added} "
-            f"| {_fmt(r.get('write_transactions_per_job'))} | {_fmt(r.get('round_trips_per_job'))} "
+            f"| {_fmt(r.get('write_transactions_per_job'))} | {_fmt(r.get('commits_per_job'), 2)} "
+            f"| {_fmt(r.get('round_trips_per_job'))} "
             f"| {_fmt(r.get('pg_commits_per_job'))} "
             f"| {r['peak_rss_mb']:.0f}{_workers(r)} |")
     return "\n".join(lines)
 
 
-def _fmt(value: float | None) -> str:
-    return "" if value is None else f"{value:.1f}"
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
 
 
 def _workers(r: dict[str, Any]) -> str:

@@ -170,6 +170,7 @@ async def _db_counters(router: Any) -> dict[str, float]:
     if stats is not None:
         counters["round_trips_per_job"] = float(stats.round_trips)
         counters["write_transactions_per_job"] = float(stats.write_transactions)
+        counters["commits_per_job"] = float(stats.commits)
     if router.store.connector.dialect == "postgres":
         row = await router.store.connector.fetchone(
             "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()", {})

@@ -77,6 +77,22 @@ async def test_a_failing_member_undoes_only_its_own_statements(sqlite_store: Sql
     assert row == {"n": 0}
 
 
+async def test_a_failing_writer_alone_rolls_back_and_the_next_commits(
+    sqlite_store: SqlStore,
+) -> None:
+    """A writer that opened its batch rolls the whole transaction back (nobody joined it)."""
+    conn = connector(sqlite_store)
+    with pytest.raises(ValueError):
+        async with conn.write() as tx:
+            await tx.execute("INSERT INTO schema_migrations VALUES (998, 'x', 0)", {})
+            raise ValueError("this writer changes its mind")
+    assert (await submit(sqlite_store, key="next")).created
+    row = await conn.fetchone("SELECT count(*) AS n FROM schema_migrations WHERE version = 998",
+                              {})
+    assert row == {"n": 0}
+    assert await sqlite_store.count_jobs() == 1
+
+
 async def orphan_event(conn: SqliteConnector) -> None:
     """A write whose COMMIT fails for real: a deferred foreign key is checked only then."""
     async with conn.write() as tx:

@@ -1,0 +1,61 @@
+"""`create_and_start` on every backend: a job and its first attempt in one transaction, and
+never an attempt for a job that was found rather than created (I1), even under concurrent
+double submits."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from router.errors import IdempotencyConflict
+from router.models import Attempt, Job, NewEvent
+from router.states import AttemptState, JobState
+from router.store import SqlStore
+from router.store.sql import FirstAttempt
+
+SKIPPED = NewEvent(kind="provider.skipped", data={"provider": "c"})
+FIRST = FirstAttempt(provider="a", model="m", worker="w1", lease_s=30.0, notes=(SKIPPED,))
+
+
+async def create(
+    store: SqlStore, key: str = "k1", product: str = "tea"
+) -> tuple[Job, Attempt | None]:
+    return await store.create_and_start(
+        owner="shop-1", idempotency_key=key, task="caption", input={"product": product},
+        params={}, deadline_s=60.0, claimed_by="w1", claim_s=60.0, first=FIRST)  # fmt: skip
+
+
+async def test_creates_the_job_running_with_its_attempt_in_one_transaction(
+    store: SqlStore,
+) -> None:
+    before = store.connector.stats.write_transactions
+    job, attempt = await create(store)
+    assert store.connector.stats.write_transactions - before == 1
+    assert job.created and job.state is JobState.RUNNING
+    assert attempt is not None
+    assert attempt.state is AttemptState.STARTED
+    stored = await store.list_attempts(job.id)
+    assert [(a.provider, a.worker, a.seq) for a in stored] == [("a", "w1", 1)]
+    events = await store.list_events(job.id)
+    assert [(e.seq, e.kind, e.job_state) for e in events] == [
+        (1, "job.queued", JobState.QUEUED), (2, "provider.skipped", JobState.RUNNING),
+        (3, "attempt.started", JobState.RUNNING)]  # fmt: skip
+
+
+async def test_a_found_job_gets_no_attempt_and_a_new_payload_is_refused(store: SqlStore) -> None:
+    job, _ = await create(store)
+    again, attempt = await create(store)
+    assert attempt is None and not again.created
+    assert again.id == job.id
+    with pytest.raises(IdempotencyConflict):
+        await create(store, product="coffee")
+    assert len(await store.list_attempts(job.id)) == 1
+
+
+async def test_concurrent_double_submits_start_exactly_one_attempt(store: SqlStore) -> None:
+    results = await asyncio.gather(*(create(store) for _ in range(20)))
+    jobs = {job.id for job, _ in results}
+    started = [attempt for _, attempt in results if attempt is not None]
+    assert len(jobs) == 1 and len(started) == 1
+    assert len(await store.list_attempts(jobs.pop())) == 1

@@ -1,0 +1,114 @@
+"""A job submitted to a router that runs its own workers starts its first attempt in the
+transaction that creates it (one commit instead of two) when a worker slot is free and the
+chosen provider's circuit is closed. Checked through the public `Router` on a real SQLite file:
+the cost in write transactions, the event log, double submits (one job, one attempt, no slot
+lost), a full engine (the job waits for a slot), an idempotency conflict, a half-open circuit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from providers import NotSent
+from router.config import BreakerConfig, EngineConfig, RouterConfig, TaskConfig
+from router.errors import IdempotencyConflict
+from router.states import AttemptState, JobState
+from router.store.sqlite import SqliteConnector
+from tests.support.fakes import FakeProvider, Step
+from tests.unit.test_engine import SETTLE, config, open_router, shared, submit
+
+
+def one_worker(cfg: RouterConfig) -> RouterConfig:
+    engine = EngineConfig(workers=1, poll_interval=0.05, sweep_interval=0.1, claim=5.0,
+                          lease=5.0)  # fmt: skip
+    return cfg.model_copy(update={"engine": engine})
+
+
+async def test_the_first_attempt_rides_in_the_creating_transaction(tmp_path: Path) -> None:
+    a, b = FakeProvider("a"), FakeProvider("b")
+    async with open_router(tmp_path, config(caption=shared()), {"a": a, "b": b}) as router:
+        connector = router.store.connector
+        assert isinstance(connector, SqliteConnector)
+        before = connector.stats.write_transactions
+        job = await submit(router, "caption")
+        assert job.created and job.state is JobState.RUNNING  # created with its attempt
+        done = await router.wait(job.id, timeout=SETTLE)
+        assert done.state is JobState.SUCCEEDED
+        assert connector.stats.write_transactions - before == 2  # create + start, CAS finish
+        events = await router.events(job.id)
+        assert [e.kind for e in events] == [
+            "job.queued", "attempt.started", "attempt.succeeded", "job.succeeded"]
+        assert [e.seq for e in events] == [1, 2, 3, 4]
+        [attempt] = await router.attempts(job.id)
+        assert attempt.provider == "a" and attempt.state is AttemptState.SUCCEEDED
+        assert len(a.calls) == 1 and b.calls == []
+
+
+async def test_double_submits_make_one_job_one_attempt_and_lose_no_slot(tmp_path: Path) -> None:
+    """Twenty concurrent submits of one key each take the only slot or find it taken; the
+    nineteen that find the job must give back whatever they took, or the next job never runs."""
+    a = FakeProvider("a", default=Step(delay=0.05, output={"text": "ok"}))
+    cfg = one_worker(config(caption=shared()))
+    async with open_router(tmp_path, cfg, {"a": a}) as router:
+        jobs = await asyncio.gather(*(submit(router, "caption") for _ in range(20)))
+        assert len({job.id for job in jobs}) == 1
+        assert sum(job.created for job in jobs) == 1
+        assert (await router.wait(jobs[0].id, timeout=SETTLE)).state is JobState.SUCCEEDED
+        assert len(await router.attempts(jobs[0].id)) == 1
+        after = await submit(router, "caption", key="k2")
+        assert (await router.wait(after.id, timeout=SETTLE)).state is JobState.SUCCEEDED
+        assert len(a.calls) == 2
+
+
+async def test_with_every_worker_busy_a_new_job_waits_for_the_slot(tmp_path: Path) -> None:
+    release = asyncio.Event()
+    a = FakeProvider("a", steps=[Step(release=release, output={"text": "first"})])
+    cfg = one_worker(config(caption=shared()))
+    async with open_router(tmp_path, cfg, {"a": a}) as router:
+        first = await submit(router, "caption", key="k1")
+        second = await submit(router, "caption", key="k2")
+        assert first.state is JobState.RUNNING  # took the slot with its attempt
+        assert second.state is JobState.QUEUED  # no slot: created alone, waits for one
+        await asyncio.sleep(0.2)
+        assert len(a.calls) == 1 and await router.attempts(second.id) == []
+        release.set()
+        for job in (first, second):
+            assert (await router.wait(job.id, timeout=SETTLE)).state is JobState.SUCCEEDED
+        [first_attempt] = await router.attempts(first.id)
+        [second_attempt] = await router.attempts(second.id)
+        assert first_attempt.finished_at is not None
+        assert second_attempt.started_at >= first_attempt.finished_at
+
+
+async def test_an_idempotency_conflict_gives_the_slot_back(tmp_path: Path) -> None:
+    a = FakeProvider("a")
+    cfg = one_worker(config(caption=shared()))
+    async with open_router(tmp_path, cfg, {"a": a}) as router:
+        job = await submit(router, "caption")
+        assert (await router.wait(job.id, timeout=SETTLE)).state is JobState.SUCCEEDED
+        with pytest.raises(IdempotencyConflict):
+            await router.submit("shop-1", "k1", "caption", {"product": "coffee"})
+        later = await submit(router, "caption", key="k2")
+        assert (await router.wait(later.id, timeout=SETTLE)).state is JobState.SUCCEEDED
+
+
+async def test_a_half_open_circuit_keeps_its_probe_out_of_the_creating_transaction(
+    tmp_path: Path,
+) -> None:
+    """A circuit opened by a real failure goes half-open after its cooldown; the probe is
+    claimed fleet-wide in a transaction of its own, so the next job is created queued and its
+    driver claims the probe, then starts the attempt."""
+    a = FakeProvider("a", steps=[Step(error=NotSent("refused", provider="a"))])
+    cfg = config(caption=TaskConfig(providers=["a"], side_effects="none", attempt_timeout=1.0))
+    cfg = cfg.model_copy(update={"breaker": BreakerConfig(failure_threshold=1, cooldown=0.2)})
+    async with open_router(tmp_path, cfg, {"a": a}) as router:
+        failed = await submit(router, "caption", key="k1")
+        assert (await router.wait(failed.id, timeout=SETTLE)).state is JobState.FAILED
+        await asyncio.sleep(0.3)  # past the cooldown: the next call is the probe
+        job = await submit(router, "caption", key="k2")
+        assert job.state is JobState.QUEUED
+        assert (await router.wait(job.id, timeout=SETTLE)).state is JobState.SUCCEEDED
+        assert len(a.calls) == 2
