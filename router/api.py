@@ -111,18 +111,21 @@ class Router:
             known = ", ".join(sorted(self.tasks)) or "none"
             raise ConfigError(f"unknown task {task!r}; configured tasks: {known}",
                               key=f"tasks.{task}")
-        # Shielded: once the job may be committed, it must reach a worker of this process even
-        # if the caller is cancelled (else its claim, renewed by our heartbeat, would hold it).
-        return await asyncio.shield(self._create(owner, idempotency_key, runtime, input, params))
+        return await self._create(owner, idempotency_key, runtime, input, params)
 
     async def _create(
         self, owner: str, idempotency_key: str, runtime: TaskRuntime, input: JsonObject,
         params: JsonObject | None,
     ) -> Job:  # fmt: skip
         """Create the job; with workers here, claimed by them and, when it can start at once,
-        with its first attempt in the same transaction (one commit instead of two)."""
+        with its first attempt in the same transaction (one commit instead of two).
+
+        Cancelled while its commit is in flight, the job may exist without reaching a worker
+        here: the heartbeat renews only jobs in hand, so its claim (and its attempt's lease)
+        expires and a poller takes it up; the attempt, never sent, is recorded unknown (I7)."""
         engine = self.engine
         first = await engine.first_attempt(runtime) if engine is not None else None
+        slot_used = False
         try:
             job, attempt = await self.store.create_and_start(
                 owner=owner, idempotency_key=idempotency_key, task=runtime.name, input=input,
@@ -130,17 +133,14 @@ class Router:
                 claimed_by=engine.worker_id if engine else None,
                 claim_s=self.config.engine.claim, first=first,
             )  # fmt: skip
-        except BaseException:
-            if engine is not None and first is not None:
-                engine.return_slot()
-            raise
-        if engine is not None:
-            if first is not None and attempt is not None:
+            if engine is not None and first is not None and attempt is not None:
                 engine.run_started(job, attempt, first)
-            elif first is not None:
-                engine.return_slot()
-            if job.created and attempt is None:
+                slot_used = True
+            elif engine is not None and job.created:
                 engine.hand_over(job)
+        finally:
+            if engine is not None and first is not None and not slot_used:
+                engine.return_slot()
         return job
 
     async def get(self, job_id: str) -> Job:

@@ -72,6 +72,7 @@ class Engine:
         self._acquire = acquire
         self._metric = metric
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
+        self._queued: set[str] = set()  # ids in _queue: claimed, not yet driven
         self._active: dict[str, asyncio.Task[None]] = {}
         self._slots = asyncio.Semaphore(settings.workers)
         self._loops: list[asyncio.Task[None]] = []
@@ -165,6 +166,10 @@ class Engine:
 
     def hand_over(self, job: Job) -> None:
         """A job this process created (and holds the claim of) goes straight to a worker."""
+        self._enqueue(job)
+
+    def _enqueue(self, job: Job) -> None:
+        self._queued.add(job.id)
         self._queue.put_nowait(job)
 
     def interrupt(self, job_id: str) -> None:
@@ -181,10 +186,10 @@ class Engine:
     async def _dispatch(self) -> None:
         while True:
             job = await self._queue.get()
-            if job.id in self._active:
-                continue
-            await self._slots.acquire()
-            self._active[job.id] = asyncio.create_task(self._drive(job), name=f"job-{job.id}")
+            if job.id not in self._active:
+                await self._slots.acquire()  # still in _queued meanwhile: its claim is renewed
+                self._active[job.id] = asyncio.create_task(self._drive(job), name=f"job-{job.id}")
+            self._queued.discard(job.id)
 
     async def _drive(
         self, job: Job, started: Attempt | None = None, first: FirstAttempt | None = None
@@ -224,14 +229,15 @@ class Engine:
                 continue
             job = await self.store.claim(job_id, self.worker_id, self.settings.claim_s)
             if job is not None:
-                self._queue.put_nowait(job)
+                self._enqueue(job)
 
     async def _heartbeat(self) -> None:
         interval = min(self.settings.claim_s, self.settings.lease_s) / 3
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.store.renew(self.worker_id, self.settings.lease_s, self.settings.claim_s)
+                await self.store.renew(self.worker_id, [*self._active, *self._queued],
+                                       self.settings.lease_s, self.settings.claim_s)
             except Exception:
                 log.exception("heartbeat failed")
 

@@ -76,10 +76,16 @@ UPDATE jobs SET claimed_by = NULL, claim_until = NULL, next_run_at = :next_run_a
 WHERE id = :id AND claimed_by = :worker
 
 -- name: renew_claims
-UPDATE jobs SET claim_until = :claim_until WHERE claimed_by = :worker AND state IN ('queued', 'running')
+-- Only the jobs the worker has in hand (:ids): a job it claimed but lost (a submit cancelled
+-- mid-commit, a driver that crashed) lets its claim expire, so a poller picks it up again.
+UPDATE jobs SET claim_until = :claim_until
+WHERE claimed_by = :worker AND state IN ('queued', 'running')
+  AND id IN (SELECT value FROM json_each(:ids))
 
 -- name: renew_attempt_leases
-UPDATE attempts SET lease_until = :lease_until WHERE worker = :worker AND state = 'started'
+-- Likewise only attempts of jobs in hand: an attempt nobody is calling expires to unknown (I7).
+UPDATE attempts SET lease_until = :lease_until
+WHERE worker = :worker AND state = 'started' AND job_id IN (SELECT value FROM json_each(:ids))
 
 -- name: expired_attempts
 SELECT * FROM attempts WHERE state = 'started' AND lease_until < :now ORDER BY lease_until LIMIT :limit

@@ -70,3 +70,13 @@ RETURNING id
 DELETE FROM outbox
 WHERE job_id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
 RETURNING delivered_at
+
+-- name: renew_claims
+UPDATE jobs SET claim_until = :claim_until
+WHERE claimed_by = :worker AND state IN ('queued', 'running')
+  AND id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
+
+-- name: renew_attempt_leases
+UPDATE attempts SET lease_until = :lease_until
+WHERE worker = :worker AND state = 'started'
+  AND job_id IN (SELECT json_array_elements_text(CAST(:ids AS json)))

@@ -6,6 +6,7 @@ change, its outbox row), so the log, the row and the outbox can never disagree.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -346,14 +347,17 @@ class SqlStore(ChangeMethods, TokenMethods, HealthMethods, OutboxMethods, Circui
         async with self.connector.write() as tx:
             await tx.execute(self._q["release_claim"], params)
 
-    async def renew(self, worker: str, lease_s: float, claim_s: float) -> None:
-        """Heartbeat: extend this worker's job claims and attempt leases."""
+    async def renew(
+        self, worker: str, job_ids: Iterable[str], lease_s: float, claim_s: float
+    ) -> None:
+        """Heartbeat: extend the claims and attempt leases of the jobs `worker` has in hand."""
         now = time.time()
+        ids = json.dumps(sorted(job_ids))
         async with self.connector.write() as tx:
             await tx.execute(self._q["renew_claims"],
-                             {"worker": worker, "claim_until": now + claim_s})
+                             {"worker": worker, "ids": ids, "claim_until": now + claim_s})
             await tx.execute(self._q["renew_attempt_leases"],
-                             {"worker": worker, "lease_until": now + lease_s})
+                             {"worker": worker, "ids": ids, "lease_until": now + lease_s})
 
     async def expire_attempts(self, limit: int = 100) -> list[Attempt]:
         """I7: a `started` attempt whose lease ran out (its worker died) becomes `unknown`."""

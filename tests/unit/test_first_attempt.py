@@ -16,6 +16,7 @@ from providers import NotSent
 from router.config import BreakerConfig, EngineConfig, RouterConfig, TaskConfig
 from router.errors import IdempotencyConflict
 from router.states import AttemptState, JobState
+from router.store.sql import FirstAttempt
 from router.store.sqlite import SqliteConnector
 from tests.support.fakes import FakeProvider, Step
 from tests.unit.test_engine import SETTLE, config, open_router, shared, submit
@@ -112,3 +113,27 @@ async def test_a_half_open_circuit_keeps_its_probe_out_of_the_creating_transacti
         assert job.state is JobState.QUEUED
         assert (await router.wait(job.id, timeout=SETTLE)).state is JobState.SUCCEEDED
         assert len(a.calls) == 2
+
+
+async def test_a_job_committed_but_never_handed_over_is_taken_up_again(tmp_path: Path) -> None:
+    """What a submit cancelled during its commit leaves: a job claimed by this worker with a
+    first attempt recorded but never sent. The heartbeat renews only jobs in hand, so the claim
+    and the lease expire, the sweeper records the attempt unknown (I7) and the job fails over."""
+    a, b = FakeProvider("a"), FakeProvider("b")
+    cfg = config(caption=shared()).model_copy(update={"engine": EngineConfig(
+        poll_interval=0.05, sweep_interval=0.1, claim=0.5, lease=0.3)})  # fmt: skip
+    async with open_router(tmp_path, cfg, {"a": a, "b": b}) as router:
+        assert router.engine is not None
+        first = FirstAttempt(provider="a", model=None, worker=router.engine.worker_id,
+                             lease_s=0.3)  # fmt: skip
+        job, attempt = await router.store.create_and_start(
+            owner="shop-1", idempotency_key="lost", task="caption", input={"product": "tea"},
+            params={}, deadline_s=None, claimed_by=router.engine.worker_id, claim_s=0.5,
+            first=first)  # fmt: skip
+        assert attempt is not None
+        done = await router.wait(job.id, timeout=SETTLE)
+        assert done.state is JobState.SUCCEEDED
+        attempts = {x.provider: x for x in await router.attempts(job.id)}
+        assert attempts["a"].state is AttemptState.UNKNOWN  # never sent, but we cannot know
+        assert attempts["b"].state is AttemptState.SUCCEEDED
+        assert a.calls == [] and len(b.calls) == 1
