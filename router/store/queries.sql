@@ -2,10 +2,12 @@
 -- PostgreSQL connector rewrites them to $n); times are epoch seconds; JSON travels as text.
 
 -- name: insert_job
+-- :state, :version, :event_seq: a job is born queued (1, 1), or running with its first attempt
+-- and the events that go with it (the state the queued -> running move would have left).
 INSERT INTO jobs (id, owner, idempotency_key, fingerprint, task, input, params, state, version,
                   created_at, updated_at, deadline_at, next_run_at, claimed_by, claim_until, event_seq)
-VALUES (:id, :owner, :idempotency_key, :fingerprint, :task, :input, :params, 'queued', 1,
-        :now, :now, :deadline_at, :now, :claimed_by, :claim_until, 1)
+VALUES (:id, :owner, :idempotency_key, :fingerprint, :task, :input, :params, :state, :version,
+        :now, :now, :deadline_at, :now, :claimed_by, :claim_until, :event_seq)
 ON CONFLICT (owner, idempotency_key) DO NOTHING
 RETURNING *
 

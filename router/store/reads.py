@@ -1,0 +1,47 @@
+"""Reads of jobs, attempts and events (no transaction: each is one statement). A mixin of
+`SqlStore`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from router.models import Attempt, Job, JobEvent
+from router.store.connector import Connector
+from router.store.rows import attempt_from_row, event_from_row, job_from_row
+
+
+class ReadMethods:
+    connector: Connector
+    _q: Mapping[str, str]
+
+    async def get_job(self, job_id: str) -> Job | None:
+        row = await self.connector.fetchone(self._q["get_job"], {"id": job_id})
+        return job_from_row(row) if row else None
+
+    async def find_job(self, owner: str, idempotency_key: str) -> Job | None:
+        params = {"owner": owner, "idempotency_key": idempotency_key}
+        row = await self.connector.fetchone(self._q["find_job"], params)
+        return job_from_row(row) if row else None
+
+    async def get_attempt(self, attempt_id: str) -> Attempt | None:
+        row = await self.connector.fetchone(self._q["get_attempt"], {"id": attempt_id})
+        return attempt_from_row(row) if row else None
+
+    async def list_attempts(self, job_id: str) -> list[Attempt]:
+        rows = await self.connector.fetchall(self._q["list_attempts"], {"job_id": job_id})
+        return [attempt_from_row(row) for row in rows]
+
+    async def list_events(self, job_id: str, after: int = 0) -> list[JobEvent]:
+        params = {"job_id": job_id, "after": after}
+        rows = await self.connector.fetchall(self._q["list_events"], params)
+        return [event_from_row(row) for row in rows]
+
+    async def runnable_jobs(self, limit: int) -> list[str]:
+        params = {"now": time.time(), "limit": limit}
+        rows = await self.connector.fetchall(self._q["runnable_jobs"], params)
+        return [row["id"] for row in rows]
+
+    async def count_jobs(self) -> int:
+        row = await self.connector.fetchone(self._q["count_jobs"], {})
+        return int(row["n"]) if row else 0
