@@ -203,7 +203,7 @@ class SqliteConnector:
         on a worker thread and the writers that arrive meanwhile form the next batch (group
         commit). With at most one, no writer can come to share it, so it runs inline: that
         saves the two handovers between the loop and a thread, each of which waits for the GIL
-        (measured: about 0.6 ms per commit at concurrency 1, behind litellm's own CPU work)."""
+        (measured at concurrency 1: 0.4 ms less per job, which commits twice)."""
         batch = self._batch
         if batch is None or self._queued or self._body_lock.locked():
             return
