@@ -55,11 +55,14 @@ def database_for(scenario: str) -> tuple[str, str | None]:
     return "", None
 
 
-def run_one(scenario: str, concurrency: int, jobs: int, port: int, prefill: int) -> dict[str, Any]:
+def run_one(scenario: str, concurrency: int, jobs: int, port: int, prefill: int,
+            profile_dir: Path | None = None) -> dict[str, Any]:
     url, pg_name = database_for(scenario)
     command = [sys.executable, "-m", "tests.bench.scenarios", "--scenario", scenario,
                "--concurrency", str(concurrency), "--jobs", str(jobs), "--stub-port", str(port),
                "--database", url, "--prefill", str(prefill)]
+    if profile_dir is not None:
+        command += ["--profile", str(profile_dir / f"profile-{scenario}-c{concurrency}")]
     print(f"  {scenario:15} c={concurrency:<3} prefill={prefill:<8}", end="", flush=True)
     try:
         out = subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True)
@@ -128,20 +131,24 @@ def main() -> None:
                         default=["litellm", "litellm_router", "sqlite", "postgres1", "postgres2"])
     parser.add_argument("--growth", type=int, nargs="*", default=[10_000, 1_000_000])
     parser.add_argument("--quick", action="store_true", help="200 jobs, no growth, no docs")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile each run with pyinstrument: bench-results/profile-<scenario>"
+                             "-c<concurrency>.txt and .html; no docs (the profiler slows it)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "bench.json")
     args = parser.parse_args()
     if args.quick:
         args.jobs, args.growth = 200, []
     stub, port = start_stub()
     try:
-        results = [run_one(s, c, args.jobs, port, p) for s, c, p in plan(args)]
+        profiles = args.out.parent if args.profile else None
+        results = [run_one(s, c, args.jobs, port, p, profiles) for s, c, p in plan(args)]
     finally:
         stub.terminate()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(table(results))
-    if not args.quick:
-        write_docs(results, "python -m tests.bench " + " ".join(sys.argv[1:]))
+    if not args.quick and not args.profile:
+        write_docs(results, " ".join(["python -m tests.bench", *sys.argv[1:]]))
 
 
 if __name__ == "__main__":

@@ -186,6 +186,8 @@ def main() -> None:
     parser.add_argument("--stub-port", type=int, required=True)
     parser.add_argument("--database", default="")
     parser.add_argument("--prefill", type=int, default=0)
+    parser.add_argument("--profile", type=Path, help="write a pyinstrument profile here (.txt "
+                        "and .html); its figures are slowed down by the profiler")
     args = parser.parse_args()
     runners: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
         "litellm": lambda: run_litellm(args),
@@ -194,11 +196,31 @@ def main() -> None:
         "postgres1": lambda: run_jobrouter(args, args.database, 1),
         "postgres2": lambda: run_jobrouter(args, args.database, 2),
     }
-    figures = asyncio.run(runners[args.scenario]())
+    if args.profile is None:
+        figures = asyncio.run(runners[args.scenario]())
+    else:
+        figures = profiled(runners[args.scenario], args.profile)
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     figures.update({"peak_rss_mb": round(own, 1), "worker_peak_rss_mb": round(children, 1)})
     print(json.dumps(figures))
+
+
+def profiled(runner: Callable[[], Awaitable[dict[str, Any]]], out: Path) -> dict[str, Any]:
+    """Run `runner` under pyinstrument (sampling every 0.5 ms, every thread's time as seen from
+    the main one) and write the call tree as text and HTML."""
+    from pyinstrument import Profiler
+
+    profiler = Profiler(interval=0.0005)
+    profiler.start()
+    try:
+        figures = asyncio.run(runner())
+    finally:
+        profiler.stop()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".txt").write_text(profiler.output_text(unicode=True, color=False))
+    out.with_suffix(".html").write_text(profiler.output_html())
+    return figures
 
 
 if __name__ == "__main__":
