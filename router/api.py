@@ -118,28 +118,33 @@ class Router:
         params: JsonObject | None,
     ) -> Job:  # fmt: skip
         """Create the job; with workers here, claimed by them and, when it can start at once,
-        with its first attempt in the same transaction (one commit instead of two).
-
-        Cancelled while its commit is in flight, the job may exist without reaching a worker
-        here: the heartbeat renews only jobs in hand, so its claim (and its attempt's lease)
-        expires and a poller takes it up; the attempt, never sent, is recorded unknown (I7)."""
+        with its first attempt in the same transaction (one commit instead of two). The job
+        goes to a worker as soon as it is committed, even if this call is cancelled while
+        waiting for the commit (a job created but never driven would wait for its claim and
+        its attempt's lease to expire, and end `unknown` though never sent)."""
         engine = self.engine
         first = await engine.first_attempt(runtime) if engine is not None else None
-        slot_used = False
+        handed = False
+
+        def hand_over(job: Job, attempt: Attempt | None) -> None:
+            nonlocal handed
+            if engine is None:
+                return
+            if first is not None and attempt is not None:
+                engine.run_started(job, attempt, first)
+                handed = True
+            else:
+                engine.hand_over(job)
+
         try:
-            job, attempt = await self.store.create_and_start(
+            job, _ = await self.store.create_and_start(
                 owner=owner, idempotency_key=idempotency_key, task=runtime.name, input=input,
                 params=params or {}, deadline_s=runtime.deadline_s,
                 claimed_by=engine.worker_id if engine else None,
-                claim_s=self.config.engine.claim, first=first,
+                claim_s=self.config.engine.claim, first=first, on_created=hand_over,
             )  # fmt: skip
-            if engine is not None and first is not None and attempt is not None:
-                engine.run_started(job, attempt, first)
-                slot_used = True
-            elif engine is not None and job.created:
-                engine.hand_over(job)
         finally:
-            if engine is not None and first is not None and not slot_used:
+            if engine is not None and first is not None and not handed:
                 engine.return_slot()
         return job
 

@@ -27,6 +27,7 @@ from router.store.sql import FirstAttempt, SqlStore
 from router.tasks import TaskRuntime
 
 log = logging.getLogger("jobrouter.engine")
+CREATE_WAIT_S = 15.0  # a commit may wait up to SQLite's 10 s busy timeout for another process
 
 EligibilityFn = Callable[[TaskRuntime], Awaitable[dict[str, Eligibility]]]
 HealthFn = Callable[[str, ProviderError | None], Awaitable[None]]
@@ -77,6 +78,10 @@ class Engine:
         self._slots = asyncio.Semaphore(settings.workers)
         self._loops: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
+        self._stopping = False
+        self._creating = 0  # submits holding a slot from first_attempt, not yet handed over
+        self._created = asyncio.Event()  # set when _creating is 0
+        self._created.set()
 
     async def eligibility(self, task: TaskRuntime) -> dict[str, Eligibility]:
         return await self._eligibility(task)
@@ -108,32 +113,49 @@ class Engine:
     async def first_attempt(self, task: TaskRuntime) -> FirstAttempt | None:
         """The first attempt of a job this process is about to create, when it can start at
         once: a worker slot is free (it is taken now) and the policy picks a provider whose
-        circuit is closed. Otherwise None: the job goes the usual way (a half-open circuit's
-        probe, for one, is claimed in a transaction of its own)."""
-        if self._slots.locked():
+        circuit is closed. Otherwise None and the job goes the usual way: a half-open
+        circuit's probe, for one, is claimed in a transaction of its own; a failed read of the
+        eligibility never stops a job from being accepted. A slot taken here goes back with
+        `run_started` or `return_slot`."""
+        if self._stopping or self._slots.locked():
             return None
-        eligibility = await self.eligibility(task)
+        try:
+            eligibility = await self.eligibility(task)
+        except Exception:
+            log.exception("eligibility for task %s unknown: the job is created queued", task.name)
+            return None
         now = time.time()
         deadline_at = now + task.deadline_s if task.deadline_s else None
         decision = decide(task.policy, [], eligibility, now=now, deadline_at=deadline_at)
         if not isinstance(decision, Start) or eligibility[decision.provider].reason:
             return None
-        if self._slots.locked():  # taken while the eligibility was read
+        first = FirstAttempt(
+            decision.provider, getattr(self.providers[decision.provider], "model", None),
+            self.worker_id, self.lease_s(task, decision.provider, deadline_at),
+            tuple(refusals(eligibility)),
+        )  # fmt: skip
+        if self._stopping or self._slots.locked():  # taken while the eligibility was read
             return None
         await self._slots.acquire()  # free: returns at once
-        model = getattr(self.providers[decision.provider], "model", None)
-        return FirstAttempt(decision.provider, model, self.worker_id,
-                            self.lease_s(task, decision.provider, deadline_at),
-                            tuple(refusals(eligibility)))  # fmt: skip
+        self._creating += 1
+        self._created.clear()
+        return first
 
     def run_started(self, job: Job, attempt: Attempt, first: FirstAttempt) -> None:
         """Drive a job created here together with its first attempt (its slot is held)."""
         self._active[job.id] = asyncio.create_task(
             self._drive(job, attempt, first), name=f"job-{job.id}")
+        self._create_done()
 
     def return_slot(self) -> None:
         """A slot `first_attempt` took is not used after all (the job already existed)."""
         self._slots.release()
+        self._create_done()
+
+    def _create_done(self) -> None:
+        self._creating -= 1
+        if self._creating == 0:
+            self._created.set()
 
     def metrics_attempt(self, attempt: Attempt, timed_out: bool = False) -> None:
         if self._metric is not None:
@@ -153,9 +175,13 @@ class Engine:
 
     async def stop(self, grace_s: float = 0.0) -> None:
         """Stop taking work, let jobs in hand finish for up to `grace_s`, then stop them: an
-        attempt still in flight is recorded `unknown`, never failed."""
+        attempt still in flight is recorded `unknown`, never failed. Submits still committing
+        finish first: a job they create here is then stopped like the others."""
+        self._stopping = True
         for loop in self._loops:
             loop.cancel()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._created.wait(), CREATE_WAIT_S)
         if grace_s > 0 and self._active:
             await asyncio.wait(list(self._active.values()), timeout=grace_s)
         drivers = list(self._active.values())

@@ -5,6 +5,8 @@ the per-dialect files only connect, translate parameters and migrate.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -15,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 Row = dict[str, Any]
 Params = Mapping[str, Any]
 
+log = logging.getLogger("jobrouter.store")
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
@@ -32,6 +35,12 @@ class ConnectorStats:
 
 class Tx(Protocol):
     """One open write transaction."""
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` once this transaction is committed, even when the caller has been
+        cancelled while waiting for the COMMIT (and never when it is not committed). For work
+        that must follow a commit whoever waits for it: handing a new job to a worker."""
+        ...
 
     async def execute(self, query: str, params: Params) -> int: ...
 
@@ -77,6 +86,29 @@ class LoadAware(Protocol):
     process has in flight (SQLite: inline with one, grouped on a thread with more)."""
 
     jobs_in_flight: Callable[[], int]
+
+
+async def until_done(task: asyncio.Future[Any]) -> bool:
+    """Wait for `task` to end without cancelling it, through any number of cancellations of
+    the caller; True when the caller was cancelled meanwhile (pass that on once the task's
+    outcome is dealt with). A BEGIN or COMMIT must end before its connection is used again."""
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled
+
+
+def run_callbacks(callbacks: list[Callable[[], None]]) -> None:
+    """After a commit: each callback runs once; one failing must not stop the others."""
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:
+            log.exception("an after-commit callback failed")
+    callbacks.clear()
 
 
 def parse_named_queries(text: str) -> dict[str, str]:

@@ -32,7 +32,15 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 
 from router.errors import StoreError
-from router.store.connector import ConnectorStats, Params, Row, load_migrations, load_queries
+from router.store.connector import (
+    ConnectorStats,
+    Params,
+    Row,
+    load_migrations,
+    load_queries,
+    run_callbacks,
+    until_done,
+)
 
 log = logging.getLogger("jobrouter.store.postgres")
 
@@ -151,6 +159,10 @@ class _PostgresTx:
     def __init__(self, conn: Connection, stats: ConnectorStats) -> None:
         self._conn = conn
         self._stats = stats
+        self.callbacks: list[Callable[[], None]] = []
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        self.callbacks.append(callback)
 
     async def execute(self, query: str, params: Params) -> int:
         sql, args = bind(query, params)
@@ -208,8 +220,9 @@ class PostgresConnector:
                 self.stats.round_trips += 2  # BEGIN and COMMIT
                 tx = conn.transaction()
                 await _uncancelled(tx.start(), undo=tx.rollback)
+                written = _PostgresTx(conn, self.stats)
                 try:
-                    yield _PostgresTx(conn, self.stats)
+                    yield written
                 except Exception as exc:
                     if lost(conn):
                         raise StoreError(f"PostgreSQL write failed, connection lost: {exc!r}",
@@ -220,7 +233,7 @@ class PostgresConnector:
                     await _rollback(tx)
                     raise
                 try:
-                    await _uncancelled(tx.commit())
+                    await _uncancelled(tx.commit(), committed=written.callbacks)
                 except Exception as exc:
                     if lost(conn) or isinstance(exc, CONNECTION_ERRORS):
                         raise StoreError(COMMIT_LOST, url=self.url) from exc
@@ -361,17 +374,21 @@ async def migrate(conn: Connection) -> list[int]:
 
 
 async def _uncancelled(
-    step: Awaitable[None], undo: Callable[[], Awaitable[None]] | None = None
-) -> None:
-    """Let BEGIN or COMMIT finish even when the caller is cancelled (a worker stopping): a
-    cancel in the middle would hand the pool a connection with a transaction half open. The
-    cancellation is passed on once the step is done (and, for BEGIN, undone)."""
+    step: Awaitable[None], undo: Callable[[], Awaitable[None]] | None = None,
+    committed: list[Callable[[], None]] | None = None,
+) -> None:  # fmt: skip
+    """Let BEGIN or COMMIT finish even when the caller is cancelled, once or more (a worker
+    stopping): a cancel in the middle would hand the pool a connection with a transaction half
+    open. The cancellation is passed on once the step is done (and, for BEGIN, undone); a
+    COMMIT's after-commit callbacks (`committed`) run first when it succeeded."""
     task = asyncio.ensure_future(step)
-    try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            await task
-            if undo is not None:
+    cancelled = await until_done(task)
+    done_ok = not task.cancelled() and task.exception() is None
+    if done_ok and committed is not None:
+        run_callbacks(committed)
+    if cancelled:
+        if undo is not None and done_ok:
+            with contextlib.suppress(Exception):
                 await undo()
-        raise
+        raise asyncio.CancelledError
+    task.result()

@@ -6,6 +6,7 @@ change, its outbox row), so the log, the row and the outbox can never disagree.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -89,10 +90,13 @@ class SqlStore(
         self, *, owner: str, idempotency_key: str, task: str, input: JsonObject,
         params: JsonObject, deadline_s: float | None, claimed_by: str | None, claim_s: float,
         first: FirstAttempt | None = None,
+        on_created: Callable[[Job, Attempt | None], None] | None = None,
     ) -> tuple[Job, Attempt | None]:  # fmt: skip
         """`create_job`, and when it creates the job and `first` is given, that first attempt
         in the same transaction (the job is then `running`). A job found under the key gets
-        no attempt: (job, None)."""
+        no attempt: (job, None). `on_created(job, attempt)` runs once the new job is committed,
+        even if this call is cancelled while waiting for the commit (the job must reach a
+        worker all the same)."""
         now = time.time()
         fingerprint = payload_fingerprint(task, input, params)
         row_params = {
@@ -103,7 +107,7 @@ class SqlStore(
             "claimed_by": claimed_by, "claim_until": now + claim_s if claimed_by else None,
         }  # fmt: skip
         queued = NewEvent(kind="job.queued", data={"task": task})
-        attempt = None
+        job = attempt = None
         async with self.connector.write() as tx:
             if first is None:
                 row = await tx.fetchone(self._q["insert_job"], {
@@ -112,9 +116,12 @@ class SqlStore(
                     await self._insert_events(tx, row["id"], [(queued, JobState.QUEUED)], 1, now)
             else:
                 row, attempt = await self._insert_started(tx, row_params, queued, first, now)
-        if row is None:
+            if row is not None:
+                job = job_from_row(row, created=True)
+                if on_created is not None:
+                    tx.after_commit(functools.partial(on_created, job, attempt))
+        if job is None:
             return await self._existing(owner, idempotency_key, fingerprint), None
-        job = job_from_row(row, created=True)
         if attempt is not None:
             self._notify(job.id, job)
         return job, attempt

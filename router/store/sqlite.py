@@ -10,22 +10,31 @@ Settings and why:
   transaction can never deadlock on a lock upgrade.
 
 Why not aiosqlite (measured, docs/benchmarks.md): aiosqlite sends every statement through its
-own thread, about 180 us per statement on these machines, and a job costs about 24 statements;
+own thread, about 180 us per statement on these machines, and a job costs about 15 statements;
 it cannot run a transaction in one hop. Only two steps of a write transaction can block: taking
 the write lock (`BEGIN IMMEDIATE` may wait for another process) and `COMMIT` (fsync). BEGIN is
 tried inline with no busy wait and goes to a worker thread only when another process holds the
-lock; COMMIT always runs on a worker thread. The statements between them run inline, in
-microseconds, because the write lock is already held. Reads run inline on the reader
-connection: WAL readers do not wait for writers.
+lock. The statements between BEGIN and COMMIT run inline, in microseconds, because the write
+lock is already held. Reads run inline on the reader connection: WAL readers do not wait for
+writers.
 
 Group commit: the write transactions of one process share the writer connection, so they are
-batched. A `write()` joins the open SQLite transaction inside its own SAVEPOINT (its failure
-rolls back only its own statements) and returns once the COMMIT that carries it is durable.
-While one COMMIT's fsync runs on its thread, the writers that arrive queue up and go together
-into the next transaction: under load many logical transactions share one fsync, and with one
-writer at a time nothing waits for a batch to fill. Bodies run one at a time (`_body_lock`), so
-two of them never interleave statements. If a COMMIT fails, every writer in its batch gets the
-error: none of them was committed.
+batched. The writer that opens a batch runs its statements directly (nobody has joined yet: on
+failure the whole transaction is rolled back); the writers that join it each run inside their
+own SAVEPOINT (a failure rolls back only their statements). A `write()` returns once the COMMIT
+that carries it is durable. While one COMMIT's fsync runs on its thread, the writers that arrive
+queue up and go together into the next transaction: under load many write transactions share
+one fsync, and with one writer at a time nothing waits for a batch to fill. Bodies run one at a
+time (`_body_lock`), so two of them never interleave statements. If a COMMIT fails, or SQLite
+rolls a transaction back by itself (a full disk, an I/O error, an interrupt), every writer in
+that batch gets the error: none of them was committed.
+
+Where the COMMIT runs: on a worker thread while the router has more than one job in flight (so
+others can join the next batch meanwhile); inline with at most one, where nobody could join and
+the two handovers to a thread and back cost more than the fsync (see `_commit_when_idle`). The
+inline COMMIT blocks the event loop for its fsync and, every 1000 pages of WAL, for SQLite's
+automatic checkpoint: fine on a local disk (a fraction of a millisecond, a few milliseconds),
+worth knowing on a slow one.
 """
 
 from __future__ import annotations
@@ -40,7 +49,15 @@ from pathlib import Path
 from typing import TypeVar
 
 from router.errors import StoreError
-from router.store.connector import ConnectorStats, Params, Row, load_migrations, load_queries
+from router.store.connector import (
+    ConnectorStats,
+    Params,
+    Row,
+    load_migrations,
+    load_queries,
+    run_callbacks,
+    until_done,
+)
 
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 10_000
@@ -62,11 +79,19 @@ def sqlite_path(url: str) -> Path:
 
 
 class _SqliteTx:
-    """Statements on a connection the caller holds exclusively (run inline: see the docstring)."""
+    """Statements on a connection the caller holds exclusively (run inline: see the docstring).
+    `callbacks`: the batch's after-commit list (None on the reader, which commits nothing)."""
 
-    def __init__(self, conn: sqlite3.Connection, stats: ConnectorStats) -> None:
+    def __init__(self, conn: sqlite3.Connection, stats: ConnectorStats,
+                 callbacks: list[Callable[[], None]] | None = None) -> None:  # fmt: skip
         self._conn = conn
         self._stats = stats
+        self._callbacks = callbacks
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        if self._callbacks is None:
+            raise RuntimeError("after_commit outside a write transaction")
+        self._callbacks.append(callback)
 
     async def execute(self, query: str, params: Params) -> int:
         self._stats.round_trips += 1
@@ -90,6 +115,20 @@ class _Batch:
     def __init__(self) -> None:
         self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.broken: BaseException | None = None  # a member could not undo its statements
+        self.after_commit: list[Callable[[], None]] = []  # members' callbacks, in order
+
+    def settle(self, error: BaseException | None) -> None:
+        """The batch's outcome, once: on success its callbacks run first, then its writers
+        (waiting on `committed`) resume."""
+        if self.committed.done():
+            return
+        if error is None:
+            run_callbacks(self.after_commit)
+            self.committed.set_result(None)
+        else:
+            self.after_commit.clear()
+            self.committed.set_exception(error)
+            self.committed.exception()  # its writers get it; nobody left over is not a leak
 
 
 class SqliteConnector:
@@ -135,7 +174,7 @@ class SqliteConnector:
             raise
         self._queued -= 1
         try:
-            batch = self._batch
+            batch = self._joinable_batch()
             opener = batch is None  # first in its batch: on failure, roll all of it back
             if batch is None:
                 batch = await self._begin_batch()
@@ -143,9 +182,12 @@ class SqliteConnector:
             if not opener:  # it joins a batch: its failure undoes its own statements only
                 self.stats.round_trips += 2  # SAVEPOINT and RELEASE
                 self._writer.execute("SAVEPOINT w")
+            mark = len(batch.after_commit)
             try:
-                yield _SqliteTx(self._writer, self.stats)
+                yield _SqliteTx(self._writer, self.stats, batch.after_commit)
+                self._check_still_open(batch)
             except BaseException:
+                del batch.after_commit[mark:]
                 self._undo(batch, opener)
                 raise
             if not opener:
@@ -155,11 +197,29 @@ class SqliteConnector:
             self._commit_when_idle()
         await _settled(batch.committed)
 
+    def _joinable_batch(self) -> _Batch | None:
+        """The open batch, unless SQLite rolled its transaction back under it (an I/O error,
+        a full disk, an interrupt): then it fails now and the caller opens a fresh one."""
+        batch = self._batch
+        if batch is not None and not self._writer.in_transaction:
+            self._batch = None
+            batch.settle(batch.broken or StoreError(
+                "SQLite rolled back the transaction of this write's batch", url=self.url))
+            return None
+        return batch
+
+    def _check_still_open(self, batch: _Batch) -> None:
+        if not self._writer.in_transaction:
+            batch.broken = batch.broken or StoreError(
+                "SQLite rolled back the transaction during this write", url=self.url)
+            raise batch.broken
+
     def _undo(self, batch: _Batch, opener: bool) -> None:
         try:
-            if opener:  # nobody joined yet (bodies run one at a time): drop the batch
-                self._writer.rollback()
+            if opener or not self._writer.in_transaction:  # nobody joined (bodies run one at a
+                self._writer.rollback()  # time), or SQLite rolled it all back: drop the batch
                 self._batch = None
+                batch.settle(batch.broken or StoreError("the write was rolled back", url=self.url))
             else:
                 self._writer.execute("ROLLBACK TO w")
                 self._writer.execute("RELEASE w")
@@ -179,6 +239,8 @@ class SqliteConnector:
     def _begin_now(self) -> bool:
         """BEGIN IMMEDIATE inline when the write lock is free; False when another process holds
         it (the writer's busy timeout is 0: waiting for the lock must not block the loop)."""
+        if self._writer.in_transaction:  # left open by a failure we could not undo
+            self._writer.rollback()
         try:
             self._writer.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
@@ -210,17 +272,17 @@ class SqliteConnector:
         self._batch = None
         self.stats.round_trips += 1  # COMMIT
         self.stats.commits += 1
-        if self.jobs_in_flight() <= 1:
-            try:
+        try:
+            if self.jobs_in_flight() <= 1:
                 self._commit_or_rollback(batch.broken)
-            except Exception as exc:
-                batch.committed.set_exception(exc)
-            else:
-                batch.committed.set_result(None)
+                batch.settle(None)
+                return
+            commit = asyncio.get_running_loop().run_in_executor(
+                None, self._commit_or_rollback, batch.broken)
+        except Exception as exc:
+            batch.settle(exc)
             return
-        commit = asyncio.get_running_loop().run_in_executor(
-            None, self._commit_or_rollback, batch.broken)
-        commit.add_done_callback(lambda done: _deliver(done, batch.committed))
+        commit.add_done_callback(lambda done: _deliver(done, batch))
         self._commit_in_flight = commit
 
     def _commit_or_rollback(self, broken: BaseException | None) -> None:
@@ -229,6 +291,9 @@ class SqliteConnector:
                 raise StoreError(
                     f"a write transaction could not be undone: {broken}", url=self.url
                 ) from broken
+            if not self._writer.in_transaction:
+                raise StoreError("SQLite rolled the transaction back before COMMIT",
+                                 url=self.url)  # fmt: skip
             self._writer.commit()
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -257,42 +322,30 @@ class SqliteConnector:
 async def _settled(future: asyncio.Future[T]) -> T:
     """Await `future` without cancelling it. A cancelled caller first waits for the future to
     end (a COMMIT it is part of), so its cancellation never races its own transaction."""
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        if not future.done():
-            with contextlib.suppress(BaseException):
-                await asyncio.wait({future})
-        raise
+    if await until_done(future):
+        raise asyncio.CancelledError
+    return future.result()
 
 
-def _deliver(commit: asyncio.Future[None], committed: asyncio.Future[None]) -> None:
-    """Pass the COMMIT's outcome to every writer of its batch."""
-    if committed.done():
-        return
+def _deliver(commit: asyncio.Future[None], batch: _Batch) -> None:
+    """Pass the COMMIT's outcome to its batch (callbacks, then every writer)."""
     if commit.cancelled():
-        committed.set_exception(StoreError("the COMMIT was interrupted; its outcome is unknown"))
-        return
-    error = commit.exception()
-    if error is not None:
-        committed.set_exception(error)
+        batch.settle(StoreError("the COMMIT was interrupted; its outcome is unknown"))
     else:
-        committed.set_result(None)
+        batch.settle(commit.exception())
 
 
 async def _in_thread(step: Callable[[], T], undo: Callable[[], object] | None = None) -> T:
-    """Run a blocking step on a worker thread; if the caller is cancelled meanwhile, let the
-    step finish (and undo it) before passing the cancellation on, so the connection is never
-    used by two threads at once nor left inside a half-open transaction."""
+    """Run a blocking step on a worker thread; if the caller is cancelled meanwhile (even more
+    than once), let the step finish (and undo it) before passing the cancellation on, so the
+    connection is never used by two threads at once nor left inside a half-open
+    transaction."""
     task = asyncio.ensure_future(asyncio.to_thread(step))
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            await task
-            if undo is not None:
-                undo()
-        raise
+    if await until_done(task):
+        if undo is not None and not task.cancelled() and task.exception() is None:
+            undo()
+        raise asyncio.CancelledError
+    return task.result()
 
 
 def _connect(path: Path) -> sqlite3.Connection:

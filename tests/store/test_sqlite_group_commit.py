@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from router.errors import StoreError
 from router.store import SqlStore, open_store
 from router.store.sqlite import SqliteConnector
 from tests.store.test_store import submit
@@ -193,3 +194,55 @@ async def test_a_lock_held_by_another_process_is_waited_for_off_the_loop(
     assert job.created
     assert waited >= 0.5, f"the write did not wait for the lock ({waited:.2f}s)"
     assert ticks >= 20, f"the event loop stalled while waiting ({ticks} ticks in {waited:.2f}s)"
+
+
+async def test_a_write_that_makes_sqlite_roll_everything_back_fails_its_batch_only(
+    sqlite_store: SqlStore,
+) -> None:
+    """An interrupted statement (SQLITE_INTERRUPT, like a full disk or an I/O error) makes
+    SQLite roll back the whole transaction, not just the statement: the writers already in
+    that batch are told it failed, and the next writer starts a fresh batch and is told the
+    truth about its own row."""
+    conn = connector(sqlite_store)
+    writer = conn._writer
+
+    async def insert(version: int, interrupt: bool = False) -> None:
+        async with conn.write() as tx:
+            if interrupt:
+                writer.set_progress_handler(lambda: 1, 1)
+            try:
+                await tx.execute("INSERT INTO schema_migrations VALUES (:v, 'x', 0)",
+                                 {"v": version})
+            finally:
+                writer.set_progress_handler(None, 1)
+
+    results = await asyncio.gather(insert(900), insert(901), insert(902, interrupt=True),
+                                   insert(903), return_exceptions=True)  # fmt: skip
+    assert results[0] is None  # the primer, in its own batch
+    assert isinstance(results[1], StoreError)  # its batch was rolled back under it
+    assert isinstance(results[2], sqlite3.OperationalError)  # interrupted
+    assert results[3] is None  # a fresh batch
+    rows = await conn.fetchall("SELECT version FROM schema_migrations WHERE version >= 900", {})
+    assert sorted(row["version"] for row in rows) == [900, 903]
+
+
+async def test_a_writer_cancelled_twice_while_waiting_for_the_lock_leaves_no_transaction(
+    sqlite_store: SqlStore, tmp_path: Path,
+) -> None:
+    """Waiting on a thread for another process's write lock, the writer is cancelled twice:
+    its BEGIN must still be undone once it gets the lock, or every later write would fail."""
+    conn = connector(sqlite_store)
+    other = sqlite3.connect(tmp_path / "jobs.db", isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    asyncio.get_running_loop().call_later(0.4, other.commit)
+    waiting = asyncio.create_task(submit(sqlite_store, key="cancelled"))
+    await asyncio.sleep(0.1)
+    waiting.cancel()
+    await asyncio.sleep(0.05)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert not conn._writer.in_transaction and conn._batch is None
+    assert (await submit(sqlite_store, key="after")).created
+    assert await sqlite_store.find_job("shop-1", "cancelled") is None
+    other.close()

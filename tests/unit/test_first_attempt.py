@@ -8,6 +8,7 @@ lost), a full engine (the job waits for a slot), an idempotency conflict, a half
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,65 @@ async def test_a_job_committed_but_never_handed_over_is_taken_up_again(tmp_path:
         assert attempts["a"].state is AttemptState.UNKNOWN  # never sent, but we cannot know
         assert attempts["b"].state is AttemptState.SUCCEEDED
         assert a.calls == [] and len(b.calls) == 1
+
+
+async def test_a_submit_cancelled_during_its_commit_still_runs_the_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The caller gives up while the COMMIT is on its thread (slowed to 0.3 s, a slow disk):
+    the job and its first attempt are durable, so the job must reach a worker all the same,
+    and its provider be called once, not left to expire to `unknown` though never sent."""
+    real_commit = SqliteConnector._commit_or_rollback
+
+    def slow_commit(self: SqliteConnector, broken: BaseException | None) -> None:
+        time.sleep(0.3)
+        real_commit(self, broken)
+
+    monkeypatch.setattr(SqliteConnector, "_commit_or_rollback", slow_commit)
+    a, hang = FakeProvider("a"), FakeProvider("h", default=Step(hang=True))
+    cfg = config(post=TaskConfig(providers=["a"], side_effects="external", attempt_timeout=5.0),
+                 load=TaskConfig(providers=["h"], side_effects="none", attempt_timeout=60.0))
+    async with open_router(tmp_path, cfg, {"a": a, "h": hang}) as router:
+        for key in ("l1", "l2"):  # two jobs in flight: COMMITs go to a thread (group commit)
+            await submit(router, "load", key=key)
+        submitting = asyncio.create_task(submit(router, "post", key="p1"))
+        await asyncio.sleep(0.1)  # its COMMIT is on the thread now
+        submitting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await submitting
+        job = await router.find("shop-1", "p1")
+        assert job is not None
+        done = await router.wait(job.id, timeout=SETTLE)
+        assert done.state is JobState.SUCCEEDED, done.error
+        assert len(a.calls) == 1
+
+
+async def test_close_waits_for_a_submit_still_committing_and_stops_its_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """close() while a submit's COMMIT is on its thread: close waits for it, the job created
+    meanwhile is stopped like any job in hand, and no driver outlives close()."""
+    real_commit = SqliteConnector._commit_or_rollback
+
+    def slow_commit(self: SqliteConnector, broken: BaseException | None) -> None:
+        time.sleep(0.3)
+        real_commit(self, broken)
+
+    monkeypatch.setattr(SqliteConnector, "_commit_or_rollback", slow_commit)
+    a = FakeProvider("a", default=Step(delay=0.5, output={"text": "ok"}))
+    hang = FakeProvider("h", default=Step(hang=True))
+    cfg = config(post=TaskConfig(providers=["a"], side_effects="external", attempt_timeout=5.0),
+                 load=TaskConfig(providers=["h"], side_effects="none", attempt_timeout=60.0))
+    router = await open_router(tmp_path, cfg, {"a": a, "h": hang})
+    for key in ("l1", "l2"):
+        await submit(router, "load", key=key)
+    submitting = asyncio.create_task(submit(router, "post", key="p1"))
+    await asyncio.sleep(0.05)
+    await router.close()
+    job = await submitting
+    assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("job-")]
+    async with open_router(tmp_path, cfg, {"a": a, "h": hang}, run_workers=False) as reader:
+        [attempt] = await reader.attempts(job.id)
+        # Stopped in flight: recorded unknown, or (stopped before its task ran) still started
+        # until its lease runs out to unknown (I7). Never failed, never a result.
+        assert attempt.state in (AttemptState.UNKNOWN, AttemptState.STARTED)
