@@ -170,7 +170,25 @@ async def retrying(
 
     Raises the last error unchanged when attempts run out, when the next wait would pass the
     deadline, or at once for errors that must not be retried.
+
+    The first try runs before tenacity is set up (about 40 us a call, and almost every call
+    succeeds first time); after a retryable failure tenacity takes over, and its first attempt
+    replays that failure instead of calling again, so waits and stops are exactly tenacity's.
     """
+    try:
+        return await call()
+    except Exception as exc:
+        if policy.attempts <= 1 or not _retryable(exc):
+            raise
+        first_failure: Exception | None = exc
+
+    async def replay_then_call() -> T:
+        nonlocal first_failure
+        if first_failure is not None:
+            failure, first_failure = first_failure, None
+            raise failure
+        return await call()
+
     backoff = wait_random_exponential(multiplier=policy.initial, max=policy.max)
 
     def wait(state: RetryCallState) -> float:
@@ -187,5 +205,5 @@ async def retrying(
         reraise=True,
     ):
         with attempt:
-            return await call()
+            return await replay_then_call()
     raise AssertionError("unreachable: tenacity either returns or reraises")  # pragma: no cover
