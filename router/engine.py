@@ -23,7 +23,7 @@ from providers import Provider, ProviderError
 from router.driver import JobDriver, refusals
 from router.models import Attempt, Job
 from router.policy import Eligibility, Start, decide
-from router.store.sql import FirstAttempt, SqlStore
+from router.store.sql import AttemptStart, SqlStore
 from router.tasks import TaskRuntime
 
 log = logging.getLogger("jobrouter.engine")
@@ -110,7 +110,7 @@ class Engine:
     def lease_s(self, task: TaskRuntime, provider: str, deadline_at: float | None) -> float:
         return (self.attempt_timeout(task, provider, deadline_at) or 0.0) + self.settings.lease_s
 
-    async def first_attempt(self, task: TaskRuntime) -> FirstAttempt | None:
+    async def first_attempt(self, task: TaskRuntime) -> AttemptStart | None:
         """The first attempt of a job this process is about to create, when it can start at
         once: a worker slot is free (it is taken now) and the policy picks a provider whose
         circuit is closed. Otherwise None and the job goes the usual way: a half-open
@@ -129,7 +129,7 @@ class Engine:
         decision = decide(task.policy, [], eligibility, now=now, deadline_at=deadline_at)
         if not isinstance(decision, Start) or eligibility[decision.provider].reason:
             return None
-        first = FirstAttempt(
+        first = AttemptStart(
             decision.provider, getattr(self.providers[decision.provider], "model", None),
             self.worker_id, self.lease_s(task, decision.provider, deadline_at),
             tuple(refusals(eligibility)),
@@ -141,7 +141,7 @@ class Engine:
         self._created.clear()
         return first
 
-    def run_started(self, job: Job, attempt: Attempt, first: FirstAttempt) -> None:
+    def run_started(self, job: Job, attempt: Attempt, first: AttemptStart) -> None:
         """Drive a job created here together with its first attempt (its slot is held)."""
         self._active[job.id] = asyncio.create_task(
             self._drive(job, attempt, first), name=f"job-{job.id}")
@@ -218,7 +218,7 @@ class Engine:
             self._queued.discard(job.id)
 
     async def _drive(
-        self, job: Job, started: Attempt | None = None, first: FirstAttempt | None = None
+        self, job: Job, started: Attempt | None = None, first: AttemptStart | None = None
     ) -> None:
         try:
             task = self.tasks.get(job.task)

@@ -1,8 +1,8 @@
 """Rows to values and back: epoch seconds <-> aware datetimes, JSON text <-> Python.
 
 Jobs and attempts are built with `model_construct`: a row of our own schema, converted field by
-field here, needs no second check, and validation was a quarter of the store's CPU per job
-(benchmark profile, five jobs and three attempts are read per job).
+field here, needs no second check (measured: validation was about 3 of the 10 us a job row
+costs, and a job reads five job rows and three attempt rows).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from router.store.tokens import TokenMethods
 
 
 @dataclass(frozen=True)
-class FirstAttempt:
+class AttemptStart:
     """An attempt to start (and record) before its provider is called. Given to
     `create_and_start`, it goes in the transaction that creates the job: a process that runs
     the jobs it accepts then pays one commit for both."""
@@ -89,7 +89,7 @@ class SqlStore(
     async def create_and_start(
         self, *, owner: str, idempotency_key: str, task: str, input: JsonObject,
         params: JsonObject, deadline_s: float | None, claimed_by: str | None, claim_s: float,
-        first: FirstAttempt | None = None,
+        first: AttemptStart | None = None,
         on_created: Callable[[Job, Attempt | None], None] | None = None,
     ) -> tuple[Job, Attempt | None]:  # fmt: skip
         """`create_job`, and when it creates the job and `first` is given, that first attempt
@@ -127,7 +127,7 @@ class SqlStore(
         return job, attempt
 
     async def _insert_started(
-        self, tx: Tx, row_params: dict[str, Any], queued: NewEvent, first: FirstAttempt,
+        self, tx: Tx, row_params: dict[str, Any], queued: NewEvent, first: AttemptStart,
         now: float,
     ) -> tuple[Row | None, Attempt | None]:  # fmt: skip
         """Insert the job already running, its first attempt and all their events: three
@@ -168,15 +168,15 @@ class SqlStore(
     ) -> tuple[Job, Attempt]:  # fmt: skip
         """Write the attempt row before the provider is called; the job becomes `running`."""
         now = time.time()
-        first = FirstAttempt(provider, model, worker, lease_s, tuple(notes))
+        start = AttemptStart(provider, model, worker, lease_s, tuple(notes))
         async with self.connector.write() as tx:
             job = await self._lock_job(tx, job_id)
-            job, attempt = await self._start_in(tx, job, first, exclusive, now)
+            job, attempt = await self._start_in(tx, job, start, exclusive, now)
         self._notify(job_id, job)
         return job, attempt
 
     async def _start_in(
-        self, tx: Tx, job: Job, start: FirstAttempt, exclusive: bool, now: float
+        self, tx: Tx, job: Job, start: AttemptStart, exclusive: bool, now: float
     ) -> tuple[Job, Attempt]:
         if job.state not in (JobState.QUEUED, JobState.RUNNING):
             raise InvalidTransition(

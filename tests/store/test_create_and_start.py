@@ -12,10 +12,10 @@ from router.errors import IdempotencyConflict
 from router.models import Attempt, Job, NewEvent
 from router.states import AttemptState, JobState
 from router.store import SqlStore
-from router.store.sql import FirstAttempt
+from router.store.sql import AttemptStart
 
 SKIPPED = NewEvent(kind="provider.skipped", data={"provider": "c"})
-FIRST = FirstAttempt(provider="a", model="m", worker="w1", lease_s=30.0, notes=(SKIPPED,))
+FIRST = AttemptStart(provider="a", model="m", worker="w1", lease_s=30.0, notes=(SKIPPED,))
 
 
 async def create(

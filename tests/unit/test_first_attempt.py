@@ -17,7 +17,7 @@ from providers import NotSent
 from router.config import BreakerConfig, EngineConfig, RouterConfig, TaskConfig
 from router.errors import IdempotencyConflict
 from router.states import AttemptState, JobState
-from router.store.sql import FirstAttempt
+from router.store.sql import AttemptStart
 from router.store.sqlite import SqliteConnector
 from tests.support.fakes import FakeProvider, Step
 from tests.unit.test_engine import SETTLE, config, open_router, shared, submit
@@ -125,7 +125,7 @@ async def test_a_job_committed_but_never_handed_over_is_taken_up_again(tmp_path:
         poll_interval=0.05, sweep_interval=0.1, claim=0.5, lease=0.3)})  # fmt: skip
     async with open_router(tmp_path, cfg, {"a": a, "b": b}) as router:
         assert router.engine is not None
-        first = FirstAttempt(provider="a", model=None, worker=router.engine.worker_id,
+        first = AttemptStart(provider="a", model=None, worker=router.engine.worker_id,
                              lease_s=0.3)  # fmt: skip
         job, attempt = await router.store.create_and_start(
             owner="shop-1", idempotency_key="lost", task="caption", input={"product": "tea"},
@@ -140,12 +140,9 @@ async def test_a_job_committed_but_never_handed_over_is_taken_up_again(tmp_path:
         assert a.calls == [] and len(b.calls) == 1
 
 
-async def test_a_submit_cancelled_during_its_commit_still_runs_the_job(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The caller gives up while the COMMIT is on its thread (slowed to 0.3 s, a slow disk):
-    the job and its first attempt are durable, so the job must reach a worker all the same,
-    and its provider be called once, not left to expire to `unknown` though never sent."""
+@pytest.fixture
+def slow_commits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every SQLite COMMIT takes 0.3 s more (a slow disk): long enough to act while one runs."""
     real_commit = SqliteConnector._commit_or_rollback
 
     def slow_commit(self: SqliteConnector, broken: BaseException | None) -> None:
@@ -153,9 +150,23 @@ async def test_a_submit_cancelled_during_its_commit_still_runs_the_job(
         real_commit(self, broken)
 
     monkeypatch.setattr(SqliteConnector, "_commit_or_rollback", slow_commit)
+
+
+def post_and_load() -> RouterConfig:
+    """`post` (exclusive, provider a) and `load` (provider h, which never answers): two load
+    jobs keep more than one job in flight, so COMMITs go to a thread (group commit)."""
+    return config(post=TaskConfig(providers=["a"], side_effects="external", attempt_timeout=5.0),
+                  load=TaskConfig(providers=["h"], side_effects="none", attempt_timeout=60.0))
+
+
+async def test_a_submit_cancelled_during_its_commit_still_runs_the_job(
+    tmp_path: Path, slow_commits: None,
+) -> None:
+    """The caller gives up while the COMMIT is on its thread (slowed to 0.3 s, a slow disk):
+    the job and its first attempt are durable, so the job must reach a worker all the same,
+    and its provider be called once, not left to expire to `unknown` though never sent."""
     a, hang = FakeProvider("a"), FakeProvider("h", default=Step(hang=True))
-    cfg = config(post=TaskConfig(providers=["a"], side_effects="external", attempt_timeout=5.0),
-                 load=TaskConfig(providers=["h"], side_effects="none", attempt_timeout=60.0))
+    cfg = post_and_load()
     async with open_router(tmp_path, cfg, {"a": a, "h": hang}) as router:
         for key in ("l1", "l2"):  # two jobs in flight: COMMITs go to a thread (group commit)
             await submit(router, "load", key=key)
@@ -172,21 +183,13 @@ async def test_a_submit_cancelled_during_its_commit_still_runs_the_job(
 
 
 async def test_close_waits_for_a_submit_still_committing_and_stops_its_job(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, slow_commits: None,
 ) -> None:
     """close() while a submit's COMMIT is on its thread: close waits for it, the job created
     meanwhile is stopped like any job in hand, and no driver outlives close()."""
-    real_commit = SqliteConnector._commit_or_rollback
-
-    def slow_commit(self: SqliteConnector, broken: BaseException | None) -> None:
-        time.sleep(0.3)
-        real_commit(self, broken)
-
-    monkeypatch.setattr(SqliteConnector, "_commit_or_rollback", slow_commit)
     a = FakeProvider("a", default=Step(delay=0.5, output={"text": "ok"}))
     hang = FakeProvider("h", default=Step(hang=True))
-    cfg = config(post=TaskConfig(providers=["a"], side_effects="external", attempt_timeout=5.0),
-                 load=TaskConfig(providers=["h"], side_effects="none", attempt_timeout=60.0))
+    cfg = post_and_load()
     router = await open_router(tmp_path, cfg, {"a": a, "h": hang})
     for key in ("l1", "l2"):
         await submit(router, "load", key=key)
