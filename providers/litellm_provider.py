@@ -105,11 +105,13 @@ class LiteLLMProvider:
         return kwargs
 
     async def warm_up(self) -> None:
-        """Import litellm now rather than on the first call. The import blocks the event loop
-        for seconds; a worker calls this before it claims jobs, so the import cannot stall its
-        heartbeat (claims and attempt leases expire) nor push its first calls past their
-        deadlines (outcomes unknown, circuits opened for the whole fleet)."""
-        _litellm.load()
+        """Import litellm and run its first-call setup for this model now, rather than inside
+        the first attempt. The import blocks the event loop for seconds and the first call's
+        lazy setup takes up to 2.4 s more; a worker (and a certification run) calls this before
+        it claims jobs or calls the provider, so neither can stall its heartbeat (claims and
+        attempt leases expire) nor push its first calls past their deadlines (outcomes unknown,
+        circuits opened for the whole fleet). No request is sent (`_litellm.warm`)."""
+        await _litellm.warm(self._config.model)
 
     async def complete(self, request: CompletionRequest) -> Completion:
         if self._closed:

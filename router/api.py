@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from providers import Provider
-from router.build import build_engine, build_tasks, resolve_config
+from router.build import build_engine, build_tasks, resolve_config, warm_up
 from router.config import RouterConfig
 from router.engine import Engine
 from router.errors import ConfigError, InvalidTransition, JobNotFound, RouterClosed
@@ -70,7 +70,7 @@ class Router:
             engine, provider_map, gate = build_engine(store, settings, tasks, providers)
             deliverer = build_deliverer(store, settings) if run_workers else None
             if run_workers:  # before the first claim: nothing is held while it loads
-                await _warm_up(provider_map)
+                await warm_up(provider_map.values())
         except BaseException:
             await store.close()
             raise
@@ -277,15 +277,6 @@ class _Opening:
     ) -> None:  # fmt: skip
         if self._router is not None:
             await self._router.close()
-
-
-async def _warm_up(providers: Mapping[str, Provider]) -> None:
-    """Let each provider load now what its first call would load (litellm: seconds of import
-    that block the event loop, which must not happen while this process holds claims)."""
-    for provider in providers.values():
-        warm_up = getattr(provider, "warm_up", None)
-        if warm_up is not None:
-            await warm_up()
 
 
 def _check_identity(owner: str, idempotency_key: str) -> None:

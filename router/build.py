@@ -7,7 +7,7 @@ the engine is wired to the gate that refuses uncertified providers.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from providers import Provider
@@ -20,6 +20,16 @@ from router.metrics import record_attempt
 from router.policy import TaskPolicy
 from router.store.sql import SqlStore
 from router.tasks import TaskRuntime
+
+
+async def warm_up(providers: Iterable[Provider]) -> None:
+    """Let each provider do now what its first call would do first (litellm: seconds of import
+    and first-call setup). Called before a process claims jobs or certifies: that time must
+    not block the loop while claims are held, nor count against a first attempt's deadline."""
+    for provider in providers:
+        warm = getattr(provider, "warm_up", None)
+        if warm is not None:
+            await warm()
 
 
 def resolve_config(config: RouterConfig | str | Path | None) -> RouterConfig:

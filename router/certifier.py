@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from providers import Provider
+from router.build import warm_up
 from router.config import RouterConfig
 from router.errors import ConfigError
 from router.store.sql import SqlStore
@@ -67,6 +68,7 @@ async def certify_pair(
 ) -> Certification:  # fmt: skip
     from contracts import certify
 
+    await warm_up([provider])  # the first case's deadline must not pay litellm's first call
     certification = await certify(provider, pair.contract, now=now,
                                   ttl=timedelta(days=ttl_days), progress=progress)
     await store.save_certification(
