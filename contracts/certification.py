@@ -9,25 +9,50 @@ the `now` given to `certify`).
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, JsonValue
 
-from providers.base import Message
+from providers.base import MarkerTokens, Message
+
+Verdict = Literal["pass", "fail", "unverified"]
+"""``unverified``: the check could not be performed. It is never a pass: it blocks
+certification unless the provider's config names a waiver for that check."""
 
 
 class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class RenderingEvidence(_Record):
-    """How the case's prompt rendered, and how the provider receives it.
+class Failure(_Record):
+    """One failed check, as data. `check` is one of ``rendering``, ``json``, ``schema``,
+    ``behaviour: <check type>``, ``agreement``, ``provider`` (no answer: an error of the
+    provider) or ``cases`` (a contract with none); `run` is ``"2/3"`` for one run's failure and
+    empty for the case's own. Printed with the check first: ``schema: run 2/3: ...``."""
 
-    `inspected` is False when the provider cannot show its chat format (not an
-    `InspectableProvider`); then `prompt_tokens` / `tokenizer` come from the provider's reported
-    usage of the first run, if any, and `notes` says "prompt inspection unavailable".
+    check: str
+    detail: str
+    run: str = ""
+
+    def __str__(self) -> str:
+        where = f"run {self.run}: " if self.run else ""
+        return f"{self.check}: {where}{self.detail}"
+
+
+class RenderingEvidence(_Record):
+    """How the case's prompt rendered, how the provider receives it, and what it counted.
+
+    `prompt_tokens` is the product's count of what the contract meant to send, through the
+    provider's chat format and tokenizer (`tokenizer`; `count_basis` says whether it is exact,
+    an estimate or a lower bound); `reported_prompt_tokens` is what the provider reported for
+    each run (None: no usage). `tolerance` is the allowed difference and `diagnosis` what a
+    difference beyond it suggests. `markers` holds the split token ids of every control marker
+    of the chat format. `verdict` is the rendering check's; `unverified` says what could not be
+    checked, and `waived` the waiver (from the provider's config) that accepted it.
     """
 
     ok: bool
+    verdict: Verdict = "unverified"
     messages: tuple[Message, ...] = ()
     error: str | None = None
     inspected: bool = False
@@ -35,26 +60,45 @@ class RenderingEvidence(_Record):
     system_present: bool | None = None
     prompt_tokens: int | None = None
     tokenizer: str | None = None
+    count_basis: str | None = None
+    prompt_tokens_without_system: int | None = None
+    reported_prompt_tokens: tuple[int | None, ...] = ()
+    tolerance: int | None = None
+    diagnosis: str | None = None
     context_window: int | None = None
     control_tokens_special: bool | None = None
+    markers: tuple[MarkerTokens, ...] = ()
     rendered: str | None = None
+    unverified: tuple[str, ...] = ()
+    waived: str | None = None
     notes: tuple[str, ...] = ()
 
 
 class CaseEvidence(_Record):
-    """One golden case: its rendering, the parsed outputs of its runs, every failure, agreement.
+    """One golden case: its verdict, rendering, the parsed outputs of its runs, every failure
+    (`Failure`, the failing check as data), agreement.
 
-    `failures` are readable lines (``run 2/3: number at price: found 39.9, expected ...``);
-    `outputs` holds the parsed output of each run that returned one (JSON values).
+    `verdict` is ``fail`` when any check failed, ``unverified`` when none failed but a check
+    could not be performed (`unverified` names it), else ``pass``. `passed` is True for
+    ``pass``, and for ``unverified`` when every unverified check is waived in the provider's
+    config (the certification's `waivers`). `outputs` holds the parsed output of each run that
+    returned one (JSON values).
     """
 
     name: str
     passed: bool
+    verdict: Verdict
     rendering: RenderingEvidence
     runs: int
     outputs: tuple[JsonValue, ...] = ()
-    failures: tuple[str, ...] = ()
+    failures: tuple[Failure, ...] = ()
+    unverified: tuple[str, ...] = ()
     agreement: float | None = None
+
+    @property
+    def failed_checks(self) -> tuple[str, ...]:
+        """The distinct failing checks, in order of first failure."""
+        return tuple(dict.fromkeys(f.check for f in self.failures))
 
 
 class Certification(_Record):
@@ -67,20 +111,43 @@ class Certification(_Record):
     contract_fingerprint: str
     passed: bool
     cases: tuple[CaseEvidence, ...]
-    failures: tuple[str, ...] = ()  # failures not tied to a case (e.g. a contract with no cases)
+    failures: tuple[Failure, ...] = ()  # not tied to a case (e.g. a contract with no cases)
+    waivers: dict[str, str] = {}  # check -> reason: the provider config's accepted unverified
     certified_at: AwareDatetime
     expires_at: AwareDatetime
 
     @property
+    def verdict(self) -> Verdict:
+        """``fail`` if anything failed, else ``unverified`` if any case is, else ``pass``."""
+        if self.failures or any(case.verdict == "fail" for case in self.cases):
+            return "fail"
+        if any(case.verdict == "unverified" for case in self.cases):
+            return "unverified"
+        return "pass"
+
+    @property
+    def failed_checks(self) -> tuple[str, ...]:
+        """The distinct failing checks over all cases, in order of first failure."""
+        checks = [f.check for f in self.failures]
+        checks += [check for case in self.cases for check in case.failed_checks]
+        return tuple(dict.fromkeys(checks))
+
+    @property
+    def unverified_checks(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c for case in self.cases for c in case.unverified))
+
+    @property
     def first_failure(self) -> str | None:
-        """The first failure, prefixed with its case name, or None."""
+        """The first failure (check first), prefixed with its case name, or None."""
         if self.failures:
-            return self.failures[0]
+            return str(self.failures[0])
         for case in self.cases:
             if case.failures:
                 return f"{case.name}: {case.failures[0]}"
+        for case in self.cases:
             if not case.passed:
-                return f"{case.name}: failed"
+                reasons = "; ".join(case.rendering.unverified) or "not verified"
+                return f"{case.name}: unverified {', '.join(case.unverified)}: {reasons}"
         return None
 
     def is_valid_for(
@@ -89,8 +156,8 @@ class Certification(_Record):
         """Whether this record certifies that provider for that contract at `now`, and why.
 
         Reasons, in the order checked: ``stale: contract changed``, ``stale: provider changed``,
-        ``expired at <iso time>``, ``failed: <first failure>``; when valid,
-        ``valid until <iso time>``.
+        ``expired at <iso time>``, ``failed: <first failure>``, ``unverified: <check>: <why>``;
+        when valid, ``valid until <iso time>`` (plus the waivers it relies on).
         """
         if now.tzinfo is None:
             raise ValueError("now must be timezone-aware (e.g. datetime.now(UTC))")
@@ -101,5 +168,10 @@ class Certification(_Record):
         if now >= self.expires_at:
             return False, f"expired at {self.expires_at.isoformat()}"
         if not self.passed:
+            if self.verdict == "unverified":
+                return False, f"unverified: {self.first_failure or 'not verified'}"
             return False, f"failed: {self.first_failure or 'no passing evidence'}"
-        return True, f"valid until {self.expires_at.isoformat()}"
+        waived = "".join(f"; waived: {check} unverified ({reason})"
+                         for check, reason in self.waivers.items()
+                         if check in self.unverified_checks)
+        return True, f"valid until {self.expires_at.isoformat()}{waived}"

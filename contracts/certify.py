@@ -2,52 +2,53 @@
 
 For each case, in order:
 
-1. Render the prompt (sandboxed; a `RenderError` fails the case and no run is made). If the
-   provider is an `InspectableProvider`, ask how it receives the messages and fail the case when a
-   role is not accepted, the system prompt is not present although the contract has one, the chat
-   control tokens are not special tokens, or prompt tokens + max_tokens exceed the context window.
-   A provider that cannot be inspected is *not* failed for that: hosted APIs apply their own chat
-   format and cannot show it. The case records ``prompt inspection unavailable`` and takes its
-   prompt token count from the provider's reported usage, so the record says what was not checked.
+1. Render the prompt (sandboxed; a `RenderError` fails the case at ``rendering`` and no run is
+   made) and inspect how the provider receives it (`contracts.rendering`).
 2. Call the provider `sampling.repeats` times, one after the other. Each answer must parse as
-   JSON, match the output schema, pass the contract's checks and the case's expectations. A
-   `ProviderError` fails that run with its kind and message (other exceptions are bugs and
+   JSON (``json``), match the output schema (``schema``), pass the contract's checks and the
+   case's expectations (``behaviour: <check>``). An answer the adapter itself rejected as
+   invalid (`InvalidOutput`) fails the check it names, with the provider's usage kept; any
+   other `ProviderError` fails that run at ``provider`` (other exceptions are bugs and
    propagate).
-3. Measure agreement of the schema-valid outputs on `sampling.agree_on` (see
-   `contracts.agreement`); runs without a usable output count against it.
+3. Judge the rendering with the prompt counts the provider reported (``rendering``: fail,
+   unverified or pass), and measure agreement of the schema-valid outputs on
+   `sampling.agree_on` (``agreement``; see `contracts.agreement`); runs without a usable output
+   count against it.
 
-A contract without cases cannot pass: there would be no evidence.
+A case whose checks all passed but one could not be performed is ``unverified``: it passes only
+when `accept_unverified` (the provider config's waiver) names that check. A contract without
+cases cannot pass: there would be no evidence.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from contracts import rendering
 from contracts.agreement import measure_agreement
-from contracts.certification import CaseEvidence, Certification, RenderingEvidence
-from contracts.checks import run_checks, validate_output
+from contracts.certification import (
+    CaseEvidence,
+    Certification,
+    Failure,
+    RenderingEvidence,
+    Verdict,
+)
+from contracts.checks import CheckFailure, run_checks, validate_output
 from contracts.errors import RenderError
 from contracts.fingerprint import contract_fingerprint
 from contracts.model import Case, Contract
 from contracts.render import build_request
-from providers.base import (
-    Completion,
-    CompletionRequest,
-    InspectableProvider,
-    Message,
-    PromptInspection,
-    Provider,
-)
-from providers.errors import ProviderError
+from providers.base import Completion, CompletionRequest, Provider
+from providers.errors import InvalidOutput, ProviderError
 
 ProgressCallback = Callable[[str, int, int], None]
 """Called as ``progress(case_name, runs_done, runs_for_case)`` after each run of a case."""
 
-INSPECTION_UNAVAILABLE = "prompt inspection unavailable"
+INSPECTION_UNAVAILABLE = rendering.INSPECTION_UNAVAILABLE
 DEFAULT_TTL = timedelta(days=7)
 
 
@@ -59,12 +60,16 @@ async def certify(
     ttl: timedelta = DEFAULT_TTL,
     progress: ProgressCallback | None = None,
     request_timeout: float | None = None,
+    accept_unverified: Mapping[str, str] | None = None,
 ) -> Certification:
     """Run every case of `contract` against `provider` and return the certification record.
 
     `now` (timezone-aware; default: the current UTC time) becomes `certified_at`, and
     `expires_at` is `now + ttl`. `request_timeout` is each request's whole-call deadline (seconds).
+    `accept_unverified` (check -> reason, from the provider's config) names the checks whose
+    ``unverified`` verdict may pass; the record keeps them.
     """
+    waivers = dict(accept_unverified or {})
     certified_at = datetime.now(UTC) if now is None else now
     if certified_at.tzinfo is None:
         raise ValueError("now must be timezone-aware (e.g. datetime.now(UTC))")
@@ -72,11 +77,11 @@ async def certify(
     cases: list[CaseEvidence] = []
     for case in contract.cases:  # one after the other: a provider's rate limit is not ours
         cases.append(
-            await certify_case(
-                provider, contract, case, progress=progress, request_timeout=request_timeout
-            )
+            await certify_case(provider, contract, case, progress=progress,
+                               request_timeout=request_timeout, accept_unverified=waivers)
         )
-    failures = () if cases else ("contract has no cases: nothing was certified",)
+    failures = () if cases else (
+        Failure(check="cases", detail="contract has no cases: nothing was certified"),)
     return Certification(
         provider=provider.name,
         provider_fingerprint=provider_fingerprint,
@@ -86,6 +91,7 @@ async def certify(
         passed=bool(cases) and all(case.passed for case in cases),
         cases=tuple(cases),
         failures=failures,
+        waivers=waivers,
         certified_at=certified_at,
         expires_at=certified_at + ttl,
     )
@@ -98,6 +104,7 @@ async def certify_case(
     *,
     progress: ProgressCallback | None = None,
     request_timeout: float | None = None,
+    accept_unverified: Mapping[str, str] | None = None,
 ) -> CaseEvidence:
     """The evidence for one case (steps 1-3 of the module docstring)."""
     repeats = contract.sampling.repeats
@@ -109,24 +116,38 @@ async def certify_case(
         if progress is not None:
             progress(case.name, repeats, repeats)  # no run will happen: the case is done
         return _unrenderable(case, exc)
-    rendering, failures = await _inspect(provider, contract, request.messages)
+    inspected = await rendering.inspect(provider, contract, request.messages,
+                                        request.output_schema)
     runs: list[_Run] = []
     for index in range(1, repeats + 1):
-        runs.append(await _run_once(provider, contract, case, request, f"run {index}/{repeats}"))
+        runs.append(await _run_once(provider, contract, case, request, f"{index}/{repeats}"))
         if progress is not None:
             progress(case.name, index, repeats)
+    judged, failures = rendering.judge(inspected, contract, [run.prompt_tokens for run in runs])
     for run in runs:
         failures.extend(run.failures)
     share, agreement_failure = _agreement(contract, runs)
     if agreement_failure:
         failures.append(agreement_failure)
+    return _evidence(case, judged, runs, failures, share, accept_unverified or {})
+
+
+def _evidence(case: Case, judged: RenderingEvidence, runs: list[_Run], failures: list[Failure],
+              share: float, waivers: Mapping[str, str]) -> CaseEvidence:
+    unverified = ("rendering",) if judged.verdict == "unverified" else ()
+    verdict: Verdict = "fail" if failures else ("unverified" if unverified else "pass")
+    waived = verdict == "unverified" and all(check in waivers for check in unverified)
+    if waived:
+        judged = judged.model_copy(update={"waived": waivers["rendering"]})
     return CaseEvidence(
         name=case.name,
-        passed=not failures,
-        rendering=_with_usage_tokens(rendering, runs),
-        runs=repeats,
+        passed=verdict == "pass" or waived,
+        verdict=verdict,
+        rendering=judged,
+        runs=len(runs),
         outputs=tuple(run.output for run in runs if run.parsed),
         failures=tuple(failures),
+        unverified=unverified,
         agreement=share,
     )
 
@@ -135,9 +156,10 @@ def _unrenderable(case: Case, error: RenderError) -> CaseEvidence:
     return CaseEvidence(
         name=case.name,
         passed=False,
-        rendering=RenderingEvidence(ok=False, error=str(error)),
+        verdict="fail",
+        rendering=RenderingEvidence(ok=False, verdict="fail", error=str(error)),
         runs=0,
-        failures=(f"render: {error}",),
+        failures=(Failure(check="rendering", detail=f"the prompt template: {error}"),),
     )
 
 
@@ -146,7 +168,7 @@ class _Run:
     parsed: bool = False  # the answer parsed as JSON
     usable: bool = False  # ... and matched the output schema
     output: Any = None
-    failures: list[str] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
     prompt_tokens: int | None = None
 
 
@@ -155,26 +177,49 @@ async def _run_once(
 ) -> _Run:
     try:
         completion = await provider.complete(request)
+    except InvalidOutput as exc:  # the adapter validated the answer itself: name its check
+        return _invalid(exc, label)
     except ProviderError as exc:
-        return _Run(failures=[f"{label}: provider error ({exc.kind.value}): {exc}"])
+        return _Run(failures=[Failure(check="provider", run=label,
+                                      detail=f"{exc.kind.value}: {exc}")])
     run = _Run(prompt_tokens=completion.usage.prompt_tokens)
     try:
         run.output = _parse(completion)
     except ValueError as exc:
-        run.failures.append(f"{label}: output is not JSON: {exc}")
+        run.failures.append(Failure(check="json", run=label, detail=f"output is not JSON: {exc}"))
         return run
     run.parsed = True
     errors = validate_output(contract, run.output)
     if errors:
-        run.failures.extend(f"{label}: schema: {error}" for error in errors)
+        run.failures.extend(Failure(check="schema", run=label, detail=e) for e in errors)
         return run
     run.usable = True
-    run.failures.extend(f"{label}: check {f}" for f in run_checks(contract.checks, run.output))
-    run.failures.extend(f"{label}: expect {f}" for f in run_checks(case.expect, run.output))
+    run.failures.extend(_behaviour(f, "contract check", label)
+                        for f in run_checks(contract.checks, run.output))
+    run.failures.extend(_behaviour(f, "case expectation", label)
+                        for f in run_checks(case.expect, run.output))
     return run
 
 
-def _agreement(contract: Contract, runs: list[_Run]) -> tuple[float, str | None]:
+def _invalid(exc: InvalidOutput, label: str) -> _Run:
+    run = _Run(prompt_tokens=exc.prompt_tokens, failures=[
+        Failure(check=exc.check, run=label, detail=exc.message)])
+    if exc.check == "schema":  # JSON it was; keep it as evidence like the certifier's own parse
+        try:
+            run.output, run.parsed = json.loads(exc.text), True
+        except json.JSONDecodeError:  # a fenced answer the adapter unwrapped: keep the text
+            run.output, run.parsed = exc.text, True
+    return run
+
+
+def _behaviour(failure: CheckFailure, source: str, label: str) -> Failure:
+    note = f" ({failure.note})" if failure.note else ""
+    return Failure(check=f"behaviour: {failure.check}", run=label,
+                   detail=f"{source} at {failure.path}: found {failure.found}, expected "
+                          f"{failure.expected}{note}")
+
+
+def _agreement(contract: Contract, runs: list[_Run]) -> tuple[float, Failure | None]:
     """The agreement share of the runs, and the failure line when it is too low."""
     sampling = contract.sampling
     agreement = measure_agreement(
@@ -186,10 +231,9 @@ def _agreement(contract: Contract, runs: list[_Run]) -> tuple[float, str | None]
     if agreement.passed:
         return agreement.share, None
     paths = ", ".join(sampling.agree_on) or "$"
-    return agreement.share, (
-        f"agreement: {agreement.agreeing}/{agreement.runs} runs agree on [{paths}] "
-        f"(share {agreement.share:.2f} < min_agreement {sampling.min_agreement})"
-    )
+    return agreement.share, Failure(check="agreement", detail=(
+        f"{agreement.agreeing}/{agreement.runs} runs agree on [{paths}] "
+        f"(share {agreement.share:.2f} < min_agreement {sampling.min_agreement})"))
 
 
 def _parse(completion: Completion) -> Any:
@@ -207,68 +251,3 @@ def _parse(completion: Completion) -> Any:
         return json.loads(json.dumps(output, allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise ValueError(f"not representable as JSON ({exc})") from exc
-
-
-async def _inspect(
-    provider: Provider, contract: Contract, messages: tuple[Message, ...]
-) -> tuple[RenderingEvidence, list[str]]:
-    if not isinstance(provider, InspectableProvider):
-        evidence = RenderingEvidence(ok=True, messages=messages, notes=(INSPECTION_UNAVAILABLE,))
-        return evidence, []
-    try:
-        inspection = await provider.inspect_prompt(messages)
-    except ProviderError as exc:
-        evidence = RenderingEvidence(
-            ok=True, messages=messages, error=f"prompt inspection failed: {exc}"
-        )
-        return evidence, [f"prompt: inspection failed ({exc.kind.value}): {exc}"]
-    evidence = RenderingEvidence(
-        ok=True,
-        messages=messages,
-        inspected=True,
-        accepted_roles=tuple(sorted(inspection.accepted_roles)),
-        system_present=inspection.system_present,
-        prompt_tokens=inspection.prompt_tokens,
-        tokenizer=inspection.tokenizer,
-        context_window=inspection.context_window,
-        control_tokens_special=inspection.control_tokens_special,
-        rendered=inspection.rendered,
-        notes=inspection.notes,
-    )
-    return evidence, _inspection_failures(contract, messages, inspection)
-
-
-def _inspection_failures(
-    contract: Contract, messages: tuple[Message, ...], inspection: PromptInspection
-) -> list[str]:
-    failures: list[str] = []
-    accepted = ", ".join(sorted(inspection.accepted_roles))
-    for role in sorted({message.role for message in messages} - inspection.accepted_roles):
-        failures.append(f"prompt: role {role!r} is not accepted by the chat format ({accepted})")
-    if contract.prompt.system is not None and not inspection.system_present:
-        failures.append("prompt: the system prompt is not present in what the model receives")
-    if inspection.control_tokens_special is False:
-        failures.append("prompt: the chat control markers are not special tokens of the tokenizer")
-    window = inspection.context_window
-    needed = inspection.prompt_tokens + contract.sampling.max_tokens
-    if window is not None and needed > window:
-        failures.append(
-            f"prompt: {inspection.prompt_tokens} prompt tokens + "
-            f"{contract.sampling.max_tokens} max_tokens = {needed} > context window {window}"
-        )
-    return failures
-
-
-def _with_usage_tokens(rendering: RenderingEvidence, runs: list[_Run]) -> RenderingEvidence:
-    """Without inspection, record the prompt token count the provider reported, if any."""
-    if rendering.inspected or rendering.prompt_tokens is not None:
-        return rendering
-    for index, run in enumerate(runs, start=1):
-        if run.prompt_tokens is not None:
-            return rendering.model_copy(
-                update={
-                    "prompt_tokens": run.prompt_tokens,
-                    "tokenizer": f"provider usage, run {index}",
-                }
-            )
-    return rendering

@@ -72,12 +72,37 @@ class Provider(Protocol):
     async def complete(self, request: CompletionRequest) -> Completion: ...
 
 
+CountBasis = Literal["exact", "estimate", "lower_bound"]
+"""How far `PromptInspection.prompt_tokens` can be trusted against the provider's own count:
+``exact`` the provider's tokenizer on the provider's real rendering; ``estimate`` a documented
+approximation (litellm's `token_counter`); ``lower_bound`` the bare message texts of a chat format
+that is not reproduced (the template can only add tokens)."""
+
+
+class MarkerTokens(BaseModel):
+    """A chat format's control marker as the model's tokenizer splits it (BOS left out).
+
+    `special` is True when it is ONE token that detokenizes to nothing (a control token); a
+    marker split into several ids, or one ordinary token like Gemma's ``<s>``, is plain text.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    marker: str
+    token_ids: tuple[int, ...]
+    special: bool
+
+
 class PromptInspection(BaseModel):
     """How a provider really receives a list of messages (for contract certification).
 
     `rendered` is the text the provider's chat format produces, when it is knowable (local
     llama.cpp models); `control_tokens_special` says whether the chat format's control markers
-    are single special tokens of the model's own tokenizer (None when not applicable).
+    are single special tokens of the model's own tokenizer (None: not applicable, or not known;
+    `unverified` then says which), and `markers` shows how each one was split.
+    `prompt_tokens_without_system` is the same count for the messages without their system
+    text: what the provider would count if it dropped it. `unverified` lists what this
+    inspection could not establish (e.g. a chat format that is not reproduced).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -87,13 +112,22 @@ class PromptInspection(BaseModel):
     system_present: bool
     prompt_tokens: int
     tokenizer: str  # where prompt_tokens came from: "llama.cpp /extras/tokenize", "litellm ..."
+    count_basis: CountBasis = "exact"
+    prompt_tokens_without_system: int | None = None
     context_window: int | None = None
     control_tokens_special: bool | None = None
+    markers: tuple[MarkerTokens, ...] = ()
+    unverified: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
 
 @runtime_checkable
 class InspectableProvider(Provider, Protocol):
-    """A provider that can show how it receives a prompt, without generating anything."""
+    """A provider that can show how it receives a prompt, without generating anything.
 
-    async def inspect_prompt(self, messages: tuple[Message, ...]) -> PromptInspection: ...
+    `output_schema` is the schema the request will ask for: a provider that cannot be asked for
+    a schema adds an instruction to the prompt, and the inspection must count it too.
+    """
+
+    async def inspect_prompt(self, messages: tuple[Message, ...],
+                             output_schema: dict[str, Any] | None = None) -> PromptInspection: ...

@@ -1,7 +1,8 @@
 """The prompt text a llama-cpp-python server builds from chat messages, for its chat formats.
 
-Reproduces `llama_cpp/llama_chat_format.py` (llama-cpp-python 0.3.x, `format_gemma` and
-`format_chatml`) so certification can see what the model really reads. What those formats do:
+Reproduces `llama_cpp/llama_chat_format.py` (llama-cpp-python 0.3.x: `format_gemma`,
+`format_chatml`, `format_llama2`) so certification can see what the model really reads; a format
+not listed here is not reproduced, and certification says so (``unverified``). What they do:
 
 gemma   Only user and assistant turns are rendered; EVERY system message is dropped (the server
         logs that at debug level only). Each turn is ``<start_of_turn>user\\n`` or
@@ -12,6 +13,12 @@ chatml  The FIRST system message becomes ``<|im_start|>system\\n`` + text + ``<|
         system messages are dropped. Turns are ``<|im_start|>user\\n`` or
         ``<|im_start|>assistant\\n``, then content + ``<|im_end|>\\n`` (empty content: the
         opening line alone). The prompt ends with ``<|im_start|>assistant\\n``.
+llama-2 The server's fallback for a GGUF without a chat template. The FIRST non-empty system
+        message becomes ``[INST] <<SYS>>\\n`` + text + ``\\n<</SYS>>``, followed by a space and
+        the first turn's text (its role prefix replaced by that block); other turns are
+        ``<s>[INST]`` + text + ``  `` (user) or ``[/INST]`` + text + `` </s>`` (assistant), and
+        the prompt ends with ``[/INST]``. Without a system message it starts with a space.
+        ``[INST]``, ``<<SYS>>`` and the rest are plain text to a model not trained on them.
 
 The server tokenizes the result with BOS added and special tokens parsed (``special=True``),
 which is also what its ``POST /extras/tokenize`` does, so counting there is exact.
@@ -52,7 +59,13 @@ CHATML = ChatFormat(
     control_markers=("<|im_start|>", "<|im_end|>"),
     notes=("chatml keeps only the first system message",),
 )
-FORMATS = {f.name: f for f in (GEMMA, CHATML)}
+LLAMA_2 = ChatFormat(
+    name="llama-2",
+    roles=frozenset({"system", "user", "assistant"}),
+    control_markers=("[INST]", "[/INST]", "<<SYS>>", "<</SYS>>", "<s>", "</s>"),
+    notes=("llama-2 keeps only the first system message",),
+)
+FORMATS = {f.name: f for f in (GEMMA, CHATML, LLAMA_2)}
 
 
 def _turns(messages: Sequence[Message], prefixes: dict[str, str], end: str) -> str:
@@ -84,7 +97,27 @@ def render_chatml(messages: Sequence[Message]) -> Rendered:
     return Rendered(text=text, system_present=len(systems) == 1, dropped=tuple(systems[1:]))
 
 
-_RENDERERS = {"gemma": render_gemma, "chatml": render_chatml}
+def render_llama2(messages: Sequence[Message]) -> Rendered:
+    """`format_llama2` + `_format_llama2` (llama_chat_format.py), step for step."""
+    systems = [m for m in messages if m.role == "system"]
+    system = systems[0].content if systems else ""
+    head = f"[INST] <<SYS>>\n{system}\n<</SYS>>" if system else ""
+    prefixes = {"user": "<s>[INST]", "assistant": "[/INST]"}
+    turns = [(prefixes[m.role], m.content) for m in messages if m.role in prefixes]
+    seps = (" ", "</s>")
+    text = head + seps[0]
+    for index, (prefix, content) in enumerate(turns):
+        if head and index == 0:
+            text += content + seps[0]
+        elif content:
+            text += prefix + content + " " + seps[index % 2]
+        else:
+            text += prefix + " "
+    return Rendered(text=text + "[/INST]", system_present=len(systems) == 1 and bool(system),
+                    dropped=tuple(systems[1:]))
+
+
+_RENDERERS = {"gemma": render_gemma, "chatml": render_chatml, "llama-2": render_llama2}
 
 
 def fold_system(chat_format: str | None, messages: tuple[Message, ...]) -> tuple[Message, ...]:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 StructuredOutput = Literal["json_schema", "json_object_schema", "none"]
+Waivable = Literal["rendering"]  # the certification checks whose `unverified` may be accepted
 
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}$")
 _KEY_PREFIXES = ("pk-", "key-", "ghp_", "xoxb-", "AIza", "Bearer ")
@@ -67,6 +68,11 @@ class ProviderConfig(_Frozen):
         default=None, description="llama.cpp server chat format name (gemma, chatml); None: hosted"
     )
     context_window: int | None = Field(default=None, gt=0)
+    accept_unverified: dict[Waivable, str] = Field(
+        default_factory=dict,
+        description="a named waiver: certification may pass with this check unverified, "
+                    "e.g. {rendering = 'hosted API, template not visible; agreed by ops'}",
+    )
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     extra_params: dict[str, Any] = Field(default_factory=dict)
 
@@ -96,6 +102,14 @@ class ProviderConfig(_Frozen):
             raise ValueError(f"extra_params must be JSON-serialisable: {exc}") from exc
         return value
 
+    @field_validator("accept_unverified")
+    @classmethod
+    def _waiver_has_reason(cls, value: dict[Waivable, str]) -> dict[Waivable, str]:
+        for check, reason in value.items():
+            if not reason.strip():
+                raise ValueError(f"accept_unverified.{check} needs a reason (who accepted what)")
+        return value
+
     @model_validator(mode="after")
     def _retry_bounds(self) -> ProviderConfig:
         if self.retry.max < self.retry.initial:
@@ -107,9 +121,12 @@ def provider_fingerprint(name: str, config: ProviderConfig) -> str:
     """sha256 (hex) of the canonical JSON of the provider's name and behaviour-affecting fields.
 
     Excluded on purpose: the key's env var name, timeouts, concurrency, rate limits, retry policy
-    and context_window — they change how a call is made, not what the model answers.
+    and context_window — they change how a call is made, not what the model answers. A waiver
+    (`accept_unverified`) is included when present: a certification earned under a waiver goes
+    stale when the waiver is withdrawn or changed (absent, it leaves older fingerprints as they
+    were).
     """
-    identity = {
+    identity: dict[str, Any] = {
         "name": name,
         "model": config.model,
         "api_base": config.api_base,
@@ -117,5 +134,7 @@ def provider_fingerprint(name: str, config: ProviderConfig) -> str:
         "chat_format": config.chat_format,
         "extra_params": config.extra_params,
     }
+    if config.accept_unverified:
+        identity["accept_unverified"] = {str(k): v for k, v in config.accept_unverified.items()}
     canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -3,6 +3,8 @@
     ProviderError                      kind says what is known about the request's fate
     ├── NotSent       kind=not_sent    the request never reached the provider: safe to retry
     ├── Rejected      kind=rejected    the provider answered, and the answer is a definite failure
+    │   └── InvalidOutput                the answer is not JSON (check "json") or breaks the output
+    │                                    schema (check "schema"); carries the answer and its usage
     └── OutcomeUnknown kind=unknown    the request was sent and no answer came back: it may have run
 
 `providers/` is the only place where third-party exceptions are translated into these; the
@@ -53,6 +55,20 @@ class NotSent(ProviderError):
 
 class Rejected(ProviderError):
     kind = ErrorKind.REJECTED
+
+
+class InvalidOutput(Rejected):
+    """The provider answered, and the answer is unusable: `check` names what failed, ``json``
+    (not JSON at all) or ``schema`` (JSON that breaks the output schema). `text` is the answer
+    and `prompt_tokens` the provider's reported usage, so that a certification can still name
+    the failing check and compare the prompt count the provider reported."""
+
+    def __init__(self, message: str, *, provider: str, check: str, text: str,
+                 prompt_tokens: int | None = None) -> None:
+        super().__init__(message, provider=provider)
+        self.check = check
+        self.text = text
+        self.prompt_tokens = prompt_tokens
 
 
 class OutcomeUnknown(ProviderError):

@@ -26,7 +26,7 @@ from providers.base import Completion, CompletionRequest, Message, PromptInspect
 from providers.chat_formats import FORMATS, fold_system
 from providers.classify import classify
 from providers.config import ProviderConfig, provider_fingerprint
-from providers.errors import NotSent, OutcomeUnknown, ProviderError
+from providers.errors import NotSent, OutcomeUnknown, ProviderError, Rejected
 from providers.resilience import Bulkhead, RateLimiter, retrying
 
 # Sent as the key when `api_key_env` is None (a keyless local server). The openai SDK refuses
@@ -77,19 +77,27 @@ class LiteLLMProvider:
         fmt = FORMATS.get(self._config.chat_format or "")
         return fmt is None or "system" in fmt.roles
 
+    def _wire_messages(self, messages: tuple[Message, ...],
+                       output_schema: dict[str, Any] | None) -> tuple[Message, ...]:
+        """The messages as they go out: system text folded for a format without a system role,
+        the schema instruction added when the provider cannot be asked for a schema."""
+        cfg = self._config
+        sent = fold_system(cfg.chat_format, messages)
+        if output_schema is not None and structured.response_format(
+                cfg.structured_output, output_schema) is None:
+            sent = structured.with_instruction(sent, output_schema, self._system_role())
+        return sent
+
     def _request_kwargs(self, request: CompletionRequest) -> dict[str, Any]:
         """The keyword arguments of the litellm call for `request` (key included)."""
         import httpx  # litellm depends on it; imported here to keep `providers` cheap
 
         cfg = self._config
-        messages = fold_system(cfg.chat_format, request.messages)
+        messages = self._wire_messages(request.messages, request.output_schema)
         response_format = None
         if request.output_schema is not None:
             response_format = structured.response_format(cfg.structured_output,
                                                          request.output_schema)
-            if response_format is None:
-                messages = structured.with_instruction(messages, request.output_schema,
-                                                       self._system_role())
         kwargs: dict[str, Any] = {
             **cfg.extra_params,
             "model": cfg.model,
@@ -162,7 +170,8 @@ class LiteLLMProvider:
             self.rate_limiter.settle(estimate, (prompt_tokens or 0) + (completion_tokens or 0))
         output = None
         if request.output_schema is not None:
-            output = structured.parse_output(text, request.output_schema, provider=self._name)
+            output = structured.parse_output(text, request.output_schema, provider=self._name,
+                                             prompt_tokens=prompt_tokens)
         return Completion(
             text=text,
             output=output,
@@ -171,17 +180,24 @@ class LiteLLMProvider:
                         cost_usd=_cost(response)),
         )
 
-    async def inspect_prompt(self, messages: tuple[Message, ...]) -> PromptInspection:
+    async def inspect_prompt(self, messages: tuple[Message, ...],
+                             output_schema: dict[str, Any] | None = None) -> PromptInspection:
+        """How the server receives `messages` sent with `output_schema` (as `complete` sends
+        them), and what it would count if their system text were lost."""
         litellm = _litellm.load()
         cfg = self._config
+        sent = self._wire_messages(messages, output_schema)
+        bare = None
+        if any(m.role == "system" for m in messages):
+            bare = self._wire_messages(tuple(m for m in messages if m.role != "system"),
+                                       output_schema)
         if cfg.chat_format is None:
-            return prompt_inspection.inspect_hosted(litellm, cfg.model, messages,
-                                                    cfg.context_window)
+            return prompt_inspection.inspect_hosted(litellm, cfg.model, sent,
+                                                    cfg.context_window, bare=bare)
         window = prompt_inspection.context_window(litellm, cfg.model, cfg.context_window)
-        sent = fold_system(cfg.chat_format, messages)
-        inspection = await prompt_inspection.inspect_llama(cfg.chat_format, sent, self._tokenize,
-                                                           window)
-        if sent is messages:
+        inspection = await prompt_inspection.inspect_llama(
+            cfg.chat_format, sent, self._tokenize, self._detokenize, window, bare=bare)
+        if fold_system(cfg.chat_format, messages) is messages:
             return inspection
         # The system text travels folded into the first user turn: check that it is there.
         present = all(m.content in (inspection.rendered or "") for m in messages
@@ -193,6 +209,23 @@ class LiteLLMProvider:
 
     async def _tokenize(self, text: str) -> list[int]:
         """Token ids from the llama.cpp server's own tokenizer (BOS added, specials parsed)."""
+        answer = await self._extras(prompt_inspection.TOKENIZE_PATH, {"input": text})
+        tokens = answer.get("tokens")
+        if not isinstance(tokens, list):
+            raise Rejected(f"{prompt_inspection.TOKENIZE_PATH} answered without a token list",
+                           provider=self._name)
+        return [int(t) for t in tokens]
+
+    async def _detokenize(self, tokens: list[int]) -> str:
+        """The server's text for `tokens` (control tokens come back empty)."""
+        answer = await self._extras(prompt_inspection.DETOKENIZE_PATH, {"tokens": tokens})
+        text = answer.get("text")
+        if not isinstance(text, str):
+            raise Rejected(f"{prompt_inspection.DETOKENIZE_PATH} answered without a text",
+                           provider=self._name)
+        return text
+
+    async def _extras(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         import httpx
 
         if self._config.api_base is None:
@@ -200,16 +233,19 @@ class LiteLLMProvider:
         if self._http is None:
             timeout = httpx.Timeout(self._config.timeout.read, connect=self._config.timeout.connect)
             self._http = httpx.AsyncClient(timeout=timeout)
-        url = prompt_inspection.server_root(self._config.api_base) + prompt_inspection.TOKENIZE_PATH
-        body = {"input": text, "model": self._config.model.split("/", 1)[-1]}
+        url = prompt_inspection.server_root(self._config.api_base) + path
+        body = {**body, "model": self._config.model.split("/", 1)[-1]}
         headers = {"Authorization": f"Bearer {self._api_key()}"}
         try:
             response = await self._http.post(url, json=body, headers=headers)
             response.raise_for_status()
-            tokens = response.json()["tokens"]
+            answer = response.json()
         except Exception as exc:
             raise classify(exc, self._name) from exc
-        return [int(t) for t in tokens]
+        if not isinstance(answer, dict):
+            raise Rejected(f"{path} answered {type(answer).__name__}, not an object",
+                           provider=self._name)
+        return answer
 
     async def close(self) -> None:
         """Release this provider; the last open one also closes litellm's shared clients."""

@@ -4,13 +4,23 @@ For a llama.cpp server (`chat_format` set) the prompt is rendered exactly as lla
 renders it (`providers.chat_formats`) and counted by the server's own tokenizer:
 ``POST {api_base without /v1}/extras/tokenize`` with ``{"input": text, "model": alias}`` answers
 ``{"tokens": [...]}``. The server tokenizes there with BOS added and special tokens parsed, the
-same call its chat handler makes on the rendered prompt, so the count is the model's own.
-A control marker (``<start_of_turn>``) is "special" when it is ONE token beyond what the empty
-string yields (the BOS): a marker split into several pieces means the template would feed the
-model plain text instead of its turn structure.
+same call its chat handler makes on the rendered prompt, so the count is the model's own
+(``count_basis="exact"``).
 
-For hosted models: the roles of the OpenAI chat API, litellm's offline `token_counter` (exact
-for OpenAI models, a cl100k approximation otherwise) and litellm's model map for the window.
+A control marker (``<start_of_turn>``) is a special token of the model when it tokenizes to BOS
+plus exactly ONE id AND that id detokenizes (``POST /extras/detokenize``, which skips control
+tokens) to the empty string. Both halves matter: ``<|im_start|>`` splits into six pieces on
+Gemma, and ``<s>`` is one token there but an ordinary one (Gemma's vocabulary has HTML tags).
+The ids of every marker are kept as evidence.
+
+A chat format that `providers.chat_formats` does not reproduce cannot be shown: the count is of
+the bare message texts (``lower_bound``: a template only adds), and `unverified` says that the
+system text and the markers could not be checked.
+
+For hosted models: the roles of the OpenAI chat API, litellm's offline `token_counter` (a
+documented ``estimate``: exact for OpenAI models, a cl100k approximation otherwise) and
+litellm's model map for the window. Whether the system text arrives is then shown only by the
+provider's reported usage (see `contracts.rendering`).
 """
 
 from __future__ import annotations
@@ -19,12 +29,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from providers import chat_formats
-from providers.base import Message, PromptInspection
+from providers.base import MarkerTokens, Message, PromptInspection
 
 Tokenize = Callable[[str], Awaitable[list[int]]]
+Detokenize = Callable[[list[int]], Awaitable[str]]
 
 ALL_ROLES = frozenset({"system", "user", "assistant"})
 TOKENIZE_PATH = "/extras/tokenize"
+DETOKENIZE_PATH = "/extras/detokenize"
 
 
 def server_root(api_base: str) -> str:
@@ -45,55 +57,88 @@ def context_window(litellm: Any, model: str, configured: int | None) -> int | No
 
 
 def inspect_hosted(litellm: Any, model: str, messages: tuple[Message, ...],
-                   configured_window: int | None) -> PromptInspection:
-    count = litellm.token_counter(
-        model=model, messages=[{"role": m.role, "content": m.content} for m in messages]
-    )
+                   configured_window: int | None, *,
+                   bare: tuple[Message, ...] | None = None) -> PromptInspection:
+    def count(sent: tuple[Message, ...]) -> int:
+        return int(litellm.token_counter(
+            model=model, messages=[{"role": m.role, "content": m.content} for m in sent]))
+
     return PromptInspection(
         accepted_roles=ALL_ROLES,
         rendered=None,
         system_present=any(m.role == "system" for m in messages),
-        prompt_tokens=int(count),
+        prompt_tokens=count(messages),
         tokenizer=f"litellm token_counter ({model})",
+        count_basis="estimate",
+        prompt_tokens_without_system=count(bare) if bare is not None else None,
         context_window=context_window(litellm, model, configured_window),
         control_tokens_special=None,
         notes=("hosted chat API: the provider applies its own template; the system role is "
-               "sent as a message",),
+               "sent as a message, and only the provider's usage can show that it arrived",),
     )
 
 
 async def inspect_llama(
     chat_format: str, messages: tuple[Message, ...], tokenize: Tokenize,
-    window: int | None,
+    detokenize: Detokenize, window: int | None, *, bare: tuple[Message, ...] | None = None,
 ) -> PromptInspection:
+    """`messages` as the server renders and counts them. `bare` is what would be sent if the
+    system text were lost (None: the contract has no system text)."""
     fmt = chat_formats.FORMATS.get(chat_format)
+    if fmt is None:
+        return await _unreproduced(chat_format, messages, tokenize, window)
     rendered = chat_formats.render(chat_format, messages)
-    notes: list[str] = list(fmt.notes) if fmt is not None else []
-    if rendered is None:
-        text = "".join(m.content for m in messages)
-        notes.append(f"chat format {chat_format!r} is not reproduced here: token count is of the "
-                     "bare message texts and the system message cannot be shown to be present")
-    else:
-        text = rendered.text
-        if rendered.dropped:
-            notes.append(f"{len(rendered.dropped)} system message(s) dropped by {chat_format}")
-    tokens = await tokenize(text)
-    special = await _markers_special(fmt.control_markers, tokenize) if fmt is not None else None
+    assert rendered is not None  # every format in FORMATS has a renderer
+    notes = list(fmt.notes)
+    if rendered.dropped:
+        notes.append(f"{len(rendered.dropped)} system message(s) dropped by {chat_format}")
+    tokens = await tokenize(rendered.text)
+    without = None
+    if bare is not None:
+        bare_rendered = chat_formats.render(chat_format, bare)
+        without = len(await tokenize(bare_rendered.text)) if bare_rendered else None
+    markers = await marker_tokens(fmt.control_markers, tokenize, detokenize)
     return PromptInspection(
-        accepted_roles=fmt.roles if fmt is not None else ALL_ROLES,
-        rendered=rendered.text if rendered is not None else None,
-        system_present=rendered.system_present if rendered is not None else False,
+        accepted_roles=fmt.roles,
+        rendered=rendered.text,
+        system_present=rendered.system_present,
         prompt_tokens=len(tokens),
         tokenizer=f"llama.cpp {TOKENIZE_PATH}",
+        count_basis="exact",
+        prompt_tokens_without_system=without,
         context_window=window,
-        control_tokens_special=special,
+        control_tokens_special=all(m.special for m in markers),
+        markers=markers,
         notes=tuple(notes),
     )
 
 
-async def _markers_special(markers: tuple[str, ...], tokenize: Tokenize) -> bool:
-    baseline = len(await tokenize(""))
+async def _unreproduced(chat_format: str, messages: tuple[Message, ...], tokenize: Tokenize,
+                        window: int | None) -> PromptInspection:
+    tokens = await tokenize("".join(m.content for m in messages))
+    reason = (f"chat format {chat_format!r} is not reproduced here: what the model reads, whether "
+              "the system text is in it and whether its markers are control tokens are unknown")
+    return PromptInspection(
+        accepted_roles=ALL_ROLES,
+        rendered=None,
+        system_present=False,
+        prompt_tokens=len(tokens),
+        tokenizer=f"llama.cpp {TOKENIZE_PATH} (bare message texts)",
+        count_basis="lower_bound",
+        context_window=window,
+        control_tokens_special=None,
+        unverified=(reason,),
+    )
+
+
+async def marker_tokens(markers: tuple[str, ...], tokenize: Tokenize,
+                        detokenize: Detokenize) -> tuple[MarkerTokens, ...]:
+    """Each marker's ids beyond BOS, and whether it is one control token (see the module doc)."""
+    baseline = await tokenize("")
+    out = []
     for marker in markers:
-        if len(await tokenize(marker)) - baseline != 1:
-            return False
-    return True
+        ids = await tokenize(marker)
+        ids = ids[len(baseline):] if ids[:len(baseline)] == baseline else ids
+        special = len(ids) == 1 and await detokenize(ids) == ""
+        out.append(MarkerTokens(marker=marker, token_ids=tuple(ids), special=special))
+    return tuple(out)

@@ -10,8 +10,9 @@ Asking, per `ProviderConfig.structured_output`:
                         role, since the server would drop a system message)
 
 Checking: the answer is stripped of a ```json fence, parsed with json.loads and validated with
-jsonschema Draft 2020-12. Either failure is `Rejected` with what was wrong: the provider did
-answer, and the answer is not usable.
+jsonschema Draft 2020-12. Either failure is `InvalidOutput` (a `Rejected`) naming the check that
+failed (``json`` or ``schema``), with what was wrong: the provider did answer, and the answer is
+not usable.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from jsonschema.exceptions import best_match
 
 from providers.base import Message
 from providers.config import StructuredOutput
-from providers.errors import Rejected
+from providers.errors import InvalidOutput
 
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*[ \t]*\r?\n?(.*?)\r?\n?```\s*$", re.DOTALL)
 _VALIDATORS: dict[str, Any] = {}
@@ -81,22 +82,24 @@ def _validator(schema: dict[str, Any]) -> Any:
     return validator
 
 
-def parse_output(text: str, schema: dict[str, Any], *, provider: str) -> Any:
-    """The answer's JSON value, valid against `schema`; `Rejected` saying what is wrong."""
+def parse_output(text: str, schema: dict[str, Any], *, provider: str,
+                 prompt_tokens: int | None = None) -> Any:
+    """The answer's JSON value, valid against `schema`; `InvalidOutput` saying what is wrong
+    (`prompt_tokens`, the answer's reported usage, travels with it)."""
     body = strip_fence(text).strip()
     try:
         value = json.loads(body)
     except json.JSONDecodeError as exc:
         excerpt = body[:120] if body else "<empty answer>"
-        raise Rejected(
+        raise InvalidOutput(
             f"answer is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
             f"{excerpt!r}",
-            provider=provider,
+            provider=provider, check="json", text=text, prompt_tokens=prompt_tokens,
         ) from exc
     error = best_match(_validator(schema).iter_errors(value))
     if error is not None:
-        raise Rejected(
+        raise InvalidOutput(
             f"answer does not match the output schema at {error.json_path}: {error.message}"[:500],
-            provider=provider,
+            provider=provider, check="schema", text=text, prompt_tokens=prompt_tokens,
         )
     return value

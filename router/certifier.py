@@ -5,7 +5,7 @@ implies, running `contracts.certify` on them, persisting the records, and the st
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -25,11 +25,13 @@ class Pair:
     provider: str
     contract: Contract
     contract_fingerprint: str
+    # The provider config's waivers (check -> reason): which `unverified` checks may pass.
+    accept_unverified: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One matrix cell: status is pass, fail, stale, expired or missing."""
+    """One matrix cell: status is pass, fail, unverified, stale, expired or missing."""
 
     provider: str
     contract: str
@@ -50,7 +52,10 @@ def pairs_to_certify(
         for name in task.policy.providers:
             key = (name, task.contract.name)
             if key not in seen:
-                seen[key] = Pair(name, task.contract, task.contract_fingerprint)
+                provider_config = config.providers.get(name)
+                waivers = ({str(k): v for k, v in provider_config.accept_unverified.items()}
+                           if provider_config else {})
+                seen[key] = Pair(name, task.contract, task.contract_fingerprint, waivers)
     chosen = [p for p in seen.values()
               if (provider is None or p.provider == provider)
               and (contract is None or p.contract.name == contract)]  # fmt: skip
@@ -70,7 +75,8 @@ async def certify_pair(
 
     await warm_up([provider])  # the first case's deadline must not pay litellm's first call
     certification = await certify(provider, pair.contract, now=now,
-                                  ttl=timedelta(days=ttl_days), progress=progress)
+                                  ttl=timedelta(days=ttl_days), progress=progress,
+                                  accept_unverified=pair.accept_unverified)
     await store.save_certification(
         provider=certification.provider, contract=certification.contract,
         provider_fingerprint=certification.provider_fingerprint,
@@ -107,7 +113,8 @@ async def matrix(
 def _status(valid: bool, reason: str) -> str:
     if valid:
         return "pass"
-    for prefix, status in (("stale", "stale"), ("expired", "expired")):
+    for prefix, status in (("stale", "stale"), ("expired", "expired"),
+                           ("unverified", "unverified")):
         if reason.startswith(prefix):
             return status
     return "fail"

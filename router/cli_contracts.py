@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from xml.etree import ElementTree as ET
 
 import typer
@@ -22,6 +22,9 @@ from router.api import Router
 from router.certifier import Cell, Pair, certify_pair, matrix, pairs_to_certify
 from router.cli import ConfigOpt, DatabaseOpt, app, run, settings
 
+if TYPE_CHECKING:
+    from contracts import CaseEvidence
+
 contracts_app = typer.Typer(help="Certify providers against task contracts; see the matrix.",
                             no_args_is_help=True)
 app.add_typer(contracts_app, name="contracts")
@@ -30,8 +33,8 @@ app.add_typer(contracts_app, name="contracts")
 # cassette must give the same record (tests/contracts/test_replay_equals_live.py).
 LIVE_RECORD = "certification.json"
 
-_STYLE = {"pass": "green", "fail": "red", "stale": "yellow", "expired": "yellow",
-          "missing": "dim"}  # fmt: skip
+_STYLE = {"pass": "green", "fail": "red", "unverified": "yellow", "stale": "yellow",
+          "expired": "yellow", "missing": "dim"}  # fmt: skip
 
 
 @contracts_app.command("run")
@@ -86,6 +89,8 @@ def run_contracts(
 def status(
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help=(
+        "print the report as JSON: every cell with its full certification record"))] = False,
 ) -> None:
     """Print the provider x contract matrix from the store, without calling any provider."""
 
@@ -95,7 +100,8 @@ def status(
             pairs = pairs_to_certify(cfg, router.tasks)
             return await matrix(router.store, router.providers, pairs)
 
-    print(render_matrix(run(step)))
+    cells = run(step)
+    print(json.dumps(report(cells), indent=2) if as_json else render_matrix(cells))
 
 
 @contextmanager
@@ -123,7 +129,9 @@ def _progress() -> Progress:
 
 
 def render_matrix(cells: Sequence[Cell], width: int = 110) -> str:
-    """The matrix as text: providers down, contracts across; a failing cell names its check."""
+    """The matrix as text: providers down, contracts across. A cell that is not a pass names
+    its failing (or unverified) checks on its first line, before any detail; a pass under a
+    waiver says which check it waives."""
     contracts = sorted({c.contract for c in cells})
     providers = list(dict.fromkeys(c.provider for c in cells))
     by_pair = {(c.provider, c.contract): c for c in cells}
@@ -135,18 +143,35 @@ def render_matrix(cells: Sequence[Cell], width: int = 110) -> str:
             if cell is None:
                 row.append("")
                 continue
-            detail = "" if cell.status == "pass" else f"\n{escape(_short(cell))}"
-            row.append(f"[{_STYLE[cell.status]}]{cell.status}[/]{detail}")
+            head, detail = cell_text(cell)
+            more = f"\n{escape(detail)}" if detail else ""
+            row.append(f"[{_STYLE[cell.status]}]{escape(head)}[/]{more}")
         table.add_row(escape(name), *row)
     out = Console(record=True, width=width, file=io.StringIO(), color_system=None)
     out.print(table)
     return out.export_text()
 
 
-def _short(cell: Cell) -> str:
-    detail = cell.detail
-    if cell.status == "fail" and cell.certification is not None:
-        detail = cell.certification.first_failure or detail
+def cell_text(cell: Cell) -> tuple[str, str]:
+    """(first line: the status and the checks that decided it, short detail)."""
+    cert = cell.certification
+    if cert is None or cell.status in ("stale", "expired", "missing"):
+        return cell.status, "" if cell.status == "pass" else _short(cell.detail)
+    cases = f"{sum(case.passed for case in cert.cases)}/{len(cert.cases)} cases"
+    if cell.status == "fail":
+        return f"fail: {', '.join(cert.failed_checks)}", _short(
+            f"{cases}; {cert.first_failure or cell.detail}")
+    if cell.status == "unverified":
+        return f"unverified: {', '.join(cert.unverified_checks)}", _short(
+            f"{cases}; no waiver; {cert.first_failure or cell.detail}")
+    waived = [c for c in cert.waivers if c in cert.unverified_checks]
+    if waived:
+        reasons = "; ".join(cert.waivers[c] for c in waived)
+        return f"pass, waived: {', '.join(waived)} unverified", _short(reasons)
+    return cell.status, ""
+
+
+def _short(detail: str) -> str:
     return detail if len(detail) <= 70 else detail[:67] + "..."
 
 
@@ -158,7 +183,9 @@ def report(cells: Sequence[Cell]) -> dict[str, object]:
 
 
 def junit_xml(cells: Sequence[Cell]) -> str:
-    """One test case per provider x contract x golden case."""
+    """One test case per provider x contract x golden case; a failure's `message` names the
+    failing checks first, its `type` is the verdict, and its text holds every failure line and
+    the rendering evidence (both prompt counts, the split markers)."""
     suite = ET.Element("testsuite", name="jobrouter-contracts")
     count = failures = 0
     for cell in cells:
@@ -169,13 +196,30 @@ def junit_xml(cells: Sequence[Cell]) -> str:
                                  name=case.name)
             if not case.passed or cell.status in ("stale", "expired"):
                 failures += 1
-                message = "; ".join(case.failures) or cell.detail
-                ET.SubElement(node, "failure", message=message[:500])
+                checks = ", ".join(case.failed_checks or case.unverified) or cell.status
+                first = str(case.failures[0]) if case.failures else cell.detail
+                failure = ET.SubElement(node, "failure", type=case.verdict,
+                                        message=f"{checks}: {first}"[:500])
+                failure.text = _case_evidence(case)
         if not cases:
             count += 1
             failures += 1
             node = ET.SubElement(suite, "testcase", classname=cell.provider, name=cell.contract)
-            ET.SubElement(node, "failure", message=cell.detail)
+            ET.SubElement(node, "failure", type=cell.status, message=cell.detail)
     suite.set("tests", str(count))
     suite.set("failures", str(failures))
     return ET.tostring(suite, encoding="unicode") + "\n"
+
+
+def _case_evidence(case: CaseEvidence) -> str:
+    r = case.rendering
+    lines = [str(f) for f in case.failures]
+    lines += [f"unverified: {reason}" for reason in r.unverified]
+    lines.append(f"rendering {r.verdict}: product counted {r.prompt_tokens} prompt tokens "
+                 f"({r.tokenizer}, {r.count_basis}), provider reported "
+                 f"{list(r.reported_prompt_tokens)}, tolerance {r.tolerance}")
+    lines += [f"marker {m.marker!r} -> {list(m.token_ids)} special={m.special}"
+              for m in r.markers]
+    if r.rendered is not None:
+        lines.append(f"rendered prompt: {r.rendered!r}")
+    return "\n".join(lines)

@@ -61,8 +61,9 @@ class InjectedFault:
             await asyncio.sleep(self.delay)
         return await self.inner.complete(request)
 
-    async def inspect_prompt(self, messages: tuple[Message, ...]) -> PromptInspection:
-        return await self.inner.inspect_prompt(messages)  # type: ignore[attr-defined, no-any-return]
+    async def inspect_prompt(self, messages: tuple[Message, ...],
+                             output_schema: dict[str, Any] | None = None) -> PromptInspection:
+        return await self.inner.inspect_prompt(messages, output_schema)  # type: ignore[attr-defined, no-any-return]
 
     async def close(self) -> None:
         closer = getattr(self.inner, "close", None)
