@@ -13,8 +13,17 @@ from typing import Any
 import pytest
 
 from contracts import Certification, Contract, certify, contract_fingerprint, contract_from_data
+from contracts.certification import Failure
 from contracts.certify import INSPECTION_UNAVAILABLE
-from providers.base import Completion, CompletionRequest, Message, PromptInspection, Usage
+from contracts.rendering import NO_USAGE
+from providers.base import (
+    Completion,
+    CompletionRequest,
+    MarkerTokens,
+    Message,
+    PromptInspection,
+    Usage,
+)
 from providers.errors import NotSent, OutcomeUnknown, ProviderError, Rejected
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -25,16 +34,19 @@ NEGATIVE = {"sentiment": "negative", "reason": "it broke"}
 GOOD_ANSWERS: dict[str, list[Answer]] = {"Great mug": [POSITIVE], "Broke": [NEGATIVE]}
 
 
-class FakeProvider:
+class BareFake:
     """Answers by the review text in the user message: a script of answers used in turn.
 
-    A dict is a parsed output, a str is raw text the provider did not parse, a `ProviderError`
-    is raised. The last answer of a script repeats.
+    A dict is a parsed output (reported usage: `USAGE` prompt tokens), a str is raw text the
+    provider did not parse (no usage), a `ProviderError` is raised. The last answer of a script
+    repeats. It cannot show how it receives a prompt (a hosted API without inspection).
     """
 
-    def __init__(self, answers: dict[str, list[Answer]], *, fingerprint: str = "fake-v1") -> None:
+    def __init__(self, answers: dict[str, list[Answer]], *, fingerprint: str = "fake-v1",
+                 usage: int | None = None) -> None:
         self._answers = answers
         self._fingerprint = fingerprint
+        self._usage = USAGE if usage is None else usage
         self._served: dict[str, int] = {}
         self.requests: list[CompletionRequest] = []
 
@@ -58,24 +70,33 @@ class FakeProvider:
             raise answer
         if isinstance(answer, str):
             return Completion(text=answer)
-        return Completion(text=json.dumps(answer), output=answer, usage=Usage(prompt_tokens=17))
+        return Completion(text=json.dumps(answer), output=answer,
+                          usage=Usage(prompt_tokens=self._usage))
 
 
-class InspectableFake(FakeProvider):
-    """A fake that also reports how it receives the prompt."""
+class InspectableFake(BareFake):
+    """A fake that also reports how it receives the prompt (default: `inspection()`, whose
+    count agrees with the usage the fake reports)."""
 
     def __init__(
-        self, answers: dict[str, list[Answer]], inspection: PromptInspection | ProviderError
-    ) -> None:
-        super().__init__(answers)
-        self._inspection = inspection
+        self, answers: dict[str, list[Answer]],
+        shown: PromptInspection | ProviderError | None = None, *, usage: int | None = None,
+    ) -> None:  # fmt: skip
+        super().__init__(answers, usage=usage)
+        self._inspection = shown if shown is not None else inspection()
         self.inspected: list[tuple[Message, ...]] = []
 
-    async def inspect_prompt(self, messages: tuple[Message, ...]) -> PromptInspection:
+    async def inspect_prompt(self, messages: tuple[Message, ...],
+                             output_schema: dict[str, Any] | None = None) -> PromptInspection:
         self.inspected.append(messages)
         if isinstance(self._inspection, ProviderError):
             raise self._inspection
         return self._inspection
+
+
+FakeProvider = InspectableFake
+USAGE = 40
+WAIVER = {"rendering": "test fake: nothing to inspect; accepted in this test"}
 
 
 def inspection(**changes: Any) -> PromptInspection:
@@ -83,10 +104,12 @@ def inspection(**changes: Any) -> PromptInspection:
         "accepted_roles": frozenset({"system", "user", "assistant"}),
         "rendered": "<start_of_turn>user\n...",
         "system_present": True,
-        "prompt_tokens": 40,
+        "prompt_tokens": USAGE,
+        "prompt_tokens_without_system": USAGE - 12,
         "tokenizer": "llama.cpp /tokenize",
         "context_window": 2048,
         "control_tokens_special": True,
+        "markers": (MarkerTokens(marker="<start_of_turn>", token_ids=(105,), special=True),),
     }
     return PromptInspection(**(fields | changes))
 
@@ -103,10 +126,11 @@ async def test_passing_provider_is_certified_with_evidence(contract: Contract) -
     assert [case.name for case in cert.cases] == ["good", "bad"]
     good = cert.cases[0]
     assert (good.passed, good.runs, good.agreement, good.failures) == (True, 3, 1.0, ())
+    assert (good.verdict, good.rendering.verdict, good.unverified) == ("pass", "pass", ())
     assert good.outputs == (POSITIVE, POSITIVE, POSITIVE)
-    assert good.rendering.notes == (INSPECTION_UNAVAILABLE,)
-    assert not good.rendering.inspected
-    assert (good.rendering.prompt_tokens, good.rendering.tokenizer) == (17, "provider usage, run 1")
+    assert good.rendering.inspected
+    assert (good.rendering.prompt_tokens, good.rendering.reported_prompt_tokens) == (
+        USAGE, (USAGE,) * 3)
     assert progress == [(name, run, 3) for name in ("good", "bad") for run in (1, 2, 3)]
     assert len(provider.requests) == 6
     assert provider.requests[0].labels["case"] == "good"
@@ -123,11 +147,12 @@ async def test_schema_violation_fails_with_evidence_naming_the_case(contract: Co
     assert not cert.passed
     good, bad = cert.cases
     assert good.passed and not bad.passed
-    assert (
-        bad.failures[0] == "run 1/3: schema: sentiment: 'awful' is not one of "
-        "['positive', 'negative', 'mixed']"
-    )
-    assert bad.failures[-1].startswith("agreement: 0/3 runs agree on [sentiment]")
+    assert bad.failures[0] == Failure(
+        check="schema", run="1/3",
+        detail="sentiment: 'awful' is not one of ['positive', 'negative', 'mixed']")
+    assert str(bad.failures[-1]).startswith("agreement: 0/3 runs agree on [sentiment]")
+    assert bad.failed_checks == ("schema", "agreement") == cert.failed_checks
+    assert bad.verdict == "fail"
     assert bad.outputs == ({"sentiment": "awful", "reason": "x"},) * 3
     assert cert.first_failure == f"bad: {bad.failures[0]}"
     valid, reason = cert.is_valid_for(cert.contract_fingerprint, "fake-v1", NOW)
@@ -139,11 +164,13 @@ async def test_wrong_expectation_and_failed_check_are_reported(contract: Contrac
     provider = FakeProvider({"Great mug": [POSITIVE], "Broke": [long_reason]})
     cert = await certify(provider, contract, now=NOW)
     bad = cert.cases[1]
-    assert bad.failures[:2] == (
-        'run 1/3: check max_length at reason: found "' + "x" * 41 + '" (length 41), '
-        "expected a string or list of length <= 40",
-        'run 1/3: expect equals at sentiment: found "positive", expected "negative"',
-    )
+    assert [str(f) for f in bad.failures[:2]] == [
+        'behaviour: max_length: run 1/3: contract check at reason: found "' + "x" * 41
+        + '" (length 41), expected a string or list of length <= 40',
+        'behaviour: equals: run 1/3: case expectation at sentiment: found "positive", '
+        'expected "negative"',
+    ]
+    assert bad.failed_checks == ("behaviour: max_length", "behaviour: equals")
     assert bad.agreement == 1.0  # consistent, but consistently wrong
 
 
@@ -156,9 +183,8 @@ async def test_disagreeing_repeats_fail_agreement(contract_data: dict[str, Any])
     cert = await certify(provider, contract, now=NOW)
     good = cert.cases[0]
     assert not good.passed
-    assert good.failures == (
-        "agreement: 2/3 runs agree on [sentiment] (share 0.67 < min_agreement 1.0)",
-    )
+    assert good.failures == (Failure(
+        check="agreement", detail="2/3 runs agree on [sentiment] (share 0.67 < min_agreement 1.0)"),)
     assert good.agreement == pytest.approx(2 / 3)
     assert cert.cases[1].passed and not cert.passed
 
@@ -188,7 +214,7 @@ async def test_provider_error_fails_the_case_with_its_kind(
     cert = await certify(provider, contract, now=NOW)
     bad = cert.cases[1]
     assert not bad.passed
-    assert bad.failures == (f"run 1/3: provider error ({kind}): {error}",)
+    assert bad.failures == (Failure(check="provider", run="1/3", detail=f"{kind}: {error}"),)
     assert bad.outputs == (NEGATIVE, NEGATIVE)
     assert bad.agreement == pytest.approx(2 / 3)
     assert str(error).startswith("fake: ")
@@ -207,9 +233,14 @@ async def test_unparsed_text_is_parsed_and_non_json_fails(contract: Contract) ->
     provider = FakeProvider({"Great mug": [json.dumps(POSITIVE)], "Broke": ["It is negative."]})
     cert = await certify(provider, contract, now=NOW)
     good, bad = cert.cases
-    assert good.passed and good.outputs == (POSITIVE,) * 3
-    assert bad.failures[0].startswith("run 1/3: output is not JSON: Expecting value in 'It is")
+    assert good.outputs == (POSITIVE,) * 3 and good.failures == ()
+    assert (good.verdict, good.passed) == ("unverified", False)  # text answers bring no usage
+    assert str(bad.failures[0]).startswith(
+        "json: run 1/3: output is not JSON: Expecting value in 'It is")
     assert bad.outputs == ()
+    # a raw-text answer carried no usage: the count could not be compared, and the record says so
+    assert bad.rendering.reported_prompt_tokens == (None, None, None)
+    assert bad.rendering.unverified == (NO_USAGE,)
 
 
 async def test_inspection_without_system_prompt_fails(contract: Contract) -> None:
@@ -217,9 +248,9 @@ async def test_inspection_without_system_prompt_fails(contract: Contract) -> Non
     cert = await certify(provider, contract, now=NOW)
     assert not cert.passed
     for case in cert.cases:
-        assert case.failures == (
-            "prompt: the system prompt is not present in what the model receives",
-        )
+        assert case.failures == (Failure(
+            check="rendering",
+            detail="the system prompt is not present in what the model receives"),)
         assert case.rendering.inspected and case.rendering.system_present is False
         assert len(case.outputs) == 3  # the runs still happen: the outputs are evidence too
     assert len(provider.inspected) == 2
@@ -227,12 +258,14 @@ async def test_inspection_without_system_prompt_fails(contract: Contract) -> Non
 
 
 async def test_context_window_overflow_fails(contract: Contract) -> None:
-    provider = InspectableFake(GOOD_ANSWERS, inspection(prompt_tokens=100, context_window=120))
+    provider = InspectableFake(GOOD_ANSWERS, inspection(prompt_tokens=100, context_window=120),
+                               usage=100)
     cert = await certify(provider, contract, now=NOW)
-    assert cert.cases[0].failures == (
-        "prompt: 100 prompt tokens + 50 max_tokens = 150 > context window 120",
-    )
-    fits = InspectableFake(GOOD_ANSWERS, inspection(prompt_tokens=100, context_window=150))
+    assert [str(f) for f in cert.cases[0].failures] == [
+        "rendering: 100 prompt tokens + 50 max_tokens = 150 > context window 120",
+    ]
+    fits = InspectableFake(GOOD_ANSWERS, inspection(prompt_tokens=100, context_window=150),
+                           usage=100)
     assert (await certify(fits, contract, now=NOW)).passed
 
 
@@ -241,7 +274,9 @@ async def test_inspection_evidence_is_recorded_when_it_passes(contract: Contract
     assert cert.passed
     rendering = cert.cases[0].rendering
     assert rendering.inspected and rendering.notes == ()
-    assert (rendering.prompt_tokens, rendering.tokenizer) == (40, "llama.cpp /tokenize")
+    assert (rendering.prompt_tokens, rendering.tokenizer) == (USAGE, "llama.cpp /tokenize")
+    assert (rendering.count_basis, rendering.tolerance, rendering.diagnosis) == ("exact", 2, None)
+    assert rendering.markers == inspection().markers
     assert rendering.accepted_roles == ("assistant", "system", "user")
     assert rendering.context_window == 2048
     assert rendering.messages[-1] == Message(role="user", content="Review: Great mug, love it.")
@@ -252,11 +287,15 @@ async def test_inspection_evidence_is_recorded_when_it_passes(contract: Contract
     [
         (
             {"accepted_roles": frozenset({"user", "assistant"})},
-            "prompt: role 'system' is not accepted by the chat format (assistant, user)",
+            "rendering: role 'system' is not accepted by the chat format (assistant, user)",
         ),
         (
-            {"control_tokens_special": False},
-            "prompt: the chat control markers are not special tokens of the tokenizer",
+            {"control_tokens_special": False, "markers": (
+                MarkerTokens(marker="<|im_start|>", token_ids=(236820, 236909, 548),
+                             special=False),
+                MarkerTokens(marker="<s>", token_ids=(203,), special=False))},
+            "rendering: the chat markers are not control tokens of the model's tokenizer (plain "
+            "text to the model): '<|im_start|>' -> [236820, 236909, 548], '<s>' -> [203]",
         ),
     ],
 )
@@ -264,20 +303,27 @@ async def test_chat_format_problems_fail(
     contract: Contract, changes: dict[str, Any], failure: str
 ) -> None:
     cert = await certify(InspectableFake(GOOD_ANSWERS, inspection(**changes)), contract, now=NOW)
-    assert cert.cases[0].failures == (failure,)
+    assert [str(f) for f in cert.cases[0].failures] == [failure]
+    assert cert.cases[0].rendering.verdict == "fail"
 
 
-async def test_unknown_control_tokens_or_window_do_not_fail(contract: Contract) -> None:
-    relaxed = inspection(control_tokens_special=None, context_window=None, prompt_tokens=10**6)
-    assert (await certify(InspectableFake(GOOD_ANSWERS, relaxed), contract, now=NOW)).passed
+async def test_no_markers_to_check_or_unknown_window_do_not_fail(contract: Contract) -> None:
+    """A hosted chat API has no markers (roles are fields): not applicable is not unverified."""
+    relaxed = inspection(control_tokens_special=None, markers=(), context_window=None,
+                         prompt_tokens=10**6)
+    cert = await certify(InspectableFake(GOOD_ANSWERS, relaxed, usage=10**6), contract, now=NOW)
+    assert cert.passed and cert.verdict == "pass"
 
 
-async def test_failed_inspection_fails_the_case(contract: Contract) -> None:
+async def test_failed_inspection_is_unverified_not_passed(contract: Contract) -> None:
     down = InspectableFake(GOOD_ANSWERS, NotSent("tokenize endpoint down", provider="fake"))
     cert = await certify(down, contract, now=NOW)
-    assert cert.cases[0].failures == (
-        "prompt: inspection failed (not_sent): fake: not_sent: tokenize endpoint down",
-    )
+    case = cert.cases[0]
+    assert (case.verdict, case.passed, case.failures) == ("unverified", False, ())
+    assert case.rendering.unverified == (
+        "prompt inspection failed (not_sent): fake: not_sent: tokenize endpoint down",)
+    assert cert.is_valid_for(cert.contract_fingerprint, "fake-v1", NOW)[1].startswith(
+        "unverified: good: unverified rendering: prompt inspection failed")
 
 
 async def test_render_error_fails_the_case_without_calling_the_provider(
@@ -291,10 +337,10 @@ async def test_render_error_fails_the_case_without_calling_the_provider(
     cert = await certify(provider, contract, now=NOW, progress=lambda *a: progress.append(a))
     bad = cert.cases[1]
     assert not bad.passed and bad.runs == 0
-    assert bad.failures == (
-        "render: contract sentiment: prompt.user: undefined variable 'review' "
-        "('review' is undefined)",
-    )
+    assert [str(f) for f in bad.failures] == [
+        "rendering: the prompt template: contract sentiment: prompt.user: undefined variable "
+        "'review' ('review' is undefined)",
+    ]
     assert not bad.rendering.ok
     assert len(provider.requests) == 3  # only the good case ran
     assert progress[-1] == ("bad", 3, 3)
@@ -306,7 +352,7 @@ async def test_contract_without_cases_cannot_pass(contract: Contract) -> None:
     assert not cert.passed
     assert cert.is_valid_for(cert.contract_fingerprint, "fake-v1", NOW) == (
         False,
-        "failed: contract has no cases: nothing was certified",
+        "failed: cases: contract has no cases: nothing was certified",
     )
 
 

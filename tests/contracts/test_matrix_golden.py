@@ -1,6 +1,7 @@
 """The certification matrix as `jobrouter contracts run | status` print it, against a golden file.
 
-One cell of each status: pass, fail (naming its first failing check), stale, expired, missing.
+One cell of each status: pass, pass under a waiver, fail (naming its failing checks first),
+unverified, stale, expired, missing.
 The golden file was written once from this output after reading it; the comparison is exact.
 To change the format on purpose, regenerate it with ``JOBROUTER_REGOLD=1`` and review the diff.
 """
@@ -12,27 +13,44 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from contracts import CaseEvidence, Certification, RenderingEvidence
+from contracts.certification import Failure
 from router.certifier import Cell
-from router.cli_contracts import render_matrix
+from router.cli_contracts import cell_text, render_matrix
 
 GOLDEN = Path(__file__).with_name("golden") / "matrix.txt"
 WIDTH = 100
 CERTIFIED_AT = datetime(2026, 1, 5, 9, 30, tzinfo=UTC)
 
 
-def certification(provider: str, contract: str, failures: tuple[str, ...] = ()) -> Certification:
-    case = CaseEvidence(name="tea", passed=not failures, rendering=RenderingEvidence(ok=True),
-                        runs=3, failures=failures, agreement=1.0)  # fmt: skip
+def certification(provider: str, contract: str, failures: tuple[Failure, ...] = (), *,
+                  unverified: bool = False, waivers: dict[str, str] | None = None,
+                  ) -> Certification:  # fmt: skip
+    waivers = waivers or {}
+    verdict = "fail" if failures else ("unverified" if unverified else "pass")
+    passed = verdict == "pass" or (verdict == "unverified" and "rendering" in waivers)
+    reason = ("the provider reported no usage: its prompt token count could not be compared",)
+    rendering = RenderingEvidence(ok=True, verdict="unverified" if unverified else "pass",
+                                  unverified=reason if unverified else ())
+    case = CaseEvidence(name="tea", passed=passed, verdict=verdict, rendering=rendering, runs=3,
+                        failures=failures, unverified=("rendering",) if unverified else (),
+                        agreement=1.0)  # fmt: skip
     return Certification(
         provider=provider, provider_fingerprint="p" * 64, contract=contract, contract_version=1,
-        contract_fingerprint="sha256:" + "c" * 64, passed=not failures, cases=(case,),
+        contract_fingerprint="sha256:" + "c" * 64, passed=passed, cases=(case,), waivers=waivers,
         certified_at=CERTIFIED_AT, expires_at=CERTIFIED_AT + timedelta(days=7),
     )  # fmt: skip
 
 
-FAILURE = 'run 2/3: expect contains at title: found "Gift set", expected to contain "tea"'
+FAILURE = Failure(check="behaviour: contains", run="2/3",
+                  detail='case expectation at title: found "Gift set", expected to contain "tea"')
 # Square brackets are text, not console markup: this line once lost "[name, price]".
-AGREEMENT = "agreement: 1/3 runs agree on [name, price] (share 0.33 < min_agreement 0.67)"
+AGREEMENT = Failure(check="agreement",
+                    detail="1/3 runs agree on [name, price] (share 0.33 < min_agreement 0.67)")
+# A long first failure: the checks must still be named in full, before the cut detail.
+SCHEMA = Failure(check="schema", run="1/3", detail="answer does not match the output schema at "
+                 "$.price: 'twelve euros and ninety cents, shipping included' is not of type "
+                 "'number'")
+WAIVER = {"rendering": "hosted API: template not visible; accepted by ops 2026-01-05"}
 CELLS = [
     Cell("primary", "product_title", "pass", "valid until 2026-01-12T09:30:00+00:00",
          certification("primary", "product_title")),
@@ -44,7 +62,14 @@ CELLS = [
          certification("gemma_chatml", "extract_product")),
     Cell("backup", "product_title", "missing", "never certified"),
     Cell("backup", "extract_product", "fail", f"failed: tea: {AGREEMENT}",
-         certification("backup", "extract_product", (AGREEMENT, "[/b] is not markup either"))),
+         certification("backup", "extract_product", (AGREEMENT, Failure(
+             check="json", run="3/3", detail="[/b] is not markup either")))),
+    Cell("hosted", "product_title", "unverified", "unverified: tea: ...",
+         certification("hosted", "product_title", unverified=True)),
+    Cell("hosted", "extract_product", "pass", "valid until 2026-01-12T09:30:00+00:00",
+         certification("hosted", "extract_product", unverified=True, waivers=WAIVER)),
+    Cell("strict", "extract_product", "fail", f"failed: tea: {SCHEMA}",
+         certification("strict", "extract_product", (SCHEMA, FAILURE))),
 ]  # fmt: skip
 
 
@@ -57,9 +82,26 @@ def test_matrix_matches_the_golden_file() -> None:
 
 def test_every_status_and_the_failing_check_are_shown() -> None:
     text = render_matrix(CELLS, width=WIDTH)
-    for status in ("pass", "fail", "stale", "expired", "missing"):
+    for status in ("pass", "fail", "unverified", "stale", "expired", "missing"):
         assert status in text
-    flat = " ".join(text.split())
-    assert "tea: run 2/3: expect contains at title" in flat
-    assert "tea: agreement: 1/3 runs agree on [name, price]" in flat
+    for head in ("fail: behaviour: contains", "fail: agreement, json", "unverified: rendering",
+                 "pass, waived: rendering unverified", "fail: schema, behaviour: contains"):
+        assert head in text
+    assert "[name, price]" in text
     assert max(len(line) for line in text.splitlines()) <= WIDTH
+
+
+def test_the_failing_checks_come_before_any_cut_text() -> None:
+    """A long failure used to be cut at 70 characters with its check inside the cut part (the
+    adapter's "provider error (rejected): ..." hid "schema"): now every failing check is named
+    in full on the cell's first line, and only the detail below it is shortened."""
+    by_provider = {(cell.provider, cell.contract): cell_text(cell) for cell in CELLS}
+    head, detail = by_provider[("strict", "extract_product")]
+    assert head == "fail: schema, behaviour: contains"
+    assert detail.startswith("0/1 cases; tea: schema: run 1/3: answer does not match")
+    assert len(detail) == 70 and detail.endswith("...")
+    assert by_provider[("hosted", "product_title")][0] == "unverified: rendering"
+    assert "no waiver" in by_provider[("hosted", "product_title")][1]
+    assert by_provider[("hosted", "extract_product")] == (
+        "pass, waived: rendering unverified", WAIVER["rendering"])
+    assert by_provider[("primary", "product_title")] == ("pass", "")

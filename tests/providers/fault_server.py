@@ -9,10 +9,15 @@ Endpoints
     GET  /stats                 counters, in-flight high-water mark, the last request bodies
     POST /control               {"reset": true, "default": SCENARIO, "sequence": [SCENARIO, ...],
                                  "content": "...", "upstream": URL, "drop_share": 0.3, "seed": 1,
-                                 "tokenizer_specials": ["<start_of_turn>", ...]}
+                                 "tokenizer_specials": ["<start_of_turn>", ...],
+                                 "tokenizer_ordinary": ["<s>", ...]}
     POST /extras/tokenize       a FAKE tokenizer shaped like llama-cpp-python's endpoint: BOS (id 2)
                                 first, each configured special marker one token, every other
-                                UTF-8 byte one token. It tests our plumbing, not a real vocabulary.
+                                UTF-8 byte one token; each configured ordinary marker is one token
+                                too, but an ordinary one (as ``<s>`` is on Gemma). It tests our
+                                plumbing, not a real vocabulary.
+    POST /extras/detokenize     the fake tokenizer backwards: special ids give "" (llama.cpp skips
+                                control tokens), ordinary ones their text, bytes their characters
 
 A SCENARIO is a kind name or a dict {"kind": ..., params}. The next request takes the head of
 `sequence`; when it is empty, `default` applies. A request header ``x-fault-scenario`` (kind name
@@ -79,6 +84,7 @@ class State:
     drop_share: float = 0.0
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     specials: tuple[str, ...] = DEFAULT_SPECIALS
+    ordinary: tuple[str, ...] = ()
     total: int = 0
     by_scenario: dict[str, int] = field(default_factory=dict)
     in_flight: int = 0
@@ -120,6 +126,8 @@ def _control(body: dict[str, Any]) -> None:
         STATE.rng = random.Random(int(body["seed"]))
     if "tokenizer_specials" in body:
         STATE.specials = tuple(body["tokenizer_specials"])
+    if "tokenizer_ordinary" in body:
+        STATE.ordinary = tuple(body["tokenizer_ordinary"])
 
 
 def _completion_body(request: dict[str, Any], content: str) -> bytes:
@@ -278,13 +286,27 @@ def _tokenize(text: str) -> list[int]:
     tokens, i = [2], 0
     while i < len(text):
         special = next((s for s in STATE.specials if text.startswith(s, i)), None)
+        ordinary = next((s for s in STATE.ordinary if text.startswith(s, i)), None)
         if special is not None:
             tokens.append(100 + STATE.specials.index(special))
             i += len(special)
+        elif ordinary is not None:
+            tokens.append(500 + STATE.ordinary.index(ordinary))
+            i += len(ordinary)
         else:
             tokens.extend(1000 + b for b in text[i].encode())
             i += 1
     return tokens
+
+
+def _detokenize(tokens: list[int]) -> str:
+    out = bytearray()
+    for token in tokens:
+        if 500 <= token < 500 + len(STATE.ordinary):
+            out += STATE.ordinary[token - 500].encode()
+        elif token >= 1000:
+            out.append(token - 1000)
+    return out.decode(errors="replace")
 
 
 async def _route(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: str,
@@ -306,6 +328,10 @@ async def _route(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, met
         tokens = _tokenize(json.loads(body)["input"])
         result = {"count": len(tokens)} if path.endswith("count") else {"tokens": tokens}
         await _send(writer, 200, json.dumps(result).encode())
+    elif method == "POST" and path == "/extras/detokenize":
+        STATE.tokenize_calls += 1
+        text = _detokenize(json.loads(body)["tokens"])
+        await _send(writer, 200, json.dumps({"text": text}).encode())
     else:
         await _send(writer, 404, _error_body(404))
     return True

@@ -17,7 +17,8 @@ def msgs(*pairs: tuple[str, str]) -> tuple[Message, ...]:
 
 CONVERSATION = msgs(("system", "S"), ("user", "U1"), ("assistant", "A1"), ("user", "U2"))
 
-# Expected texts checked against llama-cpp-python 0.3.36's format_gemma / format_chatml.
+# Expected texts checked against llama-cpp-python 0.3.36's format_gemma / format_chatml /
+# format_llama2 (and pinned against the installed package by test_live_formats.py).
 RENDERINGS = [
     ("gemma", CONVERSATION,
      "<start_of_turn>user\nU1<end_of_turn>\n<start_of_turn>model\nA1<end_of_turn>\n"
@@ -33,6 +34,10 @@ RENDERINGS = [
     ("chatml", msgs(("system", "S1"), ("system", "S2"), ("user", "U")),
      "<|im_start|>system\nS1<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
      "<|im_start|>assistant\n"),
+    ("llama-2", CONVERSATION, "[INST] <<SYS>>\nS\n<</SYS>> U1 [/INST]A1 </s><s>[INST]U2  [/INST]"),
+    ("llama-2", msgs(("user", "U")), " <s>[INST]U  [/INST]"),
+    ("llama-2", msgs(("system", "S1"), ("system", "S2"), ("user", "U")),
+     "[INST] <<SYS>>\nS1\n<</SYS>> U [/INST]"),
 ]
 
 
@@ -51,7 +56,8 @@ def test_gemma_drops_system_and_chatml_keeps_only_the_first() -> None:
     assert (gemma.system_present, [m.content for m in gemma.dropped]) == (False, ["S"])
     assert (chatml.system_present, [m.content for m in chatml.dropped]) == (False, ["S2"])
     assert render("chatml", CONVERSATION).system_present is True  # type: ignore[union-attr]
-    assert render("llama-2", CONVERSATION) is None
+    assert render("llama-2", CONVERSATION).system_present is True  # type: ignore[union-attr]
+    assert render("mistral-instruct", CONVERSATION) is None
 
 
 def fake_token_count(text: str, specials: tuple[str, ...] = DEFAULT_SPECIALS) -> int:
@@ -85,7 +91,15 @@ async def test_llama_gemma_inspection(fault: FaultServer, make_provider: MakePro
     assert inspection.context_window == 32768
     assert inspection.control_tokens_special is True
     body = fault.stats()
-    assert body["tokenize_calls"] == 4  # the prompt, the empty string, two markers
+    # tokenize: the prompt, the prompt without its system text, the empty string, two markers;
+    # detokenize: each marker that is one token (is it a control token?)
+    assert body["tokenize_calls"] == 7
+    assert inspection.count_basis == "exact"
+    without = render("gemma", msgs(("user", "U1"), ("assistant", "A1"), ("user", "U2")))
+    assert without is not None
+    assert inspection.prompt_tokens_without_system == fake_token_count(without.text)
+    assert [(m.marker, m.token_ids, m.special) for m in inspection.markers] == [
+        ("<start_of_turn>", (100,), True), ("<end_of_turn>", (101,), True)]
     assert body["total"] == 0  # inspecting generates nothing
 
 
@@ -104,11 +118,31 @@ async def test_markers_that_split_are_not_special(fault: FaultServer,
 
 async def test_unreproduced_chat_format_says_so(fault: FaultServer,
                                                 make_provider: MakeProvider) -> None:
-    inspection = await make_provider(chat_format="llama-2").inspect_prompt(CONVERSATION)
+    inspection = await make_provider(chat_format="mistral-instruct").inspect_prompt(CONVERSATION)
     assert inspection.rendered is None
     assert inspection.system_present is False
     assert inspection.control_tokens_special is None
-    assert any("not reproduced" in note for note in inspection.notes)
+    assert inspection.count_basis == "lower_bound"
+    assert len(inspection.unverified) == 1 and "not reproduced" in inspection.unverified[0]
+
+
+async def test_llama2_markers_are_split_into_plain_tokens_with_their_ids(
+        fault: FaultServer, make_provider: MakeProvider) -> None:
+    """The issue's server: no chat template, llama-2 fallback, a Gemma vocabulary. Before,
+    llama-2 was not reproduced, the markers check was None, and certification passed it."""
+    fault.control(tokenizer_specials=["<start_of_turn>", "<end_of_turn>"],
+                  tokenizer_ordinary=["<s>"])
+    inspection = await make_provider(chat_format="llama-2").inspect_prompt(CONVERSATION)
+    assert inspection.rendered == RENDERINGS[5][2]
+    assert inspection.system_present is True
+    assert inspection.control_tokens_special is False
+    markers = {m.marker: m for m in inspection.markers}
+    assert markers["[INST]"].token_ids == tuple(1000 + b for b in b"[INST]")
+    assert not markers["[INST]"].special
+    # ONE token, but an ordinary one: it detokenizes to itself, not to ""
+    assert (markers["<s>"].token_ids, markers["<s>"].special) == ((500,), False)
+    # every character a token, but "<s>" one (as a one-byte stand-in counts)
+    assert inspection.prompt_tokens == fake_token_count(RENDERINGS[5][2].replace("<s>", "\0"), ())
 
 
 async def test_hosted_inspection_is_offline(make_provider: MakeProvider) -> None:
@@ -118,6 +152,9 @@ async def test_hosted_inspection_is_offline(make_provider: MakeProvider) -> None
     assert mapped.system_present is True
     assert mapped.accepted_roles == frozenset({"system", "user", "assistant"})
     assert 5 < mapped.prompt_tokens < 40
+    assert mapped.count_basis == "estimate"
+    assert mapped.prompt_tokens_without_system is not None
+    assert mapped.prompt_tokens_without_system < mapped.prompt_tokens
     assert mapped.context_window == 128000  # litellm's bundled model map
     assert mapped.tokenizer.startswith("litellm token_counter")
     unmapped = await make_provider(model="openai/some-local-model").inspect_prompt(CONVERSATION)
