@@ -196,10 +196,15 @@ def junit_xml(cells: Sequence[Cell]) -> str:
                                  name=case.name)
             if not case.passed or cell.status in ("stale", "expired"):
                 failures += 1
-                checks = ", ".join(case.failed_checks or case.unverified) or cell.status
-                first = str(case.failures[0]) if case.failures else cell.detail
+                lines = [str(f) for f in case.failures] or list(case.rendering.unverified)
+                if case.failures:
+                    head = f"failed checks: {', '.join(case.failed_checks)}"
+                elif case.unverified:
+                    head = f"unverified (no waiver): {', '.join(case.unverified)}"
+                else:
+                    head, lines = cell.status, [cell.detail]
                 failure = ET.SubElement(node, "failure", type=case.verdict,
-                                        message=f"{checks}: {first}"[:500])
+                                        message="; ".join([head, *lines])[:500])
                 failure.text = _case_evidence(case)
         if not cases:
             count += 1

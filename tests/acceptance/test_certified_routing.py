@@ -155,7 +155,8 @@ async def test_certification_passes_the_good_providers_and_fails_the_off_topic_o
     failed = cells["C"].certification
     assert failed is not None and not failed.passed
     assert failed.first_failure is not None
-    assert failed.first_failure.startswith("mug: run 1/2: expect contains at title")
+    assert failed.first_failure.startswith("mug: behaviour: contains: run 1/2: case "
+                                           "expectation at title")
 
 
 async def test_failover_skips_the_uncertified_provider_and_reaches_the_certified_one(
@@ -172,7 +173,8 @@ async def test_failover_skips_the_uncertified_provider_and_reaches_the_certified
         assert attempts == ["A", "B"]
         reasons = skipped(events)
         assert set(reasons) == {"C"}
-        assert reasons["C"].startswith("certification for 'titles' failed: mug: run 1/2: expect")
+        assert reasons["C"].startswith("certification for 'titles' failed: mug: behaviour: "
+                                   "contains: run 1/2:")
         assert how("C") in reasons["C"]
     assert delta(before, setup.requests()) == {"A": 2, "C": 0, "B": 2}
 

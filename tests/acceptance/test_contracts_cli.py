@@ -140,7 +140,8 @@ def test_run_reports_the_failing_pair_then_status_shows_it_without_calls(
     assert set(matrix) == {("A", "titles"), ("C", "titles"), ("B", "titles"),
                            ("A", "headline"), ("B", "headline")}  # fmt: skip
     assert {matrix[p, c] for p in "AB" for c in ("titles", "headline")} == {"pass"}
-    assert matrix["C", "titles"].startswith("fail mug: run 1/2: expect contains at title")
+    assert matrix["C", "titles"].startswith("fail: behaviour: contains 0/2 cases; mug: "
+                                            "behaviour: contains: run 1/2: case expectation")
     _check_reports(project)
     after_run = requests(servers)
     status = jobrouter(project, "status")
@@ -166,8 +167,11 @@ def _check_reports(project: Path) -> None:
     failing = {key for key, case in cases.items() if case.find("failure") is not None}
     assert failing == {("C.titles", "mug"), ("C.titles", "tea")}
     message = cases["C.titles", "tea"].findall("failure")[0].get("message") or ""
-    assert message.startswith('run 1/2: expect contains at title: found "A lovely gift", '
+    assert message.startswith('failed checks: behaviour: contains; behaviour: contains: run '
+                              '1/2: case expectation at title: found "A lovely gift", '
                               'expected to contain "tea"')
+    evidence = cases["C.titles", "tea"].findall("failure")[0].text or ""
+    assert "rendering pass: product counted" in evidence  # both counts, in the report
 
 
 def test_run_exits_zero_when_every_pair_passes_and_status_sees_staleness(

@@ -43,6 +43,9 @@ def oracle_output(contract: Contract, case_name: str) -> dict[str, Any]:
     return {key: value for key, value in output.items() if key in properties}
 
 
+WAIVER = {"rendering": "an oracle, not a model: there is no prompt rendering to inspect"}
+
+
 class Oracle:
     def __init__(self, contract: Contract) -> None:
         self._contract = contract
@@ -63,9 +66,10 @@ class Oracle:
 @pytest.mark.parametrize("name", ["caption", "extract_product", "review_sentiment"])
 async def test_an_answer_meeting_the_expectations_certifies(name: str) -> None:
     contract = load_contract(name)
-    cert = await certify(Oracle(contract), contract, now=datetime(2025, 1, 1, tzinfo=UTC))
+    cert = await certify(Oracle(contract), contract, now=datetime(2025, 1, 1, tzinfo=UTC),
+                         accept_unverified=WAIVER)
     assert [c.failures for c in cert.cases if c.failures] == []
-    assert cert.passed
+    assert cert.passed and cert.unverified_checks == ("rendering",)  # the oracle shows no prompt
     assert len(cert.cases) == len(contract.cases)
 
 
@@ -80,4 +84,5 @@ async def test_a_wrong_answer_fails_the_library_cases() -> None:
     cert = await certify(Wrong(contract), contract, now=datetime(2025, 1, 1, tzinfo=UTC))
     assert not any(case.passed for case in cert.cases)
     no_price = next(case for case in cert.cases if case.name == "no_price")
-    assert "run 1/3: expect is_null at price: found 1.0, expected null" in no_price.failures
+    assert ("behaviour: is_null: run 1/3: case expectation at price: found 1.0, expected null"
+            in [str(f) for f in no_price.failures])
