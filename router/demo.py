@@ -3,7 +3,10 @@
 Every provider answer comes from cassettes recorded from real local llama.cpp servers (see
 cassettes/jobrouter.toml); nothing reaches a network and no model runs. Two things a cassette
 cannot do are injected on top, and said so on screen: a primary that stays silent, and one that
-is slow. `jobrouter demo --record` runs the same story against the live servers and records it.
+is slow. `jobrouter demo --record` runs the job calls against the live servers and records them;
+the certifications still replay their own cassettes (re-record those with `jobrouter contracts
+run --record`), and the screen says which part is which. The conclusion printed after the
+matrix is derived from the matrix itself, never written in advance.
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ from rich.table import Table
 from providers import Completion, CompletionRequest, Message, PromptInspection, Provider
 from router.api import Router
 from router.build import build_providers
-from router.certifier import certify_pair, matrix, pairs_to_certify
+from router.certifier import Cell, certify_pair, matrix, pairs_to_certify
 from router.cli import app, console, err, run
-from router.cli_contracts import recording, render_matrix
+from router.cli_contracts import LIVE_RECORD, recording, render_matrix
 from router.cli_jobs import print_job
 from router.config import RouterConfig, load_config
 from router.errors import IdempotencyConflict
@@ -103,9 +106,7 @@ async def _story(url: str, record: bool) -> None:
     providers = build_providers(config, None)
     primary = InjectedFault(providers["primary"])
     providers["primary"] = primary
-    console.print(Panel(f"database {url}\nproviders: real local llama.cpp servers (Gemma 3 "
-                        f"270M), {'LIVE, recording' if record else 'replayed from cassettes/'}",
-                        title="jobrouter demo"))
+    console.print(Panel(f"database {url}\n{what_runs(record)}", title="jobrouter demo"))
     async with Router.open(url, config, providers=providers) as router:
         await _certify(router, record)
         from providers.cassettes import cassette, write_meta
@@ -129,12 +130,10 @@ async def _certify(router: Router, record: bool) -> None:
             await certify_pair(router.store, provider, pair,
                                ttl_days=router.config.certification.ttl_days)
     router.gate.forget()
-    print(render_matrix(await matrix(router.store, router.providers, pairs)))
-    console.print("gemma_chatml fails everything at prompt rendering: ChatML's <|im_start|> is "
-                  "plain text to Gemma, not a control token. The 270M model passes product_title "
-                  "and fails caption, extract_product and review_sentiment on golden cases "
-                  "(valid JSON, wrong answers): those tasks have no certified provider, so no "
-                  "job of theirs would run.")
+    cells = await matrix(router.store, router.providers, pairs)
+    print(render_matrix(cells))
+    for line in conclusion(cells):
+        console.print(line, markup=False, highlight=False)
 
 
 async def _jobs(router: Router, primary: InjectedFault) -> list[Job]:
@@ -194,6 +193,42 @@ async def _recorded_attempts(router: Router, job_id: str) -> list[Any]:
             break
         await asyncio.sleep(0.02)
     return attempts
+
+
+def what_runs(record: bool) -> str:
+    """What the screen shows, said truthfully: which calls are live and which are replayed."""
+    certs = (f"certifications: REPLAYED from cassettes/<provider>/<contract>/certify.yaml "
+             f"(recorded live with their {LIVE_RECORD}; re-record: jobrouter contracts run "
+             "--record)")
+    if record:
+        jobs = (f"job calls: LIVE against the local llama.cpp servers (Gemma 3 270M), recorded "
+                f"to {JOBS_CASSETTE.relative_to(REPO)}")
+    else:
+        jobs = f"job calls: REPLAYED from {JOBS_CASSETTE.relative_to(REPO)}; no model runs"
+    return f"{certs}\n{jobs}\ninjected on top (said so at each scene): a silent and a slow primary"
+
+
+def conclusion(cells: list[Cell]) -> list[str]:
+    """What the matrix says, per contract: who is certified, who is refused and at which
+    checks, and which tasks have nobody to run them. Derived from `cells`, nothing else."""
+    lines = []
+    for contract in sorted({c.contract for c in cells}):
+        row = [c for c in cells if c.contract == contract]
+        passed = [c.provider for c in row if c.status == "pass"]
+        refused = [f"{c.provider} ({_why(c)})" for c in row if c.status != "pass"]
+        head = (f"{contract}: certified {', '.join(passed)}" if passed
+                else f"{contract}: NO certified provider, its jobs would not run")
+        lines.append(head + (f"; refused {', '.join(refused)}" if refused else ""))
+    return lines
+
+
+def _why(cell: Cell) -> str:
+    cert = cell.certification
+    if cell.status == "fail" and cert is not None:
+        return f"failed {', '.join(cert.failed_checks)}"
+    if cell.status == "unverified" and cert is not None:
+        return f"unverified {', '.join(cert.unverified_checks)}"
+    return cell.status
 
 
 def _with_attempt_timeout(config: RouterConfig, seconds: float) -> RouterConfig:

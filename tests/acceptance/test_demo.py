@@ -45,3 +45,22 @@ def test_the_demo_tells_the_whole_story_offline(tmp_path: Path) -> None:
     skipped = sqlite3.connect(db).execute(
         "SELECT data FROM job_events WHERE kind = 'provider.skipped'").fetchall()
     assert any("gemma_chatml" in data and "certif" in data for (data,) in skipped)
+
+
+def test_the_conclusion_is_derived_from_the_matrix() -> None:
+    """The demo used to print a fixed conclusion whatever the run showed."""
+    from router.demo import conclusion, what_runs
+    from tests.contracts.test_matrix_golden import CELLS
+
+    assert conclusion(CELLS) == [
+        "extract_product: certified hosted; refused primary (failed behaviour: contains), "
+        "gemma_chatml (expired), backup (failed agreement, json), strict (failed schema, "
+        "behaviour: contains)",
+        "product_title: certified primary; refused gemma_chatml (stale), backup (missing), "
+        "hosted (unverified rendering)",
+    ]
+    assert conclusion([c for c in CELLS if c.provider != "primary"])[1].startswith(
+        "product_title: NO certified provider, its jobs would not run")
+    assert "job calls: LIVE" in what_runs(record=True)
+    assert "certifications: REPLAYED" in what_runs(record=True)
+    assert "job calls: REPLAYED" in what_runs(record=False)

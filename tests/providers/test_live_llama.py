@@ -4,9 +4,11 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -69,13 +71,19 @@ def provider(api_base: str, structured_output: str = "json_object_schema") -> Li
 
 
 async def test_inspected_token_count_is_what_the_server_counts(llama_api_base: str) -> None:
+    """The adapter folds the system text into the first user turn (llama.cpp's gemma format
+    would drop it): the inspection shows it present, and the server counts exactly what the
+    inspection counted, which it would not if the system text had been dropped."""
     async with provider(llama_api_base) as local:
         inspection = await local.inspect_prompt(MESSAGES)
         completion = await local.complete(CompletionRequest(
             messages=MESSAGES, temperature=0, max_tokens=8, timeout=600))
     assert inspection.control_tokens_special is True
-    assert inspection.system_present is False  # gemma drops it, and we say so
+    assert inspection.system_present is True
+    assert inspection.rendered is not None and MESSAGES[0].content in inspection.rendered
     assert completion.usage.prompt_tokens == inspection.prompt_tokens
+    assert inspection.prompt_tokens_without_system is not None
+    assert inspection.prompt_tokens_without_system < inspection.prompt_tokens
     assert completion.text
 
 
@@ -85,3 +93,35 @@ async def test_llama_cpp_refuses_json_schema_response_format(llama_api_base: str
             await local.complete(CompletionRequest(messages=MESSAGES, output_schema=SCHEMA,
                                                    max_tokens=5, timeout=60))
     assert (caught.value.kind, caught.value.status) == (ErrorKind.REJECTED, 500)
+
+
+def test_reproduced_formats_render_exactly_as_the_installed_llama_cpp() -> None:
+    """gemma, chatml and llama-2 against llama-cpp-python's own format functions, in a
+    subprocess (importing llama_cpp here would leak a /dev/null file under pytest)."""
+    script = textwrap.dedent("""
+        import json, sys
+        from llama_cpp import llama_chat_format as f
+        from providers.base import Message
+        from providers.chat_formats import render
+        conversations = [
+            [("system", "SYS"), ("user", "USER")], [("user", "USER")],
+            [("system", "S1"), ("user", "U1"), ("assistant", "A1"), ("user", "U2")],
+            [("system", ""), ("user", "U"), ("assistant", "")],
+            [("system", "S1"), ("system", "S2"), ("user", "U1"), ("user", "U2")],
+            [("assistant", "A"), ("user", "U")],
+        ]
+        functions = {"gemma": f.format_gemma, "chatml": f.format_chatml,
+                     "llama-2": f.format_llama2}
+        out = []
+        for name, function in functions.items():
+            for conversation in conversations:
+                real = function([{"role": r, "content": c} for r, c in conversation]).prompt
+                ours = render(name, [Message(role=r, content=c) for r, c in conversation]).text
+                out.append([name, real, ours])
+        print(json.dumps(out))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True, timeout=300)
+    compared = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(compared) == 18
+    assert [(name, ours) for name, real, ours in compared if real != ours] == []

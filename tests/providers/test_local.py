@@ -257,3 +257,75 @@ async def test_live_record_then_replay_a_real_answer(live_server: LocalServer,
     assert replayed == recorded
     assert "no-key" not in path.read_text()
     assert check_cassettes(root) == []
+
+
+SYSTEM = {"role": "system", "content": "You are a pirate who mentions a parrot."}
+USER = {"role": "user", "content": "Say hi."}
+MARKER_IDS = {  # measured: docs/local-provider.md, "/extras/tokenize"
+    "gemma": {"<start_of_turn>": ((105,), True), "<end_of_turn>": ((106,), True)},
+    "chatml": {"<|im_start|>": ((236820, 236909, 548, 236779, 3041, 111038), False),
+               "<|im_end|>": ((236820, 236909, 548, 236779, 643, 111038), False)},
+    "llama-2": {"[INST]": ((236840, 34177, 236842), False), "<s>": ((203,), False)},
+}
+
+
+def _live_provider(server: LocalServer, chat_format: str | None) -> Any:
+    from providers.litellm_provider import LiteLLMProvider
+
+    return LiteLLMProvider("live", ProviderConfig(
+        model="openai/gemma-3-270m", api_base=server.api_base, chat_format=chat_format,
+        structured_output="json_object_schema", context_window=2048,
+        timeout={"read": 600}, retry={"attempts": 1}))  # fmt: skip
+
+
+@pytest.mark.live
+async def test_live_usage_equals_the_inspected_count_and_markers_show_their_ids(
+    live_server: LocalServer,
+) -> None:
+    """Ground truth for each format the servers run (gemma, chatml, and llama-2, the fallback
+    without --chat_format): the server's usage.prompt_tokens is exactly the product's count,
+    and every marker's split ids are the measured ones (llama-2's [INST] is three plain ids)."""
+    from providers.base import CompletionRequest, Message
+
+    chat_format = live_server.effective_chat_format
+    assert chat_format is not None
+    messages = (Message(role="system", content=SYSTEM["content"]),
+                Message(role="user", content=USER["content"]))
+    async with _live_provider(live_server, chat_format) as provider:
+        inspection = await provider.inspect_prompt(messages)
+        completion = await provider.complete(CompletionRequest(
+            messages=messages, max_tokens=1, temperature=0, timeout=600))
+    assert completion.usage.prompt_tokens == inspection.prompt_tokens
+    assert inspection.system_present is True
+    markers = {m.marker: (m.token_ids, m.special) for m in inspection.markers}
+    assert {k: markers[k] for k in MARKER_IDS[chat_format]} == MARKER_IDS[chat_format]
+    assert inspection.control_tokens_special is (chat_format == "gemma")
+
+
+@pytest.mark.live
+async def test_live_gemma_configured_as_hosted_fails_rendering_system_dropped(
+    live_server: LocalServer,
+) -> None:
+    """The issue's second blind spot, live: a gemma server configured without chat_format is
+    treated as a hosted API, the system text goes out as a message and llama.cpp drops it; the
+    server's count matches the prompt without it, and certification says so with both numbers."""
+    if live_server.chat_format != "gemma":
+        pytest.skip("the blind spot is gemma's: it drops system messages")
+    from contracts import certify, contract_from_data
+
+    contract = contract_from_data({
+        "name": "pirate", "version": 1, "side_effects": "none",
+        "prompt": {"system": "You are a pirate who always mentions a parrot and a treasure "
+                             "map hidden on a small island in the sea.", "user": "{{ text }}"},
+        "output_schema": {"type": "object", "required": ["reply"],
+                          "properties": {"reply": {"type": "string"}}},
+        "sampling": {"temperature": 0, "max_tokens": 8, "repeats": 1},
+        "cases": [{"name": "hi", "input": {"text": "Say hi."}, "expect": []}],
+    })
+    async with _live_provider(live_server, None) as provider:
+        cert = await certify(provider, contract)
+    case = cert.cases[0]
+    assert "rendering" in case.failed_checks and not cert.passed
+    assert case.rendering.count_basis == "estimate"
+    assert case.rendering.diagnosis is not None
+    assert case.rendering.diagnosis.startswith("system text dropped"), case.rendering
