@@ -74,7 +74,8 @@ def test_fingerprint_is_stable_hex_sha256() -> None:
 @pytest.mark.parametrize(
     "change",
     [{"model": "openai/gpt-4o"}, {"api_base": "http://127.0.0.1:1/v1"},
-     {"structured_output": "none"}, {"chat_format": "gemma"}, {"extra_params": {"top_p": 0.5}}],
+     {"structured_output": "none"}, {"chat_format": "gemma"}, {"extra_params": {"top_p": 0.5}},
+     {"accept_unverified": {"rendering": "hosted; accepted by ops"}}],
 )
 def test_behaviour_changes_change_the_fingerprint(change: dict[str, Any]) -> None:
     assert fp(**change) != fp()
@@ -88,6 +89,18 @@ def test_behaviour_changes_change_the_fingerprint(change: dict[str, Any]) -> Non
 )
 def test_operational_changes_keep_the_fingerprint(change: dict[str, Any]) -> None:
     assert fp(**change) == fp()
+
+
+def test_a_waiver_names_its_check_and_a_reason() -> None:
+    """A certification earned under a waiver goes stale when the waiver changes; without one,
+    older fingerprints stay as they were (no waiver is not a new field in the identity)."""
+    reason = "hosted; accepted by ops"
+    assert fp(accept_unverified={"rendering": reason}) != fp(accept_unverified={"rendering": "x"})
+    assert fp(accept_unverified={}) == fp()
+    with pytest.raises(ValidationError, match="needs a reason"):
+        ProviderConfig(**{**BASE, "accept_unverified": {"rendering": "  "}})
+    with pytest.raises(ValidationError):
+        ProviderConfig(**{**BASE, "accept_unverified": {"schema": reason}})  # only rendering
 
 
 def test_fingerprint_includes_the_provider_name() -> None:
