@@ -18,7 +18,7 @@ one case. pytest is imported only when `case_params` is called, so this module (
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from contracts.certification import CaseEvidence
@@ -54,16 +54,24 @@ def describe_case(evidence: CaseEvidence) -> str:
     """A readable report of one case: verdict, agreement, failures and the outputs received."""
     verdict = "passed" if evidence.passed else "FAILED"
     share = "n/a" if evidence.agreement is None else f"{evidence.agreement:.2f}"
-    lines = [f"case {evidence.name}: {verdict} (runs {evidence.runs}, agreement {share})"]
+    lines = [f"case {evidence.name}: {verdict}, verdict {evidence.verdict} (runs {evidence.runs}, "
+             f"agreement {share})"]
     lines += [f"  - {failure}" for failure in evidence.failures]
+    lines += [f"  unverified: {reason}" for reason in evidence.rendering.unverified]
+    if evidence.rendering.waived:
+        lines.append(f"  waived: {evidence.rendering.waived}")
     lines += [f"  output: {output!r}" for output in evidence.outputs]
     lines += [f"  note: {note}" for note in evidence.rendering.notes]
     return "\n".join(lines)
 
 
-async def assert_case_passes(provider: Provider, contract: Contract, case: Case) -> CaseEvidence:
-    """Certify one case; raise `AssertionError` with `describe_case` text if it did not pass."""
-    evidence = await certify_case(provider, contract, case)
+async def assert_case_passes(
+    provider: Provider, contract: Contract, case: Case, *,
+    accept_unverified: Mapping[str, str] | None = None,
+) -> CaseEvidence:  # fmt: skip
+    """Certify one case; raise `AssertionError` with `describe_case` text if it did not pass
+    (an ``unverified`` case passes only under `accept_unverified`, as in certification)."""
+    evidence = await certify_case(provider, contract, case, accept_unverified=accept_unverified)
     if not evidence.passed:
         raise AssertionError(describe_case(evidence))
     return evidence

@@ -14,7 +14,6 @@ import pytest
 
 from contracts import Certification, Contract, certify, contract_fingerprint, contract_from_data
 from contracts.certification import Failure
-from contracts.certify import INSPECTION_UNAVAILABLE
 from contracts.rendering import NO_USAGE
 from providers.base import (
     Completion,
@@ -183,8 +182,8 @@ async def test_disagreeing_repeats_fail_agreement(contract_data: dict[str, Any])
     cert = await certify(provider, contract, now=NOW)
     good = cert.cases[0]
     assert not good.passed
-    assert good.failures == (Failure(
-        check="agreement", detail="2/3 runs agree on [sentiment] (share 0.67 < min_agreement 1.0)"),)
+    assert good.failures == (Failure(check="agreement", detail=(
+        "2/3 runs agree on [sentiment] (share 0.67 < min_agreement 1.0)")),)
     assert good.agreement == pytest.approx(2 / 3)
     assert cert.cases[1].passed and not cert.passed
 

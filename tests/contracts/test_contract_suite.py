@@ -50,18 +50,25 @@ async def test_assert_case_passes_returns_evidence_or_raises_with_failures(
     contract: Contract,
 ) -> None:
     provider = Constant("local", POSITIVE)
-    evidence = await assert_case_passes(provider, contract, contract.case("good"))
+    waiver = {"rendering": "a constant answer: nothing to inspect"}
+    evidence = await assert_case_passes(provider, contract, contract.case("good"),
+                                        accept_unverified=waiver)
     assert evidence.passed and evidence.outputs == (POSITIVE,) * 3
+    with pytest.raises(AssertionError) as info:  # unverified, and no waiver
+        await assert_case_passes(provider, contract, contract.case("good"))
+    assert str(info.value).startswith("case good: FAILED, verdict unverified")
+    assert "unverified: prompt inspection unavailable" in str(info.value)
     with pytest.raises(AssertionError) as info:
-        await assert_case_passes(provider, contract, contract.case("bad"))
+        await assert_case_passes(provider, contract, contract.case("bad"), accept_unverified=waiver)
     text = str(info.value)
-    assert text.startswith("case bad: FAILED (runs 3, agreement 1.00)")
-    assert '- run 1/3: expect equals at sentiment: found "positive", expected "negative"' in text
-    assert "note: prompt inspection unavailable" in text
+    assert text.startswith("case bad: FAILED, verdict fail (runs 3, agreement 1.00)")
+    assert ('- behaviour: equals: run 1/3: case expectation at sentiment: found "positive", '
+            'expected "negative"') in text
 
 
 def test_describe_case_of_a_passing_case() -> None:
     evidence = CaseEvidence(
-        name="good", passed=True, rendering=RenderingEvidence(ok=True), runs=1, agreement=1.0
+        name="good", passed=True, verdict="pass", rendering=RenderingEvidence(ok=True), runs=1,
+        agreement=1.0,
     )
-    assert describe_case(evidence) == "case good: passed (runs 1, agreement 1.00)"
+    assert describe_case(evidence) == "case good: passed, verdict pass (runs 1, agreement 1.00)"
