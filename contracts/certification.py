@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, JsonValue
+from pydantic import AwareDatetime, BaseModel, ConfigDict, JsonValue, ValidationError
 
 from providers.base import MarkerTokens, Message
 
@@ -115,6 +115,15 @@ class Certification(_Record):
     waivers: dict[str, str] = {}  # check -> reason: the provider config's accepted unverified
     certified_at: AwareDatetime
     expires_at: AwareDatetime
+
+    @classmethod
+    def parse_stored(cls, text: str) -> Certification | None:
+        """A stored record, or None when an older version wrote it (failures as plain lines,
+        no verdicts): such a record proves nothing this version checks; certify again."""
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError:
+            return None
 
     @property
     def verdict(self) -> Verdict:

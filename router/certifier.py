@@ -103,7 +103,11 @@ async def matrix(
         if record is None:
             cells.append(Cell(pair.provider, pair.contract.name, "missing", "never certified"))
             continue
-        cert = Certification.model_validate_json(record)
+        cert = Certification.parse_stored(record)
+        if cert is None:
+            cells.append(Cell(pair.provider, pair.contract.name, "stale",
+                              "stale: recorded by an older jobrouter; certify again"))
+            continue
         valid, reason = cert.is_valid_for(pair.contract_fingerprint,
                                           providers[pair.provider].fingerprint, when)
         cells.append(Cell(pair.provider, pair.contract.name, _status(valid, reason), reason, cert))

@@ -79,7 +79,8 @@ class Gate:
             from contracts import Certification
 
             rows = await self.store.certifications()
-            self._records = {(row.provider, row.contract):
-                             Certification.model_validate_json(row.record) for row in rows}
+            parsed = {(row.provider, row.contract): Certification.parse_stored(row.record)
+                      for row in rows}  # fmt: skip
+            self._records = {key: cert for key, cert in parsed.items() if cert is not None}
             self._read_at = time.monotonic()
         return self._records
