@@ -83,3 +83,25 @@ async def test_grammar_constrained_answer_is_schema_valid(recorded: None,
     assert isinstance(completion.output, dict) and set(completion.output) == {"title"}
     assert "mug" in completion.output["title"].lower()
     assert completion.usage.prompt_tokens is not None and completion.usage.prompt_tokens > 10
+
+
+@pytest.fixture
+async def llama2() -> AsyncIterator[LiteLLMProvider]:
+    async with LiteLLMProvider("gemma_llama2", CONFIG.providers["gemma_llama2"]) as provider:
+        yield provider
+
+
+@pytest.mark.provider("gemma_llama2")
+async def test_llama2_markers_are_plain_text_to_gemma(recorded: None,
+                                                      llama2: LiteLLMProvider) -> None:
+    """A server started without --chat_format (llama-2 fallback): reproduced now, so the markers
+    are checked and fail with the ids Gemma's tokenizer split them into (before: not checked,
+    None, and the provider was certified)."""
+    inspection = await llama2.inspect_prompt((SYSTEM, USER))
+    assert inspection.rendered == (f"[INST] <<SYS>>\n{SYSTEM.content}\n<</SYS>> {USER.content} "
+                                   "[/INST]")
+    assert inspection.system_present is True and inspection.count_basis == "exact"
+    assert inspection.control_tokens_special is False
+    markers = {m.marker: (m.token_ids, m.special) for m in inspection.markers}
+    assert markers["[INST]"] == ((236840, 34177, 236842), False)
+    assert markers["<s>"] == ((203,), False)  # one token, but an ordinary one
