@@ -176,8 +176,11 @@ def _short(detail: str) -> str:
 
 
 def report(cells: Sequence[Cell]) -> dict[str, object]:
+    """Every cell with its status, the checks that decided it, and the full record."""
     return {"passed": all(c.status == "pass" for c in cells), "cells": [
         {"provider": c.provider, "contract": c.contract, "status": c.status, "detail": c.detail,
+         "failed_checks": list(c.certification.failed_checks) if c.certification else [],
+         "unverified_checks": list(c.certification.unverified_checks) if c.certification else [],
          "certification": c.certification.model_dump(mode="json") if c.certification else None}
         for c in cells]}  # fmt: skip
 

@@ -147,6 +147,9 @@ def test_run_reports_the_failing_pair_then_status_shows_it_without_calls(
     status = jobrouter(project, "status")
     assert status.returncode == 0, status.stderr
     assert status.stdout == done.stdout
+    as_json = jobrouter(project, "status", "--json")
+    stored = json.loads(as_json.stdout)
+    assert stored == json.loads((project / "report.json").read_text())  # the full evidence
     assert requests(servers) == after_run
 
 
@@ -158,6 +161,10 @@ def _check_reports(project: Path) -> None:
                         ("B", "headline"): "pass", ("A", "headline"): "pass"}  # fmt: skip
     failed = next(c for c in report["cells"] if c["status"] == "fail")
     assert [case["passed"] for case in failed["certification"]["cases"]] == [False, False]
+    assert failed["failed_checks"] == ["behaviour: contains"]
+    first = failed["certification"]["cases"][0]
+    assert first["failures"][0]["check"] == "behaviour: contains"  # the check as data
+    assert first["rendering"]["reported_prompt_tokens"]  # the provider's own counts
     suite = ET.parse(project / "junit.xml").getroot()
     cases = {(case.get("classname"), case.get("name")): case for case in suite.iter("testcase")}
     expected = {(f"{p}.titles", c) for p in "ACB" for c in ("mug", "tea")}
