@@ -24,6 +24,13 @@ def test_the_demo_tells_the_whole_story_offline(tmp_path: Path) -> None:
     out = done.stdout
     assert "IdempotencyConflict" in out
     assert "certification matrix" in out
+    flat = " ".join(out.split())
+    assert "certifications: REPLAYED" in flat and "job calls: REPLAYED" in flat
+    assert "LIVE" not in out  # nothing ran live, and the screen does not say it did
+    # the conclusion, derived from the matrix: the llama-2 server behaves, but fails rendering
+    assert "product_title: certified primary, backup; refused gemma_chatml (failed rendering)" \
+        in flat
+    assert "gemma_llama2 (failed rendering)" in flat
 
     rows = sqlite3.connect(db).execute(
         "SELECT j.idempotency_key, j.state, j.version, a.seq, a.provider, a.state, "
