@@ -163,9 +163,7 @@ class LiteLLMProvider:
         choices = getattr(response, "choices", None) or []
         message = getattr(choices[0], "message", None) if choices else None
         text = getattr(message, "content", None) or ""
-        usage = getattr(response, "usage", None)
-        prompt_tokens = getattr(usage, "prompt_tokens", None)
-        completion_tokens = getattr(usage, "completion_tokens", None)
+        prompt_tokens, completion_tokens = _reported_usage(getattr(response, "usage", None))
         if estimate:
             self.rate_limiter.settle(estimate, (prompt_tokens or 0) + (completion_tokens or 0))
         output = None
@@ -263,6 +261,20 @@ class LiteLLMProvider:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+
+def _reported_usage(usage: Any) -> tuple[int | None, int | None]:
+    """(prompt, completion) tokens as the provider reported them; None where it reported none.
+
+    litellm fills a `usage` the server left out with zeros, and no non-empty prompt counts 0
+    tokens: a 0 prompt count is "not reported", never a count (certification compares it with
+    its own, see `contracts.rendering`).
+    """
+    prompt = getattr(usage, "prompt_tokens", None)
+    completion = getattr(usage, "completion_tokens", None)
+    if not prompt:
+        return None, completion or None
+    return prompt, completion
 
 
 def _estimate_tokens(request: CompletionRequest) -> int:

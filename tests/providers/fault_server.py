@@ -23,7 +23,8 @@ A SCENARIO is a kind name or a dict {"kind": ..., params}. The next request take
 `sequence`; when it is empty, `default` applies. A request header ``x-fault-scenario`` (kind name
 or JSON) overrides both for that one request.
 
-    answer        200 with a chat completion whose content is `content`
+    answer        200 with a chat completion whose content is `content`; `"usage": false` leaves
+                  the `usage` field out (a server that does not report it)
     delay         sleep `seconds`, then answer
     hang          never answer (until the client goes away)
     status        answer HTTP `status` with an OpenAI error body; `retry_after` sets Retry-After
@@ -130,16 +131,18 @@ def _control(body: dict[str, Any]) -> None:
         STATE.ordinary = tuple(body["tokenizer_ordinary"])
 
 
-def _completion_body(request: dict[str, Any], content: str) -> bytes:
+def _completion_body(request: dict[str, Any], content: str, *, usage: bool = True) -> bytes:
     prompt_chars = sum(len(str(m.get("content", ""))) for m in request.get("messages", []))
-    return json.dumps({
+    body: dict[str, Any] = {
         "id": "chatcmpl-fault", "object": "chat.completion", "created": int(time.time()),
         "model": request.get("model", "fault-model"),
         "choices": [{"index": 0, "finish_reason": "stop",
                      "message": {"role": "assistant", "content": content}}],
-        "usage": {"prompt_tokens": max(1, prompt_chars // 4), "completion_tokens": 7,
-                  "total_tokens": max(1, prompt_chars // 4) + 7},
-    }).encode()
+    }
+    if usage:
+        body["usage"] = {"prompt_tokens": max(1, prompt_chars // 4), "completion_tokens": 7,
+                         "total_tokens": max(1, prompt_chars // 4) + 7}
+    return json.dumps(body).encode()
 
 
 def _error_body(status: int) -> bytes:
@@ -249,7 +252,8 @@ async def _chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path
         return True
     if kind == "proxy":
         return await _serve_proxy(writer, path, headers, body)
-    answer = _completion_body(parsed, str(spec.get("content", STATE.content)))
+    answer = _completion_body(parsed, str(spec.get("content", STATE.content)),
+                              usage=bool(spec.get("usage", True)))
     STATE.completed += 1
     if kind == "drop_after":
         STATE.dropped += 1

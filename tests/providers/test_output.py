@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from providers.base import CompletionRequest, Message
-from providers.errors import ErrorKind, ProviderError
+from providers.errors import ErrorKind, InvalidOutput, ProviderError
 from providers.structured import schema_instruction, strip_fence
 from tests.providers.conftest import MakeProvider
 from tests.providers.fault_server import FaultServer
@@ -151,3 +151,39 @@ async def test_closed_provider_refuses_and_a_new_one_works_on_the_same_loop(
     async with LiteLLMProvider("second", config) as second:
         assert (await second.complete(REQUEST)).output == {"text": "ok"}
     assert fault.stats()["total"] == 2
+
+
+async def test_a_server_that_reports_no_usage_gives_no_prompt_count(
+        fault: FaultServer, make_provider: MakeProvider) -> None:
+    """litellm fills a missing `usage` with zeros; 0 is no count of a non-empty prompt. Passed
+    on as a count, it made certification fail `rendering` ("N tokens fewer than meant") where
+    the provider merely reported nothing (`unverified`, waivable), docs/certification.md."""
+    fault.control(default={"kind": "answer", "usage": False})
+    completion = await make_provider().complete(REQUEST)
+    assert completion.usage.prompt_tokens is None
+    assert completion.usage.completion_tokens is None
+    fault.control(default={"kind": "answer", "usage": False, "content": "not json"})
+    with pytest.raises(InvalidOutput) as caught:
+        await make_provider().complete(REQUEST)
+    assert caught.value.prompt_tokens is None
+
+
+async def test_no_usage_from_the_real_adapter_is_unverified_not_a_rendering_failure(
+        fault: FaultServer, make_provider: MakeProvider) -> None:
+    from contracts import certify, contract_from_data
+
+    contract = contract_from_data({
+        "name": "ok", "version": 1, "side_effects": "none",
+        "prompt": {"system": "Answer with JSON only.", "user": "Say {{ word }}."},
+        "output_schema": {"type": "object", "required": ["text"],
+                          "properties": {"text": {"type": "string"}}},
+        "sampling": {"max_tokens": 20, "repeats": 1},
+        "cases": [{"name": "ok", "input": {"word": "ok"}}],
+    }, file="ok.yaml")
+    fault.control(default={"kind": "answer", "usage": False})
+    cert = await certify(make_provider(), contract)
+    case = cert.cases[0]
+    assert (case.verdict, case.failures) == ("unverified", ())
+    assert case.rendering.reported_prompt_tokens == (None,)
+    waiver = {"rendering": "reports no usage; accepted in this test"}
+    assert (await certify(make_provider(), contract, accept_unverified=waiver)).passed
