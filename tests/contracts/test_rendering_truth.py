@@ -165,3 +165,38 @@ def test_tolerances_and_diagnoses_are_what_the_docs_say() -> None:
     assert diagnose(73, 25, 28, 11, split_markers=False).startswith("system text dropped")
     assert diagnose(73, None, 28, 11, split_markers=False) == (
         "45 tokens fewer than meant: text dropped or cut")
+
+
+class Drifting(InspectableFake):
+    """Reports the given prompt count for each run in turn (per case)."""
+
+    def __init__(self, counts: list[int]) -> None:
+        super().__init__(GOOD_ANSWERS)
+        self._counts, self._calls = counts, 0
+
+    async def complete(self, request: Any) -> Any:
+        completion = await super().complete(request)
+        count = self._counts[self._calls % len(self._counts)]
+        self._calls += 1
+        return completion.model_copy(update={"usage": completion.usage.model_copy(
+            update={"prompt_tokens": count})})
+
+
+async def test_every_run_is_compared_not_only_the_first(contract: Contract) -> None:
+    """A provider that counts right once and then drops the system text fails at that run."""
+    cert = await certify(Drifting([USAGE, USAGE - SYSTEM_TOKENS, USAGE - SYSTEM_TOKENS]),
+                         contract, now=NOW)
+    case = cert.cases[0]
+    assert (cert.passed, case.failed_checks) == (False, ("rendering",))
+    assert case.failures[0].run == "2/3"
+    assert case.rendering.reported_prompt_tokens == (USAGE, USAGE - SYSTEM_TOKENS,
+                                                     USAGE - SYSTEM_TOKENS)
+
+
+def test_system_text_dropped_is_said_only_when_the_counts_show_it() -> None:
+    # far from the count without the system text: not "system text dropped"
+    assert diagnose(73, 25, 60, 11, split_markers=False) == (
+        "13 tokens fewer than meant: text dropped or cut")
+    # a system text within the tolerance cannot be told apart from other lost text
+    assert diagnose(40, 35, 30, 8, split_markers=False) == (
+        "10 tokens fewer than meant: text dropped or cut")
