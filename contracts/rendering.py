@@ -12,8 +12,9 @@ Two sources of truth, both kept in `RenderingEvidence`:
    both numbers and what it suggests (`diagnose`).
 
 Verdict: ``fail`` when any of these fails; ``unverified`` when something could not be checked
-(the provider cannot be inspected, its chat format is not reproduced, it reported no usage, or
-an estimate cannot tell whether a short system text arrived); otherwise ``pass``. ``unverified``
+(the provider cannot be inspected, its chat format is not reproduced, it reported no usage, its
+context window is unknown so the prompt's fit could not be checked, or an estimate cannot tell
+whether a short system text arrived); otherwise ``pass``. ``unverified``
 is never a pass: `contracts.certify` lets it through only under a named waiver.
 """
 
@@ -38,6 +39,9 @@ ESTIMATE_TOLERANCE_SHARE = 0.15
 
 INSPECTION_UNAVAILABLE = "prompt inspection unavailable"
 NO_USAGE = "the provider reported no usage: its prompt token count could not be compared"
+UNKNOWN_WINDOW = ("the model's context window is unknown (litellm does not know the model and the "
+                  "provider config sets no context_window): whether {tokens} prompt tokens + "
+                  "{max_tokens} max_tokens fit could not be checked")
 
 
 def tolerance(basis: str, expected: int) -> int:
@@ -89,7 +93,7 @@ def judge(evidence: RenderingEvidence, contract: Contract,
     """The rendering verdict from the inspection and the provider's reported counts."""
     failures = [Failure(check="rendering", detail=d) for d in _inspection_problems(evidence,
                                                                                    contract)]
-    unverified = list(evidence.unverified)
+    unverified = [*evidence.unverified, *_window_unknown(evidence, contract)]
     diagnosis = None
     counted = [r for r in reported if r is not None]
     if not counted:
@@ -127,6 +131,15 @@ def _inspection_problems(evidence: RenderingEvidence, contract: Contract) -> lis
         problems.append(f"{tokens} prompt tokens + {contract.sampling.max_tokens} max_tokens = "
                         f"{tokens + contract.sampling.max_tokens} > context window {window}")
     return problems
+
+
+def _window_unknown(evidence: RenderingEvidence, contract: Contract) -> list[str]:
+    """Every model has a context window; not knowing it is a check not made, never a pass."""
+    if not evidence.inspected or evidence.prompt_tokens is None \
+            or evidence.context_window is not None:
+        return []
+    return [UNKNOWN_WINDOW.format(tokens=evidence.prompt_tokens,
+                                  max_tokens=contract.sampling.max_tokens)]
 
 
 def _count_mismatch(evidence: RenderingEvidence,

@@ -85,7 +85,7 @@ class Setup:
         models = models or {}
         providers = {
             name: ProviderConfig(model=models.get(name, "openai/fault-model"),
-                                 api_base=server.api_base)
+                                 api_base=server.api_base, context_window=2048)
             for name, server in self.servers.items()
         }  # fmt: skip
         task = TaskConfig(contract=str(self.contract), providers=list(ROUTE), deadline=SETTLE_S)

@@ -14,7 +14,7 @@ import pytest
 
 from contracts import Certification, Contract, certify, contract_fingerprint, contract_from_data
 from contracts.certification import Failure
-from contracts.rendering import NO_USAGE
+from contracts.rendering import NO_USAGE, UNKNOWN_WINDOW
 from providers.base import (
     Completion,
     CompletionRequest,
@@ -306,12 +306,23 @@ async def test_chat_format_problems_fail(
     assert cert.cases[0].rendering.verdict == "fail"
 
 
-async def test_no_markers_to_check_or_unknown_window_do_not_fail(contract: Contract) -> None:
+async def test_no_markers_to_check_do_not_fail(contract: Contract) -> None:
     """A hosted chat API has no markers (roles are fields): not applicable is not unverified."""
-    relaxed = inspection(control_tokens_special=None, markers=(), context_window=None,
-                         prompt_tokens=10**6)
-    cert = await certify(InspectableFake(GOOD_ANSWERS, relaxed, usage=10**6), contract, now=NOW)
+    relaxed = inspection(control_tokens_special=None, markers=())
+    cert = await certify(InspectableFake(GOOD_ANSWERS, relaxed, usage=USAGE), contract, now=NOW)
     assert cert.passed and cert.verdict == "pass"
+
+
+async def test_unknown_context_window_is_unverified_not_passed(contract: Contract) -> None:
+    """Every model has a window; not knowing it means the fit was not checked. The old code
+    skipped the check and passed a 10**6-token prompt."""
+    unknown = inspection(control_tokens_special=None, markers=(), context_window=None,
+                         prompt_tokens=10**6)
+    cert = await certify(InspectableFake(GOOD_ANSWERS, unknown, usage=10**6), contract, now=NOW)
+    case = cert.cases[0]
+    assert (cert.passed, case.verdict, case.failures) == (False, "unverified", ())
+    assert case.rendering.unverified == (UNKNOWN_WINDOW.format(
+        tokens=10**6, max_tokens=contract.sampling.max_tokens),)
 
 
 async def test_failed_inspection_is_unverified_not_passed(contract: Contract) -> None:
