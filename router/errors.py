@@ -8,6 +8,7 @@
     ├── InvalidTransition           a state change the tables forbid (entity, id, src, dst)
     ├── NoEligibleProvider          no provider may run this job (job_id, reasons per provider)
     ├── StoreError                  the database could not be used (url, reason)
+    ├── ListingError                a job listing asked for what cannot be answered (reason)
     └── RouterClosed                the router was used after close()
 
 Provider failures are not here: they are `providers.errors.ProviderError` values, recorded on
@@ -85,3 +86,7 @@ class StoreError(JobRouterError):
 class RouterClosed(JobRouterError):
     def __init__(self) -> None:
         super().__init__("the router is closed; open a new one with Router.open(...)")
+
+
+class ListingError(JobRouterError):
+    """A job listing that cannot be answered as asked: a malformed cursor, a limit out of range."""

@@ -290,3 +290,37 @@ RETURNING id
 -- name: purge_outbox
 -- Every outbox row of the purged jobs, delivered or parked (delivered_at NULL: a parked one).
 DELETE FROM outbox WHERE job_id IN (SELECT value FROM json_each(:ids)) RETURNING delivered_at
+
+-- Listing (router/listing.py): `{where}` is filled with the `list_jobs_*` fragments of the
+-- filters in use, so each combination is its own statement with its own plan; newest first,
+-- keyset pages on the time-ordered id (jobs_by_owner, jobs_by_state or the primary key).
+
+-- name: list_jobs
+SELECT * FROM jobs WHERE 1 = 1 {where} ORDER BY id DESC LIMIT :limit
+
+-- name: count_jobs_by_state
+SELECT state, COUNT(*) AS n FROM jobs WHERE 1 = 1 {where} GROUP BY state
+
+-- name: list_jobs_cursor
+AND id < :cursor
+
+-- name: list_jobs_owner
+AND owner = :owner
+
+-- name: list_jobs_state
+AND state = :state
+
+-- name: list_jobs_states
+AND state IN (SELECT value FROM json_each(:states))
+
+-- name: list_jobs_task
+AND task = :task
+
+-- name: list_jobs_provider
+AND EXISTS (SELECT 1 FROM attempts a WHERE a.job_id = jobs.id AND a.provider = :provider)
+
+-- name: list_jobs_after
+AND id >= :id_floor AND created_at >= :created_after
+
+-- name: list_jobs_before
+AND id < :id_ceiling AND created_at < :created_before

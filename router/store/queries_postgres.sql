@@ -80,3 +80,6 @@ WHERE claimed_by = :worker AND state IN ('queued', 'running')
 UPDATE attempts SET lease_until = :lease_until
 WHERE worker = :worker AND state = 'started'
   AND job_id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
+
+-- name: list_jobs_states
+AND state IN (SELECT json_array_elements_text(CAST(:states AS json)))

@@ -30,6 +30,7 @@ from router.store.changes import Change, ChangeMethods
 from router.store.circuits import CircuitMethods
 from router.store.connector import ChangeFeed, Connector, LoadAware, Row, Tx
 from router.store.health import HealthMethods
+from router.store.listing import ListingMethods
 from router.store.outbox import OutboxMethods
 from router.store.reads import ReadMethods
 from router.store.rows import attempt_from_row, dumps, job_from_row
@@ -50,7 +51,8 @@ class AttemptStart:
 
 
 class SqlStore(
-    ReadMethods, ChangeMethods, TokenMethods, HealthMethods, OutboxMethods, CircuitMethods
+    ReadMethods, ChangeMethods, TokenMethods, HealthMethods, OutboxMethods, CircuitMethods,
+    ListingMethods,
 ):
     def __init__(self, connector: Connector) -> None:
         self.connector = connector

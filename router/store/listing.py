@@ -1,0 +1,75 @@
+"""The job listing's reads (router/listing.py says what a page is). A mixin of `SqlStore`.
+
+The WHERE clause is put together from named fragments of queries.sql, one per filter in use:
+a statement with `(:x IS NULL OR x = :x)` for every optional filter would be planned once for
+all combinations and could use no index for any of them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from router.listing import JobFilter, JobPage, id_ceiling, id_floor
+from router.states import JobState
+from router.store.connector import Connector
+from router.store.rows import job_from_row
+
+
+class ListingMethods:
+    connector: Connector
+    _q: Mapping[str, str]
+
+    async def list_jobs(self, where: JobFilter, *, limit: int,
+                        cursor: str | None = None) -> JobPage:  # fmt: skip
+        """One page of the jobs `where` selects, newest first, after `cursor` (the last id of
+        the previous page). One row more than asked is read to know whether a page follows."""
+        if where.empty:
+            return JobPage(items=[], next_cursor=None)
+        clause, params = self._where(where)
+        if cursor is not None:
+            clause += " " + self._q["list_jobs_cursor"]
+            params["cursor"] = cursor
+        sql = self._q["list_jobs"].replace("{where}", clause)
+        rows = await self.connector.fetchall(sql, {**params, "limit": limit + 1})
+        jobs = [job_from_row(row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return JobPage(items=jobs, next_cursor=jobs[-1].id if more and jobs else None)
+
+    async def count_jobs_by_state(self, where: JobFilter) -> dict[JobState, int]:
+        """How many jobs `where` selects in each state (every state present, zeros included)."""
+        counts = dict.fromkeys(JobState, 0)
+        if where.empty:
+            return counts
+        clause, params = self._where(where)
+        sql = self._q["count_jobs_by_state"].replace("{where}", clause)
+        for row in await self.connector.fetchall(sql, params):
+            counts[JobState(row["state"])] = int(row["n"])
+        return counts
+
+    def _where(self, where: JobFilter) -> tuple[str, dict[str, Any]]:
+        parts: list[str] = []
+        params: dict[str, Any] = {}
+
+        def add(fragment: str, **values: Any) -> None:
+            parts.append(self._q[fragment])
+            params.update(values)
+
+        if where.owner is not None:
+            add("list_jobs_owner", owner=where.owner)
+        if len(where.states) == 1:
+            add("list_jobs_state", state=str(where.states[0]))
+        elif where.states:
+            add("list_jobs_states", states=json.dumps([str(s) for s in where.states]))
+        if where.task is not None:
+            add("list_jobs_task", task=where.task)
+        if where.provider is not None:
+            add("list_jobs_provider", provider=where.provider)
+        if where.created_after is not None:
+            add("list_jobs_after", created_after=where.created_after,
+                id_floor=id_floor(where.created_after))
+        if where.created_before is not None:
+            add("list_jobs_before", created_before=where.created_before,
+                id_ceiling=id_ceiling(where.created_before))
+        return " ".join(parts), params

@@ -1,0 +1,125 @@
+"""The job listing on every backend: keyset pages newest first (no job twice, none skipped),
+each filter, the counts by state, and (SQLite) a plan that seeks an index instead of sorting."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from router.listing import JobFilter, attention_states, id_ceiling, id_floor
+from router.models import Job
+from router.states import JobState
+from router.store import SqlStore, open_store
+from tests.store.test_store import start, submit
+
+
+async def walk(store: SqlStore, where: JobFilter, limit: int) -> list[list[str]]:
+    """Every page of `where`, following the cursors."""
+    pages: list[list[str]] = []
+    cursor = None
+    while True:
+        page = await store.list_jobs(where, limit=limit, cursor=cursor)
+        pages.append([job.id for job in page.items])
+        if page.next_cursor is None:
+            return pages
+        cursor = page.next_cursor
+
+
+async def some_jobs(store: SqlStore) -> list[Job]:
+    jobs = []
+    for i in range(7):
+        owner = "shop-1" if i % 2 == 0 else "shop-2"
+        task = "caption" if i < 4 else "title"
+        jobs.append(await submit(store, owner=owner, key=f"k{i}", task=task))
+    return jobs
+
+
+async def test_pages_walk_every_job_once_newest_first(store: SqlStore) -> None:
+    jobs = await some_jobs(store)
+    pages = await walk(store, JobFilter(), limit=3)
+    assert [len(p) for p in pages] == [3, 3, 1]
+    # newest first to the millisecond: ids made in one millisecond order by their random part
+    assert [i for p in pages for i in p] == sorted((j.id for j in jobs), reverse=True)
+
+
+async def test_a_page_that_ends_exactly_has_no_next_cursor(store: SqlStore) -> None:
+    await some_jobs(store)
+    page = await store.list_jobs(JobFilter(), limit=7)
+    assert len(page.items) == 7 and page.next_cursor is None
+
+
+async def test_owner_task_and_state_filters(store: SqlStore) -> None:
+    jobs = await some_jobs(store)
+    shop1 = sorted((j.id for j in jobs if j.owner == "shop-1"), reverse=True)
+    assert [i for p in await walk(store, JobFilter(owner="shop-1"), 2) for i in p] == shop1
+    titles = await store.list_jobs(JobFilter(task="title"), limit=50)
+    assert {j.id for j in titles.items} == {j.id for j in jobs[4:]}
+    await store.settle_job(jobs[1].id, JobState.RUNNING, error=None)
+    await store.settle_job(jobs[1].id, JobState.UNKNOWN, error="no answer")
+    attention = await store.list_jobs(JobFilter.of(needs_attention=True), limit=50)
+    assert [j.id for j in attention.items] == [jobs[1].id]
+    queued_and_attention = JobFilter.of(state=JobState.QUEUED, needs_attention=True)
+    none = await store.list_jobs(queued_and_attention, limit=50)
+    assert none.items == []
+
+
+async def test_provider_filter_finds_jobs_with_an_attempt_there(store: SqlStore) -> None:
+    jobs = await some_jobs(store)
+    await start(store, jobs[2], provider="backup")
+    await start(store, jobs[5], provider="primary")
+    page = await store.list_jobs(JobFilter(provider="backup"), limit=50)
+    assert [j.id for j in page.items] == [jobs[2].id]
+
+
+async def test_created_after_and_before(store: SqlStore) -> None:
+    first = await submit(store, key="early")
+    middle = time.time()
+    while time.time() <= middle:  # the next job is created strictly later
+        pass
+    later = await submit(store, key="late")
+    after = await store.list_jobs(JobFilter(created_after=middle), limit=50)
+    before = await store.list_jobs(JobFilter(created_before=middle), limit=50)
+    assert [j.id for j in after.items] == [later.id]
+    assert [j.id for j in before.items] == [first.id]
+
+
+async def test_counts_by_state_cover_every_state(store: SqlStore) -> None:
+    jobs = await some_jobs(store)
+    await store.cancel_job(jobs[0].id, "not needed")
+    counts = await store.count_jobs_by_state(JobFilter(owner="shop-1"))
+    assert set(counts) == set(JobState)
+    assert counts[JobState.CANCELLED] == 1 and counts[JobState.QUEUED] == 3
+    assert sum(counts.values()) == 4
+
+
+def test_id_bounds_bracket_the_ids_of_their_moment() -> None:
+    from router.models import new_id
+
+    now = time.time()
+    made = new_id()
+    assert id_floor(now) <= made < id_ceiling(now)
+    assert attention_states() == (JobState.UNKNOWN,)
+
+
+@pytest.mark.parametrize("where", [
+    JobFilter(), JobFilter(owner="shop-1"), JobFilter(states=(JobState.UNKNOWN,)),
+    JobFilter(owner="shop-1", states=(JobState.UNKNOWN,)), JobFilter(task="caption"),
+    JobFilter(created_after=1.0e9, created_before=2.0e9),
+])  # fmt: skip
+async def test_sqlite_plan_seeks_an_index_and_never_sorts(tmp_path: Path, where: JobFilter) -> None:
+    """A page must not cost a sort of every matching job: with 10^6 jobs that is the
+    difference between a millisecond and a second (docs/benchmarks.md). Fails without
+    migration 0006 (owner and state filters then scan the primary key or sort)."""
+    store = await open_store(f"sqlite:///{tmp_path}/plan.db")
+    try:
+        clause, params = store._where(where)
+        sql = store._q["list_jobs"].replace("{where}", clause)
+        rows = await store.connector.fetchall("EXPLAIN QUERY PLAN " + sql, {**params, "limit": 1})
+        plan = " | ".join(str(row["detail"]) for row in rows)
+    finally:
+        await store.close()
+    assert "TEMP B-TREE" not in plan, plan
+    if where.owner is not None or where.states:
+        assert "jobs_by_owner" in plan or "jobs_by_state" in plan, plan
