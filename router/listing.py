@@ -23,6 +23,9 @@ _CURSOR = re.compile(r"[0-9a-f]{32}")
 # created_at is taken a moment before the id's millisecond: bound ids one second wider than
 # asked and let the exact created_at test decide.
 _ID_SLACK_MS = 1_000
+# Times are shown (and read back) to the microsecond, rounded: compare at that resolution, so
+# a job's own shown `created_at` passed as `created_after` finds it and as `created_before` not.
+_HALF_US = 0.5e-6
 
 
 def attention_states() -> tuple[JobState, ...]:
@@ -58,7 +61,9 @@ class JobFilter:
             states = tuple(s for s in states if s in wanted) if states else wanted
             empty = not states
         return cls(owner=owner, states=states, task=task, provider=provider,
-                   created_after=created_after, created_before=created_before, empty=empty)
+                   created_after=None if created_after is None else created_after - _HALF_US,
+                   created_before=None if created_before is None else created_before - _HALF_US,
+                   empty=empty)
 
     def any_state(self) -> JobFilter:
         """The same filter over every state: what the counts by state are taken over."""

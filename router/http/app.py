@@ -13,7 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from router import metrics
 from router.api import Router
 from router.config import HttpConfig
-from router.http import health, jobs, openapi, problems
+from router.http import health, jobs, listing, openapi, problems
 from router.http.limits import BodyLimit
 
 DESCRIPTION = """Durable AI jobs on several LLM providers.
@@ -31,6 +31,7 @@ def create_app(router: Router, settings: HttpConfig | None = None) -> FastAPI:
     app.state.router = router
     app.state.http = settings
     problems.install(app)
+    app.include_router(listing.routes)  # before jobs: /v1/jobs/counts is not a job id
     app.include_router(jobs.routes)
     app.include_router(health.routes)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

@@ -21,7 +21,6 @@ from router.http.problems import (
 from router.http.schemas import (
     AttemptList,
     CancelJob,
-    JobList,
     JobResource,
     ResolveAttempt,
     SubmitJob,
@@ -75,18 +74,6 @@ async def submit_job(
     if not job.created:
         response.headers[REPLAY_HEADER] = "true"
     return JobResource.of(job, url)
-
-
-@routes.get("/jobs", response_model=JobList, name="find_jobs", operation_id="find_jobs",
-            summary="Find the job of an idempotency key", responses=documented(401, 422, 503))
-async def find_jobs(
-    request: Request, router: RouterDep, caller: Caller,
-    idempotency_key: Annotated[str, Query(min_length=1, max_length=KEY_MAX_LENGTH)],
-) -> JobList:  # fmt: skip
-    """The caller's job for this key (an empty list when there is none): how to learn what
-    became of a submit whose answer never arrived."""
-    job = await router.find(caller.owner, idempotency_key)
-    return JobList(items=[_resource(request, job)] if job else [])
 
 
 @routes.get("/jobs/{job_id}", response_model=JobResource, name="get_job", operation_id="get_job",
