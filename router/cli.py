@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from router.config import CONFIG_ENV, RouterConfig, config_path, load_config
 from router.errors import JobRouterError
+from router.exits import LOG_LEVEL_ENV, exit_code_of
 
 T = TypeVar("T")
 
@@ -30,6 +35,7 @@ app = typer.Typer(
 )
 console = Console()
 err = Console(stderr=True)
+log = logging.getLogger("jobrouter.cli")
 
 ConfigOpt = Annotated[
     Path | None,
@@ -45,20 +51,35 @@ DatabaseOpt = Annotated[
 
 
 def settings(config: Path | None) -> RouterConfig:
-    """The configuration: the file given or found; defaults when none was asked for or found."""
+    """The configuration: the file named by --config or $JOBROUTER_CONFIG (an error when it is
+    missing: a typo must not mean defaults), else ./jobrouter.toml, else built-in defaults
+    (said on stderr, with the database they point at)."""
+    named = config is not None or bool(os.environ.get(CONFIG_ENV))
     path = config_path(config)
-    if config is None and not path.exists():
-        return RouterConfig()
-    return load_config(path)
+    try:
+        if not named and not path.exists():
+            defaults = RouterConfig()
+            log.warning("no --config, no $%s and no ./%s: built-in defaults (database %s)",
+                        CONFIG_ENV, path, defaults.database.url)
+            return defaults
+        return load_config(path)
+    except JobRouterError as exc:
+        fail(exc)
+
+
+def fail(exc: JobRouterError) -> NoReturn:
+    """One red line on stderr (the message printed as text: data may hold `[...]`), then the
+    exit code of its kind (router/exits.py)."""
+    err.print(Text.assemble(("error:", "red"), " ", str(exc)))
+    raise typer.Exit(exit_code_of(exc)) from None
 
 
 def run(step: Callable[[], Awaitable[T]]) -> T:
-    """Run one async step; a domain error becomes one red line and exit code 2."""
+    """Run one async step; a domain error becomes one red line and its exit code."""
     try:
         return asyncio.run(step())  # type: ignore[arg-type]
     except JobRouterError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        fail(exc)
 
 
 def parse_json(option: str, text: str) -> Any:
@@ -69,12 +90,40 @@ def parse_json(option: str, text: str) -> Any:
                                  f"{text!r}") from None
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"jobrouter {version('jobrouter')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    log_level: Annotated[str | None, typer.Option(
+        "--log-level", envvar=LOG_LEVEL_ENV, show_default=False,
+        help="debug | info | warning | error: what the router logs on stderr (default: "
+        "warning; info for serve and worker)")] = None,
+    version: Annotated[bool | None, typer.Option(
+        "--version", callback=_version, is_eager=True, help="print the version and exit")] = None,
+) -> None:  # fmt: skip
+    if log_level is None:
+        return  # each command keeps its own default
+    level = logging.getLevelName(log_level.upper())
+    if not isinstance(level, int):
+        raise typer.BadParameter(f"{log_level!r}: use debug, info, warning or error",
+                                 param_hint="--log-level")
+    # A later basicConfig of a command (serve, worker) then changes nothing: this level holds.
+    logging.basicConfig(level=level, stream=sys.stderr, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
 def main() -> None:
     from router import cli_jobs  # noqa: F401  (registers the job commands)
 
-    command_modules = ("router.cli_contracts", "router.cli_worker", "router.cli_local",
-                       "router.demo", "router.http.cli", "router.cli_outbox",
-                       "router.cli_cassettes")
+    command_modules = ("router.cli_listing", "router.cli_config", "router.cli_contracts",
+                       "router.cli_worker", "router.cli_local", "router.demo", "router.http.cli",
+                       "router.cli_outbox", "router.cli_cassettes")
     for name in command_modules:
         try:
             __import__(name)

@@ -1,15 +1,47 @@
-"""Job commands: submit, show, watch, cancel, resolve."""
+"""Job commands: submit, show, find, cancel, resolve. Each prints the job for people, or one
+JSON document with `--json`; `submit` exits with the code of the job's state (router/exits.py)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import sys
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from router.api import Outcome, Router
 from router.cli import ConfigOpt, DatabaseOpt, app, console, parse_json, run, settings
-from router.models import Attempt, Job, JobEvent
+from router.cli_output import job_document, print_events, print_job, print_json
+from router.exits import exit_code_of_state
+from router.models import Job
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document (for scripts)")]
+
+
+def read_json_argument(option: str, value: str) -> Any:
+    """JSON given inline, as `@path` (read from the file) or as `-` (read from stdin)."""
+    if value == "-":
+        return parse_json(option, sys.stdin.read())
+    if value.startswith("@"):
+        try:
+            return parse_json(option, Path(value[1:]).read_text("utf-8"))
+        except OSError as exc:
+            raise typer.BadParameter(f"{option} {value}: cannot read the file ({exc.strerror})",
+                                     param_hint=option) from None
+    return parse_json(option, value)
+
+
+async def emit(router: Router, job: Job, as_json: bool, *, events: bool = False) -> None:
+    attempts = await router.attempts(job.id)
+    logged = await router.events(job.id) if events else None
+    if as_json:
+        document = job_document(job, attempts, logged)
+        print_json({**document, "created": job.created} if job.created else document)
+        return
+    print_job(console, job, attempts)
+    if logged is not None:
+        print_events(console, logged)
 
 
 @app.command()
@@ -18,49 +50,56 @@ def submit(
                                       help="task name from the config's \\[tasks.NAME] sections")],
     key: Annotated[str, typer.Option("--key", "-k", help="idempotency key: one per intent, "
                                      "e.g. derived from your order id")],
-    input: Annotated[str, typer.Option("--input", "-i", help="the job input as JSON")],
+    input: Annotated[str, typer.Option("--input", "-i", help="the job input as JSON, "
+                                       "@FILE to read it from a file, or - for stdin")],
     owner: Annotated[str, typer.Option(help="who the job belongs to")] = "cli",
     params: Annotated[str, typer.Option(help="extra parameters as JSON")] = "{}",
     wait: Annotated[float, typer.Option(
         help="seconds to wait for the outcome; 0: return at once")] = 60.0,
+    as_json: JsonOpt = False,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
-    """Submit a job (once per --key) and show it with its attempts."""
-    payload = parse_json("--input", input)
-    extra = parse_json("--params", params)
+    """Submit a job (once per --key) and show it with its attempts. Exit code: 0 succeeded,
+    3 failed, 4 unknown (needs attention), 5 refused, 6 still running, 7 cancelled."""
+    payload = read_json_argument("--input", input)
+    extra = read_json_argument("--params", params)
 
-    async def step() -> None:
+    async def step() -> Job:
         async with Router.open(database, settings(config)) as router:
             job = await router.submit(owner, key, task, payload, extra)
-            note = "accepted" if job.created else "already known (same key, same payload)"
-            console.print(f"job [bold]{job.id}[/bold] {note}")
+            created = job.created
+            if not as_json:
+                note = "accepted" if job.created else "already known (same key, same payload)"
+                console.print(Text.assemble("job ", (job.id, "bold"), f" {note}"))
             if wait > 0 and not job.state.settled:
                 try:
                     job = await router.wait(job.id, wait)
                 except TimeoutError:
-                    console.print(f"still running after {wait}s; see `jobrouter show {job.id}`")
+                    if not as_json:
+                        console.print(f"still running after {wait}s; see `jobrouter show "
+                                      f"{job.id}`", markup=False)
                     job = await router.get(job.id)
-            print_job(job, await router.attempts(job.id))
+            await emit(router, job.model_copy(update={"created": created}), as_json)
+            return job
 
-    run(step)
+    job = run(step)
+    raise typer.Exit(exit_code_of_state(job.state))
 
 
 @app.command()
 def show(
     job_id: Annotated[str, typer.Argument(help="the job id")],
     events: Annotated[bool, typer.Option(help="also print the job's event log")] = False,
+    as_json: JsonOpt = False,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
-    """Show a job, its attempts (with error kinds) and optionally its events."""
+    """Show a job, its attempts (ids, providers, error kinds) and optionally its events."""
 
     async def step() -> None:
         async with Router.open(database, settings(config), run_workers=False) as router:
-            job = await router.get(job_id)
-            print_job(job, await router.attempts(job_id))
-            if events:
-                print_events(await router.events(job_id))
+            await emit(router, await router.get(job_id), as_json, events=events)
 
     run(step)
 
@@ -69,18 +108,22 @@ def show(
 def find(
     key: Annotated[str, typer.Argument(help="the idempotency key")],
     owner: Annotated[str, typer.Option(help="the key's owner")] = "cli",
+    as_json: JsonOpt = False,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
-    """Find a job by its idempotency key."""
+    """Find a job by its idempotency key (exit code 1 when there is none)."""
 
     async def step() -> None:
         async with Router.open(database, settings(config), run_workers=False) as router:
             job = await router.find(owner, key)
             if job is None:
-                console.print(f"no job with key {key!r} for owner {owner!r}")
+                if as_json:
+                    print_json(None)
+                else:
+                    console.print(f"no job with key {key!r} for owner {owner!r}", markup=False)
                 raise SystemExit(1)
-            print_job(job, await router.attempts(job.id))
+            await emit(router, job, as_json)
 
     run(step)
 
@@ -89,6 +132,7 @@ def find(
 def cancel(
     job_id: Annotated[str, typer.Argument(help="the job id")],
     reason: Annotated[str, typer.Option(help="why, for the job's log")] = "cancelled from the CLI",
+    as_json: JsonOpt = False,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
@@ -96,8 +140,7 @@ def cancel(
 
     async def step() -> None:
         async with Router.open(database, settings(config), run_workers=False) as router:
-            job = await router.cancel(job_id, reason)
-            print_job(job, await router.attempts(job_id))
+            await emit(router, await router.cancel(job_id, reason), as_json)
 
     run(step)
 
@@ -106,8 +149,10 @@ def cancel(
 def resolve(
     attempt_id: Annotated[str, typer.Argument(help="the unknown attempt's id")],
     outcome: Annotated[str, typer.Option(help="succeeded | failed | cancelled")],
-    result: Annotated[str | None, typer.Option(help="the result as JSON (with succeeded)")] = None,
+    result: Annotated[str | None, typer.Option(
+        help="the result as JSON, @FILE or - (with succeeded)")] = None,
     note: Annotated[str, typer.Option(help="what you checked, for the job's log")] = "",
+    as_json: JsonOpt = False,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
@@ -116,37 +161,11 @@ def resolve(
         raise typer.BadParameter("--outcome must be succeeded, failed or cancelled")
     if outcome == "succeeded" and result is None:
         raise typer.BadParameter("--outcome succeeded needs --result JSON (what the provider made)")
-    value = parse_json("--result", result) if result is not None else None
+    value = read_json_argument("--result", result) if result is not None else None
     chosen: Outcome = outcome  # type: ignore[assignment]
 
     async def step() -> None:
         async with Router.open(database, settings(config)) as router:
-            job = await router.resolve(attempt_id, chosen, value, note)
-            print_job(job, await router.attempts(job.id))
+            await emit(router, await router.resolve(attempt_id, chosen, value, note), as_json)
 
     run(step)
-
-
-def print_job(job: Job, attempts: list[Attempt]) -> None:
-    color = {"succeeded": "green", "failed": "red", "unknown": "yellow"}.get(job.state, "cyan")
-    console.print(f"[bold]{job.id}[/bold] task={job.task} owner={job.owner} "
-                  f"key={job.idempotency_key} state=[{color}]{job.state}[/{color}] "
-                  f"version={job.version}")
-    if job.result is not None:
-        console.print_json(data=job.result)
-    if job.error:
-        console.print(f"[red]{job.error}[/red]")
-    table = Table("seq", "provider", "state", "error kind", "latency ms", "error", title="attempts")
-    for a in attempts:
-        winner = " (winner)" if a.id == job.winner_attempt_id else ""
-        table.add_row(str(a.seq), a.provider, f"{a.state}{winner}", a.error_kind or "",
-                      f"{a.latency_ms:.0f}" if a.latency_ms is not None else "",
-                      (a.error or "")[:80])
-    console.print(table)
-
-
-def print_events(events: list[JobEvent]) -> None:
-    table = Table("seq", "kind", "job state", "data", title="events")
-    for e in events:
-        table.add_row(str(e.seq), e.kind, e.job_state, str(e.data)[:100])
-    console.print(table)

@@ -26,7 +26,7 @@ from router.build import build_providers
 from router.certifier import Cell, certify_pair, matrix, pairs_to_certify
 from router.cli import app, console, err, run
 from router.cli_contracts import LIVE_RECORD, recording, render_matrix
-from router.cli_jobs import print_job
+from router.cli_output import print_job
 from router.config import RouterConfig, load_config
 from router.errors import IdempotencyConflict
 from router.models import Job
@@ -173,14 +173,14 @@ async def _jobs(router: Router, primary: InjectedFault) -> list[Job]:
     unknown = next(a for a in await router.attempts(silent.id) if a.state == "unknown")
     after = await router.resolve(unknown.id, "succeeded", {"title": "Blue ceramic mug 350 ml"},
                                  note="the primary's log shows it answered at last")
-    print_job(after, await router.attempts(silent.id))
+    print_job(console, after, await router.attempts(silent.id))
     return [first, silent, hedged]
 
 
 async def _submit_and_show(router: Router, key: str, task: str, input: dict[str, Any]) -> Job:
     job = await router.submit(OWNER, key, task, input)
     job = await router.wait(job.id, timeout=300)
-    print_job(job, await _recorded_attempts(router, job.id))
+    print_job(console, job, await _recorded_attempts(router, job.id))
     return job
 
 

@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+import difflib
+
 from router.errors import StoreError
 from router.store.sql import SqlStore
 
-__all__ = ["SqlStore", "open_store"]
+__all__ = ["SqlStore", "check_database_url", "open_store"]
+
+SCHEMES = ("sqlite", "postgresql", "postgres")
+
+
+def check_database_url(url: str) -> None:
+    """Refuse a URL whose scheme no backend reads: `sqllite:///x.db` would otherwise be taken
+    for a plain SQLite path and quietly make a folder named `sqllite:`."""
+    if "://" not in url:
+        return  # a plain path to a SQLite file
+    scheme = url.split("://", 1)[0]
+    if scheme.lower() in SCHEMES:
+        return
+    close = difflib.get_close_matches(scheme.lower(), SCHEMES, n=1)
+    hint = f" (did you mean {close[0]}://?)" if close else ""
+    raise StoreError(f"unknown database URL scheme {scheme!r}{hint}; use sqlite:///relative.db, "
+                     "sqlite:////absolute.db or postgresql://user@host:port/db", url=url)
 
 
 async def open_store(url: str) -> SqlStore:
     """`sqlite:///file.db` (default, embedded) or `postgresql://user@host:port/db`."""
+    check_database_url(url)
     if url.startswith(("postgres://", "postgresql://")):
         try:
             from router.store.postgres import PostgresConnector

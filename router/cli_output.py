@@ -1,0 +1,93 @@
+"""How the CLI prints jobs, attempts and events: for people, as text (never as rich markup:
+a provider's error or a job's input may hold `[/...]`, which markup would eat or choke on),
+and for scripts, as one JSON document (`--json`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from router.listing import JobPage
+from router.models import Attempt, Job, JobEvent
+from router.states import JobState
+
+_COLOR = {JobState.SUCCEEDED: "green", JobState.FAILED: "red", JobState.UNKNOWN: "yellow"}
+
+
+def _dump(value: BaseModel) -> dict[str, Any]:
+    return value.model_dump(mode="json")
+
+
+def job_document(job: Job, attempts: Sequence[Attempt] | None = None,
+                 events: Sequence[JobEvent] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The JSON a script gets for one job: the job's fields (as the HTTP API has them), with
+    its attempts and events when they were read."""
+    document = {**_dump(job), "terminal": job.state.terminal,
+                "needs_attention": job.state.needs_attention}  # fmt: skip
+    if attempts is not None:
+        document["attempts"] = [_dump(a) for a in attempts]
+    if events is not None:
+        document["events"] = [_dump(e) for e in events]
+    return document
+
+
+def print_json(document: Any) -> None:
+    """One JSON document on stdout, not through rich (no wrapping, no colour, no markup)."""
+    sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def print_job(console: Console, job: Job, attempts: Sequence[Attempt]) -> None:
+    color = _COLOR.get(job.state, "cyan")
+    console.print(Text.assemble(
+        (job.id, "bold"), f" task={job.task} owner={job.owner} key={job.idempotency_key} state=",
+        (str(job.state), color), f" version={job.version}"))  # fmt: skip
+    if job.result is not None:
+        console.print(Text(json.dumps(job.result, ensure_ascii=False, indent=2)))
+    if job.error:
+        console.print(Text(job.error, style="red"))
+    table = Table("seq", "attempt id", "provider", "state", "error kind", "latency ms", "error",
+                  title="attempts")  # fmt: skip
+    for a in attempts:
+        winner = " (winner)" if a.id == job.winner_attempt_id else ""
+        latency = f"{a.latency_ms:.0f}" if a.latency_ms is not None else ""
+        table.add_row(*(Text(cell) for cell in (
+            str(a.seq), a.id, a.provider, f"{a.state}{winner}", a.error_kind or "", latency,
+            (a.error or "")[:80])))  # fmt: skip
+    console.print(table)
+
+
+def print_events(console: Console, events: Sequence[JobEvent]) -> None:
+    table = Table("seq", "kind", "job state", "data", title="events")
+    for e in events:
+        table.add_row(*(Text(cell) for cell in (
+            str(e.seq), e.kind, e.job_state, json.dumps(e.data, ensure_ascii=False)[:100])))
+    console.print(table)
+
+
+def print_page(console: Console, page: JobPage) -> None:
+    table = Table("job id", "created (UTC)", "owner", "task", "state", "key", "error",
+                  title="jobs, newest first")  # fmt: skip
+    for job in page.items:
+        table.add_row(
+            Text(job.id), Text(job.created_at.strftime("%Y-%m-%d %H:%M:%S")), Text(job.owner),
+            Text(job.task), Text(str(job.state), style=_COLOR.get(job.state, "cyan")),
+            Text(job.idempotency_key), Text((job.error or "")[:60]))  # fmt: skip
+    console.print(table)
+    if page.next_cursor:
+        console.print(Text(f"more: --cursor {page.next_cursor}"))
+
+
+def page_document(page: JobPage, counts: dict[JobState, int] | None) -> dict[str, Any]:
+    document: dict[str, Any] = {"items": [job_document(job) for job in page.items],
+                                "next_cursor": page.next_cursor}  # fmt: skip
+    if counts is not None:
+        document["counts"] = {str(state): n for state, n in counts.items()}
+    return document
