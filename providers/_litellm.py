@@ -20,6 +20,7 @@ in the response instead of computing it a second time.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import os
 import sys
@@ -61,7 +62,9 @@ async def warm(model: str) -> None:
     """
     if model in _warmed:
         return
-    litellm = load()
+    # The import (seconds) runs on a thread: the event loop goes on answering meanwhile (a
+    # server's /health/live while `jobrouter serve` warms up in the background).
+    litellm = await asyncio.get_running_loop().run_in_executor(None, load)
     await litellm.acompletion(
         model=model, messages=[{"role": "user", "content": "warm-up"}], mock_response="{}",
         api_key="warm-up", num_retries=0, max_retries=0,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Generator, Mapping
 from pathlib import Path
@@ -22,6 +23,7 @@ from router.states import AttemptState, JobState
 from router.store import SqlStore, open_store
 from router.tasks import TaskRuntime
 
+log = logging.getLogger("jobrouter.router")
 Outcome = Literal["succeeded", "failed", "cancelled"]
 MAX_KEY_LENGTH = 255
 
@@ -40,6 +42,7 @@ class Router:
         self.gate = gate
         self.deliverer = deliverer  # sends completion events to [webhooks.<owner>], if any
         self._closed = False
+        self._starting: asyncio.Task[None] | None = None  # see `open(start_in_background=...)`
 
     @classmethod
     def open(
@@ -49,19 +52,25 @@ class Router:
         *,
         providers: Mapping[str, Provider] | None = None,
         run_workers: bool = True,
+        start_in_background: bool = False,
     ) -> _Opening:
         """Open a router: `router = await Router.open(...)` or `async with Router.open(...) as r`.
 
         `config` is a `RouterConfig` or the path of a jobrouter.toml; `database_url` overrides
         its [database] url. `providers` replaces the configured ones by name (tests, custom
         providers). With `run_workers` (default) jobs run on workers inside this process.
+        With `start_in_background` the router is returned before its providers are warmed up
+        (litellm's import: seconds): a server answers at once; jobs submitted meanwhile are
+        accepted queued, and no attempt starts until the workers start, after the warm-up.
         """
-        return _Opening(cls._open(database_url, config, providers, run_workers))
+        return _Opening(cls._open(database_url, config, providers, run_workers,
+                                  start_in_background))
 
     @classmethod
     async def _open(
         cls, database_url: str | None, config: RouterConfig | str | Path | None,
         providers: Mapping[str, Provider] | None, run_workers: bool,
+        start_in_background: bool = False,
     ) -> Router:  # fmt: skip
         settings = resolve_config(config)
         tasks = build_tasks(settings)
@@ -69,23 +78,48 @@ class Router:
         try:
             engine, provider_map, gate = build_engine(store, settings, tasks, providers)
             deliverer = build_deliverer(store, settings) if run_workers else None
-            if run_workers:  # before the first claim: nothing is held while it loads
+            if run_workers and not start_in_background:  # before the first claim
                 await warm_up(provider_map.values())
         except BaseException:
             await store.close()
             raise
-        if run_workers:
-            engine.start()
-        if deliverer is not None:
-            deliverer.start()
-        return cls(store, settings, tasks, engine if run_workers else None, provider_map, gate,
-                   deliverer)
+        router = cls(store, settings, tasks, engine if run_workers else None, provider_map, gate,
+                     deliverer)
+        if run_workers and start_in_background:
+            router._starting = asyncio.create_task(router._warm_up_then_start(),
+                                                   name="jobrouter-warm-up")
+        elif run_workers:
+            router._start_workers()
+        return router
+
+    async def _warm_up_then_start(self) -> None:
+        began = time.perf_counter()
+        try:
+            await warm_up(self.providers.values())
+        except Exception:  # a provider that cannot load fails its attempts with its own error
+            log.exception("warming up the providers failed; starting the workers all the same")
+        self._start_workers()
+        log.info("providers warmed up in %.2fs; workers started", time.perf_counter() - began)
+
+    def _start_workers(self) -> None:
+        if self.engine is not None:
+            self.engine.start()
+        if self.deliverer is not None:
+            self.deliverer.start()
+
+    async def started(self) -> None:
+        """Wait until the workers run (at once unless opened with `start_in_background`)."""
+        if self._starting is not None:
+            await asyncio.shield(self._starting)
 
     async def close(self, grace_s: float = 0.0) -> None:
         """Close; with `grace_s`, jobs in hand get that long to finish before being stopped."""
         if self._closed:
             return
         self._closed = True
+        if self._starting is not None and not self._starting.done():
+            self._starting.cancel()
+            await asyncio.gather(self._starting, return_exceptions=True)
         if self.engine is not None:
             await self.engine.stop(grace_s)
         if self.deliverer is not None:

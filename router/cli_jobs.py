@@ -4,6 +4,8 @@ JSON document with `--json`; `submit` exits with the code of the job's state (ro
 from __future__ import annotations
 
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,8 +15,11 @@ from rich.text import Text
 from router.api import Outcome, Router
 from router.cli import ConfigOpt, DatabaseOpt, app, console, parse_json, run, settings
 from router.cli_output import job_document, print_events, print_job, print_json
+from router.config import RouterConfig
+from router.errors import JobNotFound
 from router.exits import exit_code_of_state
 from router.models import Job
+from router.store import SqlStore, open_store
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document (for scripts)")]
 
@@ -32,9 +37,22 @@ def read_json_argument(option: str, value: str) -> Any:
     return parse_json(option, value)
 
 
-async def emit(router: Router, job: Job, as_json: bool, *, events: bool = False) -> None:
-    attempts = await router.attempts(job.id)
-    logged = await router.events(job.id) if events else None
+@asynccontextmanager
+async def reading(cfg: RouterConfig, database: str | None) -> AsyncIterator[SqlStore]:
+    """The store alone, for commands that only read: a second faster than `Router.open`,
+    which loads every contract and builds every provider."""
+    store = await open_store(database or cfg.database.url)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def emit(source: Router | SqlStore, job: Job, as_json: bool, *,
+               events: bool = False) -> None:  # fmt: skip
+    store = source.store if isinstance(source, Router) else source
+    attempts = await store.list_attempts(job.id)
+    logged = await store.list_events(job.id) if events else None
     if as_json:
         document = job_document(job, attempts, logged)
         print_json({**document, "created": job.created} if job.created else document)
@@ -97,9 +115,14 @@ def show(
 ) -> None:
     """Show a job, its attempts (ids, providers, error kinds) and optionally its events."""
 
-    async def step() -> None:
-        async with Router.open(database, settings(config), run_workers=False) as router:
-            await emit(router, await router.get(job_id), as_json, events=events)
+    cfg = settings(config)
+
+    async def step() -> None:  # the store alone: no contracts, no providers to build
+        async with reading(cfg, database) as store:
+            job = await store.get_job(job_id)
+            if job is None:
+                raise JobNotFound(job_id)
+            await emit(store, job, as_json, events=events)
 
     run(step)
 
@@ -114,16 +137,18 @@ def find(
 ) -> None:
     """Find a job by its idempotency key (exit code 1 when there is none)."""
 
+    cfg = settings(config)
+
     async def step() -> None:
-        async with Router.open(database, settings(config), run_workers=False) as router:
-            job = await router.find(owner, key)
+        async with reading(cfg, database) as store:
+            job = await store.find_job(owner, key)
             if job is None:
                 if as_json:
                     print_json(None)
                 else:
                     console.print(f"no job with key {key!r} for owner {owner!r}", markup=False)
                 raise SystemExit(1)
-            await emit(router, job, as_json)
+            await emit(store, job, as_json)
 
     run(step)
 

@@ -117,8 +117,8 @@ class Engine:
         circuit's probe, for one, is claimed in a transaction of its own; a failed read of the
         eligibility never stops a job from being accepted. A slot taken here goes back with
         `run_started` or `return_slot`."""
-        if self._stopping or self._slots.locked():
-            return None
+        if self._stopping or not self._loops or self._slots.locked():
+            return None  # not started yet (warming up) or stopping: the job goes queued
         try:
             eligibility = await self.eligibility(task)
         except Exception:

@@ -1,6 +1,23 @@
-"""The HTTP service of jobrouter: `create_app(router)` and `serve(...)`."""
+"""The HTTP service of jobrouter: `create_app(router)` and `serve(...)`.
 
-from router.http.app import create_app
-from router.http.server import serve
+Both are imported on first use (PEP 562): `jobrouter serve` lives in `router.http.cli`, which
+every CLI command registers, and the other commands must not pay for FastAPI and uvicorn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["create_app", "serve"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "create_app":
+        from router.http.app import create_app
+
+        return create_app
+    if name == "serve":
+        from router.http.server import serve
+
+        return serve
+    raise AttributeError(f"module 'router.http' has no attribute {name!r}")

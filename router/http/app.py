@@ -37,6 +37,9 @@ def create_app(router: Router, settings: HttpConfig | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(Timing)
     openapi.install(app, router.tasks)
+    from router import ui  # the console at /ui (Jinja2 templates: loaded with the app only)
+
+    ui.install(app)
     return app
 
 

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from router.cli import ConfigOpt, DatabaseOpt, app, err, run, settings
-from router.http.server import create_token, serve_config
 
 token_app = typer.Typer(help="API tokens for `jobrouter serve`.", no_args_is_help=True)
 app.add_typer(token_app, name="token")
@@ -25,6 +24,8 @@ def serve(
 ) -> None:
     """Serve the HTTP API (and run jobs) until Ctrl-C."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from router.http.server import serve_config  # FastAPI and uvicorn: only for this command
+
     run(lambda: serve_config(settings(config), host=host, port=port, database_url=database))
 
 
@@ -37,6 +38,8 @@ def token_create(
     database: DatabaseOpt = None,
 ) -> None:
     """Create a token and print it once: only its hash is stored, it cannot be shown again."""
+    from router.http.server import create_token
+
     token = run(lambda: create_token(settings(config), owner, operator=operator,
                                      database_url=database))
     typer.echo(token)

@@ -61,8 +61,9 @@ async def serve_config(
     config: RouterConfig | Path, *, host: str | None, port: int | None,
     database_url: str | None = None,
 ) -> None:  # fmt: skip
-    """`jobrouter serve`: open the router (workers included) and serve it."""
-    async with Router.open(database_url, config) as router:
+    """`jobrouter serve`: open the router and serve it at once; the providers warm up in the
+    background (litellm's import) and the workers start after that (docs/benchmarks.md)."""
+    async with Router.open(database_url, config, start_in_background=True) as router:
         await serve(router, host=host, port=port)
 
 

@@ -1,0 +1,49 @@
+"""The operator's console at `/ui`: server-rendered pages (Jinja2) over the same store reads
+and domain calls as the HTTP API, readable without JavaScript; htmx (vendored in static/,
+with its licence) only refreshes parts of a page in place.
+
+`install(app)` mounts it on the API's FastAPI app (`jobrouter serve`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from router.ui import ops, pages
+from router.ui.render import templates
+from router.ui.session import CsrfRefused, SignInRequired
+
+STATIC = Path(__file__).with_name("static")
+
+
+def install(app: FastAPI) -> None:
+    app.mount("/ui/static", StaticFiles(directory=STATIC), name="ui-static")
+    app.include_router(pages.routes)
+    app.include_router(ops.routes)
+    app.add_exception_handler(SignInRequired, _sign_in)
+    app.add_exception_handler(CsrfRefused, _csrf_refused)
+
+
+async def _sign_in(request: Request, exc: Exception) -> Response:
+    if request.method == "GET":
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(f"/ui/login?next={_quote(target)}", status_code=303)
+    return HTMLResponse("sign in again: your session ended", status_code=401)
+
+
+async def _csrf_refused(request: Request, exc: Exception) -> Response:
+    return templates.TemplateResponse(
+        request, "message.html", {"title": "Refused", "who": None,
+                                  "message": "This form was not sent from this console "
+                                  "(missing or wrong CSRF field). Reload the page and retry."},
+        status_code=403)  # fmt: skip
+
+
+def _quote(path: str) -> str:
+    from urllib.parse import quote
+
+    return quote(path, safe="/?=&")

@@ -1,0 +1,65 @@
+"""Dashboard pages of the system: the provider x contract certification matrix with each
+cell's evidence, the circuits, and the outbox (depth by owner, dead letters, replay)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from router.http.auth import RouterDep
+from router.ui.pages import page
+from router.ui.session import Poster, Viewer
+
+routes = APIRouter(prefix="/ui", include_in_schema=False)
+
+
+@routes.get("/matrix", response_class=HTMLResponse)
+async def certification_matrix(request: Request, router: RouterDep, who: Viewer) -> HTMLResponse:
+    """What `jobrouter contracts status` prints, from the store, calling nobody."""
+    from router.certifier import matrix, pairs_to_certify
+
+    pairs = pairs_to_certify(router.config, router.tasks)
+    cells = await matrix(router.store, router.providers, pairs)
+    providers = sorted({cell.provider for cell in cells})
+    contracts = sorted({cell.contract for cell in cells})
+    grid = {(cell.provider, cell.contract): cell for cell in cells}
+    return page(request, "matrix.html", who, cells=cells, grid=grid, providers=providers,
+                contracts=contracts)
+
+
+@routes.get("/circuits", response_class=HTMLResponse)
+async def circuits(request: Request, router: RouterDep, who: Viewer) -> HTMLResponse:
+    configured = sorted(router.config.providers)
+    stored = {row.provider: row for row in await router.store.circuits()}
+    return page(request, "circuits.html", who, configured=configured, stored=stored,
+                threshold=router.config.breaker.failure_threshold)
+
+
+@routes.get("/outbox", response_class=HTMLResponse)
+async def outbox(request: Request, router: RouterDep, who: Viewer,
+                 done: str | None = None) -> HTMLResponse:  # fmt: skip
+    """Operators only: the depth names every owner."""
+    if not who.operator:
+        return page(request, "message.html", who, 403, title="Operators only",
+                    message="The outbox lists every owner's events: it needs an operator token.")
+    counts = await router.store.outbox_counts()
+    dead = await router.store.dead_letters(50)
+    hooked = set(router.config.webhooks)
+    return page(request, "outbox.html", who, counts=counts, dead=dead, hooked=hooked, done=done)
+
+
+@routes.post("/outbox/replay", response_model=None)
+async def replay(request: Request, router: RouterDep, who: Poster,
+                 event_id: Annotated[str, Form()] = "") -> Response:  # fmt: skip
+    if not who.operator:
+        return page(request, "message.html", who, 403, title="Operators only",
+                    message="Replaying dead letters needs an operator token.")
+    if event_id:
+        moved = 1 if await router.store.replay_dead(event_id) else 0
+    else:
+        moved = await router.store.replay_all_dead()
+    note: dict[str, Any] = {"done": f"moved {moved} dead letter(s) back to pending"}
+    return RedirectResponse(f"/ui/outbox?{urlencode(note)}", status_code=303)

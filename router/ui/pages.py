@@ -1,0 +1,244 @@
+"""Dashboard pages of jobs: sign-in, the job list (filters, live refresh), a job (attempts as a
+timeline, events, input, result; cancel, and resolve for operators) and the needs-attention
+queue. Reads and actions go through the same store reads and `Router` calls as `/v1`."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from urllib.parse import urlencode, urlsplit
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from router.errors import JobNotFound, JobRouterError, ListingError
+from router.http.auth import Principal, RouterDep
+from router.http.listing import job_filter
+from router.http.problems import ProblemError
+from router.listing import JobFilter, checked_cursor
+from router.models import Job
+from router.states import AttemptState, JobState
+from router.ui.render import templates
+from router.ui.session import COOKIE, Poster, Viewer, csrf_of, is_https
+
+routes = APIRouter(prefix="/ui", include_in_schema=False)
+PAGE = 50
+FILTERS = ("state", "needs_attention", "task", "provider", "owner", "created_after",
+           "created_before")  # fmt: skip
+
+
+def page(request: Request, name: str, who: Principal | None, status: int = 200,
+         **context: Any) -> HTMLResponse:  # fmt: skip
+    csrf = getattr(request.state, "csrf", "")
+    return templates.TemplateResponse(request, name, {"who": who, "csrf": csrf, **context},
+                                      status_code=status)
+
+
+# ---- sign-in ----------------------------------------------------------------------------------
+
+
+@routes.get("", response_class=RedirectResponse)
+async def home() -> RedirectResponse:
+    return RedirectResponse("/ui/jobs", status_code=303)
+
+
+@routes.get("/login", response_class=HTMLResponse)
+async def login_form(request: Request, next: str = "/ui/jobs") -> HTMLResponse:
+    return page(request, "login.html", None, next=_local(next), error=None)
+
+
+@routes.post("/login", response_model=None)
+async def login(
+    request: Request, router: RouterDep, token: Annotated[str, Form()],
+    next: Annotated[str, Form()] = "/ui/jobs",
+) -> Response:  # fmt: skip
+    """Same-origin only: a sign-in form posted from another site could fix a session."""
+    origin = request.headers.get("origin")
+    if origin and urlsplit(origin).netloc != request.url.netloc:
+        return page(request, "login.html", None, 403, next="/ui/jobs", error="wrong origin")
+    token = token.strip()
+    if not token or await router.store.authenticate(token) is None:
+        return page(request, "login.html", None, 401, next=_local(next),
+                    error="That token is unknown or revoked.")
+    answer = RedirectResponse(_local(next), status_code=303)
+    answer.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=is_https(request),
+                      path="/ui")  # fmt: skip
+    return answer
+
+
+@routes.post("/logout")
+async def logout(_who: Poster) -> RedirectResponse:
+    answer = RedirectResponse("/ui/login", status_code=303)
+    answer.delete_cookie(COOKIE, path="/ui")
+    return answer
+
+
+def _local(target: str) -> str:
+    """Only a path of this console: `next` must not send a signed-in browser elsewhere."""
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/ui"):
+        return "/ui/jobs"
+    return target
+
+
+# ---- the job list -----------------------------------------------------------------------------
+
+
+def _moment(value: str) -> datetime | None:
+    """`datetime-local` inputs send `2026-12-01T10:00` (UTC here, as the page says)."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ListingError(f"{value!r} is not a date and time (2026-12-01T10:00)") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _filter(who: Principal, query: dict[str, str]) -> JobFilter:
+    state = query.get("state") or None
+    if state is not None and state not in {s.value for s in JobState}:
+        raise ListingError(f"no state {state!r}")
+    try:
+        return job_filter(who, owner=query.get("owner") or None,
+                          state=JobState(state) if state else None,
+                          needs_attention=bool(query.get("needs_attention")),
+                          task=query.get("task") or None, provider=query.get("provider") or None,
+                          created_after=_moment(query.get("created_after", "")),
+                          created_before=_moment(query.get("created_before", "")))
+    except ProblemError as exc:
+        raise ListingError(exc.detail) from None
+
+
+async def _listing(request: Request, router: RouterDep, who: Principal) -> dict[str, Any]:
+    query = {k: v for k, v in request.query_params.items() if k in FILTERS and v}
+    cursor = request.query_params.get("cursor") or None
+    try:
+        where = _filter(who, query)
+        listed = await router.store.list_jobs(where, limit=PAGE, cursor=checked_cursor(cursor))
+        counts = await router.store.count_jobs_by_state(where.any_state())
+    except ListingError as exc:
+        return {"query": query, "jobs": [], "counts": None, "error": str(exc), "older": None,
+                "live": False, "states": list(JobState), "query_string": urlencode(query)}
+    older = None
+    if listed.next_cursor:
+        older = "/ui/jobs?" + urlencode({**query, "cursor": listed.next_cursor})
+    return {"query": query, "jobs": listed.items, "counts": counts, "error": None,
+            "older": older, "live": cursor is None, "states": list(JobState),
+            "query_string": urlencode(query), "tasks": sorted(router.tasks)}
+
+
+@routes.get("/jobs", response_class=HTMLResponse)
+async def jobs(request: Request, router: RouterDep, who: Viewer) -> HTMLResponse:
+    context = await _listing(request, router, who)
+    return page(request, "jobs.html", who, 422 if context["error"] else 200, **context)
+
+
+@routes.get("/jobs/rows", response_class=HTMLResponse)
+async def job_rows(request: Request, router: RouterDep, who: Viewer) -> HTMLResponse:
+    """The list's live part (htmx polls it while the first page is shown)."""
+    return page(request, "_job_rows.html", who, **await _listing(request, router, who))
+
+
+@routes.get("/attention", response_class=HTMLResponse)
+async def attention(request: Request, router: RouterDep, who: Viewer) -> HTMLResponse:
+    """Jobs that wait for a person, each with the attempts whose outcome is unknown."""
+    where = job_filter(who, owner=None, state=None, needs_attention=True, task=None,
+                       provider=None, created_after=None, created_before=None)
+    listed = await router.store.list_jobs(where, limit=PAGE)
+    queue = []
+    for job in listed.items:
+        attempts = await router.store.list_attempts(job.id)
+        queue.append((job, [a for a in attempts if a.state is AttemptState.UNKNOWN]))
+    return page(request, "attention.html", who, queue=queue, more=listed.next_cursor)
+
+
+# ---- one job ----------------------------------------------------------------------------------
+
+
+async def _visible(router: RouterDep, who: Principal, job_id: str) -> Job:
+    job = await router.store.get_job(job_id)
+    if job is None or not who.may_see(job.owner):
+        raise JobNotFound(job_id)  # another owner's job is missing, not forbidden
+    return job
+
+
+async def _job_context(router: RouterDep, job: Job) -> dict[str, Any]:
+    return {"job": job, "attempts": await router.store.list_attempts(job.id),
+            "events": await router.store.list_events(job.id)}
+
+
+@routes.get("/jobs/{job_id}", response_class=HTMLResponse)
+async def job_page(job_id: str, request: Request, router: RouterDep, who: Viewer,
+                   done: Annotated[str | None, Query()] = None) -> HTMLResponse:  # fmt: skip
+    try:
+        job = await _visible(router, who, job_id)
+    except JobNotFound:
+        return page(request, "message.html", who, 404, title="No such job",
+                    message=f"There is no job {job_id} that you may see.")
+    return page(request, "job.html", who, done=done, **await _job_context(router, job))
+
+
+@routes.get("/jobs/{job_id}/live", response_class=HTMLResponse)
+async def job_live(job_id: str, request: Request, router: RouterDep, who: Viewer) -> HTMLResponse:
+    job = await _visible(router, who, job_id)
+    return page(request, "_job_live.html", who, **await _job_context(router, job))
+
+
+@routes.post("/jobs/{job_id}/cancel", response_model=None)
+async def cancel(job_id: str, request: Request, router: RouterDep, who: Poster,
+                 reason: Annotated[str, Form(max_length=1000)] = "") -> Response:  # fmt: skip
+    await _visible(router, who, job_id)
+    why = reason.strip() or f"cancelled in the console by {who.owner}"
+    return await _act(request, who, job_id, router.cancel(job_id, why), "cancelled")
+
+
+@routes.post("/attempts/{attempt_id}/resolve", response_model=None)
+async def resolve(
+    attempt_id: str, request: Request, router: RouterDep, who: Poster,
+    outcome: Annotated[str, Form()], note: Annotated[str, Form(max_length=1000)] = "",
+    result: Annotated[str, Form(max_length=1_000_000)] = "",
+) -> Response:  # fmt: skip
+    """Operators only, with a note saying what was checked (as `jobrouter resolve` asks)."""
+    attempt = await router.store.get_attempt(attempt_id)
+    if attempt is None:
+        return page(request, "message.html", who, 404, title="No such attempt",
+                    message=f"There is no attempt {attempt_id}.")
+    problem = _resolve_problem(who, outcome, note, result)
+    if problem:
+        job = await _visible(router, who, attempt.job_id)
+        return page(request, "job.html", who, 403 if not who.operator else 422, error=problem,
+                    **await _job_context(router, job))
+    value = json.loads(result) if outcome == "succeeded" else None
+    note_text = f"{note.strip()} (by {who.owner} in the console)"
+    action = router.resolve(attempt_id, outcome, value, note_text)  # type: ignore[arg-type]
+    return await _act(request, who, attempt.job_id, action, f"attempt {attempt.seq} {outcome}")
+
+
+def _resolve_problem(who: Principal, outcome: str, note: str, result: str) -> str | None:
+    if not who.operator:
+        return "Only an operator may resolve an attempt."
+    if outcome not in ("succeeded", "failed", "cancelled"):
+        return "Choose succeeded, failed or cancelled."
+    if not note.strip():
+        return "Write what you checked (the note goes into the job's log)."
+    if outcome == "succeeded":
+        try:
+            json.loads(result)
+        except json.JSONDecodeError:
+            return "A succeeded attempt needs its result as JSON (what the provider made)."
+    return None
+
+
+async def _act(request: Request, who: Principal, job_id: str, action: Any,
+               done: str) -> Response:  # fmt: skip
+    try:
+        await action
+    except JobRouterError as exc:
+        return page(request, "message.html", who, 409, title="Not done", message=str(exc),
+                    back=f"/ui/jobs/{job_id}")
+    return RedirectResponse(f"/ui/jobs/{job_id}?{urlencode({'done': done})}", status_code=303)
+
+
+__all__ = ["csrf_of", "routes"]

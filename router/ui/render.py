@@ -1,0 +1,34 @@
+"""Templates and the small formatting filters they use (times, JSON, money)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fastapi.templating import Jinja2Templates
+
+templates = Jinja2Templates(directory=Path(__file__).with_name("templates"))
+
+
+def _when(value: datetime | float | None) -> str:
+    if value is None:
+        return ""
+    moment = value if isinstance(value, datetime) else datetime.fromtimestamp(value, UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
+
+
+def _money(value: float | None) -> str:
+    return "" if value is None else f"${value:.6f}"
+
+
+def _ms(value: float | None) -> str:
+    return "" if value is None else f"{value:.0f} ms"
+
+
+templates.env.filters.update(when=_when, pretty=_pretty, money=_money, ms=_ms)
