@@ -69,10 +69,10 @@ class Server:
             return int(conn.execute(sql, params).fetchone()[0])
 
 
-def start_server(folder: Path, *, heartbeat: float = 0.2) -> Server:
+def start_server(folder: Path, *, heartbeat: float = 0.2, extra_config: str = "") -> Server:
     db = folder / "jobs.db"
     config = folder / "jobrouter.toml"
-    config.write_text(CONFIG.format(db=db, contract=CONTRACT, heartbeat=heartbeat))
+    config.write_text(CONFIG.format(db=db, contract=CONTRACT, heartbeat=heartbeat) + extra_config)
     with (folder / "server.log").open("wb") as log:  # the child keeps its own descriptor
         process = subprocess.Popen(
             [sys.executable, "-m", "tests.acceptance.serve_fixture", "--config", str(config)],

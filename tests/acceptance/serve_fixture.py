@@ -5,15 +5,17 @@ behaviour over real HTTP is tested in tests/providers; here the HTTP layer is un
 binds 127.0.0.1 on a free port, prints `PORT <n>` on stdout and serves until SIGTERM.
 
 Providers: `fast` answers after 10 ms, `slow` after 0.8 s, `hang` never (its attempts time out
-and become `unknown`).
+and become `unknown`), `gated` once the file named by $JOBROUTER_TEST_GATE exists.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import sys
+from pathlib import Path
 
 from providers import Completion, CompletionRequest
 from router.api import Router
@@ -33,8 +35,20 @@ class DelayedEcho:
         return Completion(text=text, output={"text": text}, model=self.model)
 
 
+class GatedEcho(DelayedEcho):
+    """Answers once the file named by $JOBROUTER_TEST_GATE exists: a test decides when an
+    attempt finishes (an event), instead of racing a delay."""
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        gate = Path(os.environ["JOBROUTER_TEST_GATE"])
+        # The gate is a file another process makes: no event crosses processes, so poll it.
+        while not gate.exists():  # noqa: ASYNC110, ASYNC240
+            await asyncio.sleep(0.02)
+        return await super().complete(request)
+
+
 PROVIDERS = {"fast": DelayedEcho("fast", 0.01), "slow": DelayedEcho("slow", 0.8),
-             "hang": DelayedEcho("hang", 3600.0)}  # fmt: skip
+             "hang": DelayedEcho("hang", 3600.0), "gated": GatedEcho("gated", 0.0)}  # fmt: skip
 
 
 async def main(config: str) -> None:

@@ -1,0 +1,113 @@
+"""The console in a real browser: Debian's headless Chromium (/usr/bin/chromium, installed by
+`.ci/run` with apt; Playwright downloads no browser) against the real server process
+(tests/acceptance/serve_fixture.py), with tokens made by the real CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from router.build import build_tasks
+from router.certifier import certify_pair, pairs_to_certify
+from router.config import load_config
+from router.store import open_store
+from tests.acceptance.conftest import Server, start_server, stop_server
+from tests.acceptance.serve_fixture import PROVIDERS
+
+CHROMIUM = os.environ.get("JOBROUTER_CHROMIUM", "/usr/bin/chromium")
+QUOTE = Path(__file__).with_name("contracts") / "quote.yaml"
+EXTRA = f"""
+[tasks.gated]
+contract = "{Path(__file__).parents[1] / 'acceptance' / 'contracts' / 'echo.yaml'}"
+providers = ["gated"]
+
+[tasks.quote]
+contract = "{QUOTE}"
+providers = ["fast"]
+"""
+
+
+@dataclass
+class Console:
+    server: Server
+    gate: Path  # the gated provider answers once this file exists
+    alice: str
+    bob: str
+    operator: str
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+
+def certify_quote(server: Server) -> None:
+    """A real certification run of provider `fast` for contract `quote` (it fails the case's
+    expectation), stored where the server reads the matrix."""
+
+    async def go() -> None:
+        config = load_config(server.config)
+        pairs = pairs_to_certify(config, build_tasks(config), provider="fast", contract="quote")
+        store = await open_store(config.database.url)
+        try:
+            await certify_pair(store, PROVIDERS["fast"], pairs[0], ttl_days=1)
+        finally:
+            await store.close()
+
+    # On a thread of its own: Playwright's sync API keeps an event loop running on this one.
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, go()).result()
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    folder = tmp_path_factory.mktemp("console")
+    gate = folder / "gate"
+    before = os.environ.get("JOBROUTER_TEST_GATE")
+    os.environ["JOBROUTER_TEST_GATE"] = str(gate)  # read by the server process it starts
+    try:
+        server = start_server(folder, extra_config=EXTRA)
+    finally:
+        if before is None:
+            os.environ.pop("JOBROUTER_TEST_GATE", None)
+        else:
+            os.environ["JOBROUTER_TEST_GATE"] = before
+    try:
+        certify_quote(server)
+        yield Console(server, gate, server.token("alice"), server.token("bob"),
+                      server.token("ops", operator=True))
+    finally:
+        stop_server(server)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    if shutil.which(CHROMIUM) is None and not Path(CHROMIUM).exists():
+        pytest.fail(f"no Chromium at {CHROMIUM}: `apt-get install -y chromium` (as .ci/run does) "
+                    "or point $JOBROUTER_CHROMIUM at one")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                              args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def signed_in(browser: Browser, console: Console, token: str, *,
+              width: int = 1280, height: int = 900) -> Page:  # fmt: skip
+    """A fresh browser context signed in through the login form."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.goto(f"{console.url}/ui")
+    page.get_by_label("Token").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/ui/jobs")
+    return page
