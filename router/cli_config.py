@@ -55,3 +55,11 @@ def _print(report: CheckReport) -> None:
                            f"attempts{hedge}]"), soft_wrap=True)
     if not report.routes:
         console.print("no [tasks.NAME] sections: nothing routes anywhere yet", markup=False)
+
+
+@config_app.command("reference")
+def reference() -> None:
+    """Print the reference of every config key (Markdown; docs/config-reference.md)."""
+    from router.config_doc import render_reference
+
+    print(render_reference(), end="")
