@@ -5,13 +5,16 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from router.cli import ConfigOpt, DatabaseOpt, app, console, err, run, settings
+from router.cli_output import print_json
 from router.config import RouterConfig
 from router.retention import DEFAULT_BATCH, MIN_DAYS, cutoff_for, plan_purge, purge
 from router.store import SqlStore, open_store
@@ -37,6 +40,7 @@ async def _store(cfg: RouterConfig, database: str | None) -> AsyncIterator[SqlSt
 def outbox(
     ctx: typer.Context,
     limit: Annotated[int, typer.Option(min=0, help="dead letters to list (newest first)")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
@@ -49,6 +53,11 @@ def outbox(
         async with _store(cfg, database) as store:
             counts = await store.outbox_counts()
             dead = await store.dead_letters(limit) if limit else []
+        if as_json:
+            print_json({"pending": [asdict(d) for d in counts.pending], "dead": counts.dead,
+                        "parked": sorted({d.owner for d in counts.pending} - set(cfg.webhooks)),
+                        "dead_letters": [asdict(e) for e in dead]})  # fmt: skip
+            return
         print_depth(cfg, counts)
         if dead:
             print_dead(dead, sum(counts.dead.values()))
@@ -152,12 +161,13 @@ def print_depth(cfg: RouterConfig, counts: OutboxCounts) -> None:
     for owner in owners:
         depth = by_owner.get(owner)
         hook = cfg.webhooks.get(owner)
-        delivery = hook.url if hook else f"PARKED: no \\[webhooks.{owner}] configured"
-        table.add_row(
+        delivery = hook.url if hook else f"PARKED: no [webhooks.{owner}] configured"
+        table.add_row(*(Text(cell) for cell in (  # data as text: an owner may hold `[...]`
             owner, str(depth.pending if depth else 0), str(depth.retrying if depth else 0),
             _ago(now - depth.oldest) if depth else "", _next(depth.next_attempt_at - now)
-            if depth and hook else "", str(counts.dead.get(owner, 0)), delivery,
-        )  # fmt: skip
+            if depth and hook else "", str(counts.dead.get(owner, 0)),
+            delivery,
+        )))  # fmt: skip
     if owners:
         console.print(table)
 
@@ -167,14 +177,9 @@ def print_dead(dead: list[OutboxEvent], total: int) -> None:
                   title=f"dead letters ({len(dead)} newest of {total}; "
                   "`jobrouter outbox replay --id ID | --all`)")  # fmt: skip
     for event in dead:
-        table.add_row(
-            event.id,
-            event.job_id,
-            event.owner,
-            str(event.tries),
-            _when(event.dead_at or 0.0),
-            (event.last_error or "")[:80],
-        )
+        table.add_row(*(Text(cell) for cell in (  # a receiver's error may hold `[/...]`
+            event.id, event.job_id, event.owner, str(event.tries), _when(event.dead_at or 0.0),
+            (event.last_error or "")[:80])))
     console.print(table)
 
 

@@ -5,6 +5,7 @@ list against states.py."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -85,6 +86,17 @@ def test_outbox_shows_depth_by_owner_parked_owners_and_dead_letters(
     assert re.search(r"nohook\s.*PARKED: no \[webhooks\.nohook\] configured", out)
     assert re.search(r"shop\s+│\s+1\s.*https://hooks\.example/jobrouter", out)
     assert dead_id in out and "HTTP 500: receiver down" in out
+
+
+def test_outbox_json_for_scripts(tmp_path: Path, config: Path) -> None:
+    dead_id = with_store(tmp_path, fill)
+    code, out = invoke("outbox", "--json", "--config", str(config))
+    assert code == 0, out
+    document = json.loads(out)
+    assert document["parked"] == ["nohook"] and document["dead"] == {"shop": 1}
+    assert {d["owner"]: d["pending"] for d in document["pending"]} == {"shop": 1, "nohook": 1}
+    [dead] = document["dead_letters"]
+    assert dead["id"] == dead_id and dead["last_error"] == "HTTP 500: receiver down"
 
 
 def test_replay_moves_dead_letters_back(tmp_path: Path, config: Path) -> None:
