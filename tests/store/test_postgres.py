@@ -20,7 +20,9 @@ import asyncpg
 import pytest
 
 from router.errors import StoreError
+from router.listing import JobFilter
 from router.models import AttemptUsage, Job, NewEvent
+from router.states import JobState
 from router.store import SqlStore, open_store
 from router.store.connector import load_migrations
 from router.store.postgres import migrate, translate
@@ -168,12 +170,30 @@ async def test_postgres_schema_has_the_tables_and_columns_of_the_sqlite_schema(
 async def test_every_named_query_prepares_with_typed_parameters(pg_url: str) -> None:
     async with stores(pg_url, 1) as (store,), connection(pg_url) as conn:
         generated = {f"events_insert({n})": _events_insert(n) for n in (1, 3)}
+        generated.update(_listings(store))
         for name, query in {**store.connector.queries, **generated}.items():
+            if name.startswith("list_jobs_") or "{where}" in query:
+                continue  # the listing's fragments: prepared put together, in _listings
             sql, _ = translate(query)
             try:
                 await conn.prepare(sql)
             except asyncpg.PostgresError as exc:
                 pytest.fail(f"query {name} does not prepare on PostgreSQL: {exc}")
+
+
+def _listings(store: SqlStore) -> dict[str, str]:
+    """The listing's statements with every fragment in use (router/store/listing.py)."""
+    every = JobFilter(owner="o", states=(JobState.UNKNOWN,), task="t", provider="p",
+                      created_after=1.0, created_before=2.0)  # fmt: skip
+    several = JobFilter(states=(JobState.QUEUED, JobState.RUNNING))
+    found = {}
+    for label, where in (("every filter", every), ("several states", several)):
+        clause, _ = store._where(where)
+        found[f"list_jobs({label})"] = store._q["list_jobs"].replace(
+            "{where}", clause + " " + store._q["list_jobs_cursor"])
+        found[f"count_jobs_by_state({label})"] = store._q["count_jobs_by_state"].replace(
+            "{where}", clause)
+    return found
 
 
 # ---- races across stores ------------------------------------------------------------------
