@@ -87,8 +87,11 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         stop_server(server)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """Module scope, not session: Playwright's sync API keeps an event loop running on the
+    main thread while it is started, and every later `asyncio.run` (other test modules'
+    fixtures) would fail."""
     if shutil.which(CHROMIUM) is None and not Path(CHROMIUM).exists():
         pytest.fail(f"no Chromium at {CHROMIUM}: `apt-get install -y chromium` (as .ci/run does) "
                     "or point $JOBROUTER_CHROMIUM at one")
