@@ -82,16 +82,35 @@ def test_operator_resolves_an_unknown_attempt_with_a_note(
     owner_page.context.close()
 
     ops = signed_in(browser, console, console.operator)
-    ops.goto(f"{console.url}/ui/attention")
-    ops.get_by_role("link", name=job["id"]).click()
-    form = ops.get_by_role("form", name="Resolve attempt 1")
-    form.get_by_label("failed (the job may fail over)").check()
+    ops.goto(f"{console.url}/ui/attention")  # the needs-attention queue, actions inline
+    form = ops.get_by_role("form", name=f"Resolve attempt 1 of job {job['id']}")
+    form.get_by_label("Outcome").select_option("failed")
     form.get_by_label("Note: what you checked (required)").fill("checked: nothing was posted")
-    form.get_by_role("button", name="Resolve attempt #1").click()
+    form.get_by_role("button", name="Resolve #1").click()
     expect(ops.get_by_role("status")).to_contain_text("attempt 1 failed")
     expect(ops.locator("#job-state")).to_have_text("failed")
     events = ops.locator("table").last
     expect(events).to_contain_text("checked: nothing was posted")
+    ops.context.close()
+
+
+def test_resolve_on_the_job_page_needs_a_note(browser: Browser, console: Console) -> None:
+    """The browser refuses an empty note (`required`); the server refuses it too."""
+    job = submit(console, console.alice, "hang", "post it too")
+    settle(console, console.alice, job["id"])
+    ops = signed_in(browser, console, console.operator)
+    ops.goto(f"{console.url}/ui/jobs/{job['id']}")
+    form = ops.get_by_role("form", name="Resolve attempt 1")
+    form.get_by_label("cancelled").check()
+    csrf = form.locator("input[name=csrf]").get_attribute("value")
+    attempt = ops.locator(".timeline li").first.get_attribute("id") or ""
+    answer = ops.request.post(
+        f"{console.url}/ui/attempts/{attempt.removeprefix('attempt-')}/resolve",
+        form={"csrf": csrf or "", "outcome": "cancelled", "note": " "})
+    assert answer.status == 422 and "Write what you checked" in answer.text()
+    form.get_by_label("Note: what you checked (required)").fill("customer asked to drop it")
+    form.get_by_role("button", name="Resolve attempt #1").click()
+    expect(ops.get_by_role("status")).to_contain_text("attempt 1 cancelled")
     ops.context.close()
 
 
