@@ -18,10 +18,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+from tests.bench import statements
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
@@ -30,7 +33,10 @@ MESSAGES = [{"role": "user", "content": '{"product":"Saffron tea","tone":"warm"}
 Call = Callable[[int], Awaitable[None]]
 
 
-async def drive(call: Call, jobs: int, concurrency: int) -> dict[str, float]:
+async def drive(call: Call, jobs: int, concurrency: int,
+                started: Callable[[], None] | None = None) -> dict[str, float]:
+    """Run `jobs` calls, `concurrency` at a time, after 20 warm-up calls; `started()` runs when
+    the clock starts. Reports this process's CPU (every thread) per job over the timed part."""
     latencies: list[float] = []
     next_index = 0
 
@@ -46,12 +52,17 @@ async def drive(call: Call, jobs: int, concurrency: int) -> dict[str, float]:
     warm = min(20, jobs)
     for i in range(warm):  # connections, caches and imports warm before the clock starts
         await call(-1 - i)
+    if started is not None:
+        started()
+    cpu = time.process_time()
     began = time.perf_counter()
     await asyncio.gather(*(lane() for _ in range(concurrency)))
     wall = time.perf_counter() - began
+    cpu_ms = (time.process_time() - cpu) * 1000 / jobs
     ordered = sorted(latencies)
     return {"wall_s": wall, "jobs_per_s": jobs / wall, "p50_ms": statistics.median(ordered),
-            "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]}
+            "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+            "cpu_ms_per_job": cpu_ms}
 
 
 def stub_params(port: int) -> dict[str, Any]:
@@ -88,33 +99,33 @@ async def run_litellm_router(args: argparse.Namespace) -> dict[str, Any]:
     return await drive(call, args.jobs, args.concurrency)
 
 
-def bench_config(port: int, url: str) -> str:
+BENCH_CONTRACT = Path(__file__).with_name("bench_contract.yaml")
+
+
+def bench_config(port: int, url: str, contract: bool) -> str:
+    """The benchmark's router config. With `contract` the task is the product as its users
+    run it: input validated against the contract's schema, the prompt rendered from it, the
+    output checked against its schema and checks, and only certified providers called."""
+    task = (f'contract = "{BENCH_CONTRACT}"\n' if contract else 'side_effects = "none"\n')
+    structured = "json_object" if contract else "none"
+    providers = "".join(f"""
+[providers.{name}]
+model = "openai/stub"
+api_base = "http://127.0.0.1:{port}/v1"
+structured_output = "{structured}"
+max_concurrency = 256
+retry = {{ attempts = 1 }}
+""" for name in ("stub", "stub_fallback"))
     return f"""
 [database]
 url = "{url}"
-
-[providers.stub]
-model = "openai/stub"
-api_base = "http://127.0.0.1:{port}/v1"
-structured_output = "none"
-max_concurrency = 256
-retry = {{ attempts = 1 }}
-
-[providers.stub_fallback]
-model = "openai/stub"
-api_base = "http://127.0.0.1:{port}/v1"
-structured_output = "none"
-max_concurrency = 256
-retry = {{ attempts = 1 }}
-
+{providers}
 [tasks.bench]
 providers = ["stub", "stub_fallback"]
-side_effects = "none"
 deadline = 60
-
+{task}
 [engine]
 workers = 256
-poll_interval = 0.05
 """
 
 
@@ -131,21 +142,32 @@ async def run_jobrouter(args: argparse.Namespace, url: str, workers: int) -> dic
         await prefill_postgres(url, args.prefill)
     folder = Path(tempfile.mkdtemp(prefix="jobrouter-bench-"))
     config_file = folder / "bench.toml"
-    config_file.write_text(bench_config(args.stub_port, url))
-    procs = start_workers(config_file, workers)
+    config_file.write_text(bench_config(args.stub_port, url, args.contract))
+    if args.contract:
+        await certify(config_file)
+    if args.statements:
+        if args.statements.exists() and any(args.statements.iterdir()):
+            raise RuntimeError(f"{args.statements} is not empty: counts would mix runs")
+        statements.install()
+    pg_before = await _pg_commits(url) if url.startswith("postgres") else None
+    procs = start_workers(config_file, workers, args.statements)
     router = await Router.open(url, config_file, run_workers=workers == 0)
     run_id = os.urandom(4).hex()
     before = await _db_counters(router)
+    cpu_before: list[float] = []
 
     async def call(index: int) -> None:
-        job = await router.submit("bench", f"{run_id}-{index}", "bench", {"n": index})
+        payload = {"product": {"name": f"Saffron tea {index}"}, "tone": "warm"}
+        job = await router.submit("bench", f"{run_id}-{index}", "bench", payload)
         job = await router.wait(job.id, 60)
         if job.state != "succeeded":
             raise RuntimeError(f"job {job.id} ended {job.state}: {job.error}")
 
     try:
-        figures = await drive(call, args.jobs, args.concurrency)
+        figures = await drive(call, args.jobs, args.concurrency,
+                              started=lambda: cpu_before.extend(_cpu_s(p.pid) for p in procs))
         after = await _db_counters(router)
+        cpu_after = [_cpu_s(proc.pid) for proc in procs]
     finally:
         await router.close()
         for proc in procs:
@@ -154,14 +176,83 @@ async def run_jobrouter(args: argparse.Namespace, url: str, workers: int) -> dic
             proc.wait(30)
     total = args.jobs + min(20, args.jobs)
     figures.update({key: (after[key] - before[key]) / total for key in after})
+    if pg_before is not None:  # every backend gone: the server has counted all their commits
+        after_commits, _ = await _pg_commits(url)
+        figures["pg_commits_per_job"] = (after_commits - sum(pg_before)) / total
+    figures["worker_cpu_ms_per_job"] = [
+        round((a - b) * 1000 / args.jobs, 2) for a, b in zip(cpu_after, cpu_before, strict=True)]
+    if args.statements:
+        figures["statements"] = _statement_figures(args.statements, total)
     return figures
 
 
-def start_workers(config_file: Path, count: int) -> list[subprocess.Popen[bytes]]:
-    """`jobrouter worker` processes (started before the clock runs: blocking is fine here)."""
-    return [subprocess.Popen([sys.executable, "-m", "router", "worker", "--config",
-                              str(config_file)], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL) for _ in range(count)]
+async def certify(config_file: Path) -> None:
+    """Certify both stub providers for the bench contract, as `jobrouter contracts run` does,
+    before the clock starts (through the real certifier: the records are real)."""
+    from router.build import build_providers, build_tasks, resolve_config
+    from router.certifier import certify_pair, pairs_to_certify
+    from router.store import open_store
+
+    config = resolve_config(config_file)
+    tasks = build_tasks(config)
+    providers = build_providers(config)
+    store = await open_store(config.database.url)
+    try:
+        for pair in pairs_to_certify(config, tasks):
+            record = await certify_pair(store, providers[pair.provider], pair,
+                                        ttl_days=config.certification.ttl_days)
+            if not record.passed:
+                raise RuntimeError(f"bench contract not certified for {pair.provider}: "
+                                   f"{record.model_dump_json()[:2000]}")
+    finally:
+        for provider in providers.values():
+            closer = getattr(provider, "close", None)
+            if closer is not None:
+                await closer()
+        await store.close()
+
+
+def start_workers(config_file: Path, count: int,
+                  statements_dir: Path | None) -> list[subprocess.Popen[bytes]]:
+    """`jobrouter worker` processes (started before the clock runs: blocking is fine here);
+    with `statements_dir`, each counts its statements (tests/bench/statements.py). Each worker
+    writes a ready line once it takes jobs: the clock starts after every one has."""
+    env = dict(os.environ)
+    module = "router"
+    if statements_dir is not None:
+        env[statements.ENV] = str(statements_dir)
+        module = "tests.bench.statements"
+    procs = [subprocess.Popen([sys.executable, "-m", module, "worker", "--config",
+                               str(config_file)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, env=env) for _ in range(count)]
+    for proc in procs:
+        ready = threading.Event()
+        threading.Thread(target=_drain, args=(proc, ready), daemon=True).start()
+        if not ready.wait(120):
+            raise RuntimeError("a worker did not start within 120 s")
+    return procs
+
+
+def _drain(proc: subprocess.Popen[bytes], ready: threading.Event) -> None:
+    """Read a worker's output to its end (a full pipe would block it); `ready` is set on its
+    "worker <id> on <url>" line, printed once it is warm and taking jobs."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith(b"worker "):
+            ready.set()
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, every thread) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _statement_figures(folder: Path, jobs: int) -> dict[str, dict[str, float]]:
+    statements.write_now(folder, "submitter")
+    merged = statements.merged(folder)
+    return {kind: {name: round(n / jobs, 3) for name, n in counts.most_common()}
+            for kind, counts in merged.items()}
 
 
 async def _db_counters(router: Any) -> dict[str, float]:
@@ -171,11 +262,34 @@ async def _db_counters(router: Any) -> dict[str, float]:
         counters["round_trips_per_job"] = float(stats.round_trips)
         counters["write_transactions_per_job"] = float(stats.write_transactions)
         counters["commits_per_job"] = float(stats.commits)
-    if router.store.connector.dialect == "postgres":
-        row = await router.store.connector.fetchone(
-            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()", {})
-        counters["pg_commits_per_job"] = float(row["xact_commit"])
     return counters
+
+
+async def _pg_commits(url: str) -> tuple[int, int]:
+    """The server's commit count for the database, whole fleet. A backend reports its counts
+    to the server's statistics lazily (up to 10 s later when idle) but always when it exits,
+    so the count is read when no other backend is connected to the database: before the
+    fleet starts and after it stopped. The window thus holds start-up and shut-down too
+    (a constant, spread over the jobs). Returns (commits, this reading's own statements: each
+    a commit the next reading will see, to subtract)."""
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        own = 0
+        for _ in range(200):
+            own += 1
+            others = await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid()")
+            if others == 0:
+                break
+            await asyncio.sleep(0.05)
+        commits = await conn.fetchval(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+        return int(commits), own + 1
+    finally:
+        await conn.close()
 
 
 def main() -> None:
@@ -188,6 +302,12 @@ def main() -> None:
     parser.add_argument("--prefill", type=int, default=0)
     parser.add_argument("--profile", type=Path, help="write a pyinstrument profile here (.txt "
                         "and .html); its figures are slowed down by the profiler")
+    parser.add_argument("--contract", action="store_true",
+                        help="the task has a contract (tests/bench/bench_contract.yaml), "
+                             "certified for both providers before the clock starts")
+    parser.add_argument("--statements", type=Path,
+                        help="count PostgreSQL statements and transactions per job in every "
+                             "process (tests/bench/statements.py), their files in this folder")
     args = parser.parse_args()
     runners: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
         "litellm": lambda: run_litellm(args),
