@@ -26,6 +26,12 @@ from router.tasks import TaskRuntime
 log = logging.getLogger("jobrouter.router")
 Outcome = Literal["succeeded", "failed", "cancelled"]
 MAX_KEY_LENGTH = 255
+# How often `wait` reads a job nothing was heard of: often without a change feed (SQLite, other
+# processes' changes are found this way), rarely with a live one (a read is a server
+# transaction on PostgreSQL; the feed says when the job settles, and says so again after a
+# reconnect).
+WAIT_POLL_S = 0.25
+WAIT_POLL_LIVE_S = 5.0
 
 
 class Router:
@@ -80,6 +86,7 @@ class Router:
             deliverer = build_deliverer(store, settings) if run_workers else None
             if run_workers and not start_in_background:  # before the first claim
                 await warm_up(provider_map.values())
+                await store.follow("runnable")
         except BaseException:
             await store.close()
             raise
@@ -207,8 +214,10 @@ class Router:
         """Every event after `after`, stored ones first, then new ones as they happen; ends when
         the job is terminal or needs attention (never on an attempt's own end)."""
         await self.get(job_id)
-        while True:
-            with self.store.watching(job_id) as changed:
+        await self.store.follow("events")
+        with self.store.watching(job_id) as changed:
+            while True:
+                changed.take()  # what follows reads everything up to now
                 # The job first, then its events: they include every change up to that state.
                 # A pause for a person (unknown) ends the watch only if it is where the job is
                 # now; an unknown job resolved later goes on, so a late watcher sees the end.
@@ -225,22 +234,27 @@ class Router:
 
     # The issue's API names it `timeout`; it bounds the wait, as asyncio.wait_for's does.
     async def wait(self, job_id: str, timeout: float | None = None) -> Job:  # noqa: ASYNC109
-        """The job once it is terminal or needs attention; TimeoutError if not by `timeout`."""
+        """The job once it is terminal or needs attention; TimeoutError if not by `timeout`.
+
+        Reads the job only when it may have changed out of sight: a job just created here is
+        known as committed, a change made here comes with the job, and other processes'
+        changes are heard when the job settles (PostgreSQL) or found by polling."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            with self.store.watching(job_id) as change:
-                job = await self.get(job_id)
-                if job.state.settled:
-                    return job
+        await self.store.follow("settled")
+        with self.store.watching(job_id) as change:
+            job = self.store.created_here(job_id) or await self.get(job_id)
+            while not job.state.settled:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise TimeoutError(f"job {job_id} is still {job.state} after {timeout}s")
                 # asyncio.timeout, not wait_for: no extra task, one loop turn less per wake-up.
+                poll = WAIT_POLL_LIVE_S if self.store.feed_live else WAIT_POLL_S
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(min(0.25, left) if left else 0.25):
+                    async with asyncio.timeout(min(poll, left) if left else poll):
                         await change.wait()
-                if change.job is not None and change.job.state.settled:
-                    return change.job  # as its change committed it: no need to read it again
+                seen = change.take()  # None: changed elsewhere, or nothing heard: read it
+                job = seen if seen is not None else await self.get(job_id)
+            return job
 
     async def cancel(self, job_id: str, reason: str = "cancelled by the owner") -> Job:
         self._check_open()

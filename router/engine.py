@@ -23,7 +23,8 @@ from providers import Provider, ProviderError
 from router.driver import JobDriver, refusals
 from router.models import Attempt, Job
 from router.policy import Eligibility, Start, decide
-from router.store.sql import AttemptStart, SqlStore
+from router.store.claims import AttemptStart, Claimed
+from router.store.sql import SqlStore
 from router.tasks import TaskRuntime
 
 log = logging.getLogger("jobrouter.engine")
@@ -72,7 +73,7 @@ class Engine:
         self._health = health
         self._acquire = acquire
         self._metric = metric
-        self._queue: asyncio.Queue[Job] = asyncio.Queue()
+        self._queue: asyncio.Queue[Claimed] = asyncio.Queue()
         self._queued: set[str] = set()  # ids in _queue: claimed, not yet driven
         self._active: dict[str, asyncio.Task[None]] = {}
         self._slots = asyncio.Semaphore(settings.workers)
@@ -125,21 +126,45 @@ class Engine:
             log.exception("eligibility for task %s unknown: the job is created queued", task.name)
             return None
         now = time.time()
-        deadline_at = now + task.deadline_s if task.deadline_s else None
-        decision = decide(task.policy, [], eligibility, now=now, deadline_at=deadline_at)
-        if not isinstance(decision, Start) or eligibility[decision.provider].reason:
+        first = self._choose_first(task, eligibility, now + task.deadline_s
+                                   if task.deadline_s else None)  # fmt: skip
+        if first is None:
             return None
-        first = AttemptStart(
-            decision.provider, getattr(self.providers[decision.provider], "model", None),
-            self.worker_id, self.lease_s(task, decision.provider, deadline_at),
-            tuple(refusals(eligibility)),
-        )  # fmt: skip
         if self._stopping or self._slots.locked():  # taken while the eligibility was read
             return None
         await self._slots.acquire()  # free: returns at once
         self._creating += 1
         self._created.clear()
         return first
+
+    def _choose_first(
+        self, task: TaskRuntime, eligibility: dict[str, Eligibility], deadline_at: float | None
+    ) -> AttemptStart | None:
+        """The first attempt of a new job of `task` when it can start at once: the policy
+        picks a provider whose circuit is closed (a half-open circuit's probe is claimed in a
+        transaction of its own, by the driver)."""
+        decision = decide(task.policy, [], eligibility, now=time.time(), deadline_at=deadline_at)
+        if not isinstance(decision, Start) or eligibility[decision.provider].reason:
+            return None
+        return AttemptStart(
+            decision.provider, getattr(self.providers[decision.provider], "model", None),
+            self.worker_id, self.lease_s(task, decision.provider, deadline_at),
+            tuple(refusals(eligibility)),
+        )  # fmt: skip
+
+    async def _claim_eligibility(self) -> dict[str, dict[str, Eligibility]]:
+        """The eligibility of every task that may repeat, read before a claiming transaction
+        (the gate caches it): the first attempts chosen inside need no I/O. Exclusive tasks
+        are left to their drivers."""
+        eligibility: dict[str, dict[str, Eligibility]] = {}
+        for name, task in self.tasks.items():
+            if task.policy.exclusive:
+                continue
+            try:
+                eligibility[name] = await self.eligibility(task)
+            except Exception:
+                log.exception("eligibility for task %s unknown: its driver decides", name)
+        return eligibility
 
     def run_started(self, job: Job, attempt: Attempt, first: AttemptStart) -> None:
         """Drive a job created here together with its first attempt (its slot is held)."""
@@ -192,11 +217,11 @@ class Engine:
 
     def hand_over(self, job: Job) -> None:
         """A job this process created (and holds the claim of) goes straight to a worker."""
-        self._enqueue(job)
+        self._enqueue(Claimed(job))
 
-    def _enqueue(self, job: Job) -> None:
-        self._queued.add(job.id)
-        self._queue.put_nowait(job)
+    def _enqueue(self, claimed: Claimed) -> None:
+        self._queued.add(claimed.job.id)
+        self._queue.put_nowait(claimed)
 
     def interrupt(self, job_id: str) -> None:
         """The job was cancelled: stop its driver here (its attempts are already cancelled)."""
@@ -211,10 +236,12 @@ class Engine:
 
     async def _dispatch(self) -> None:
         while True:
-            job = await self._queue.get()
+            claimed = await self._queue.get()
+            job = claimed.job
             if job.id not in self._active:
                 await self._slots.acquire()  # still in _queued meanwhile: its claim is renewed
-                self._active[job.id] = asyncio.create_task(self._drive(job), name=f"job-{job.id}")
+                self._active[job.id] = asyncio.create_task(
+                    self._drive(job, claimed.attempt, claimed.first), name=f"job-{job.id}")
             self._queued.discard(job.id)
 
     async def _drive(
@@ -247,15 +274,47 @@ class Engine:
                 log.exception("polling for runnable jobs failed")
 
     async def _claim_runnable(self) -> None:
+        """Claim what is free and start the first attempts of the queued jobs among it, in
+        one transaction (see `SqlStore.claim_runnable`). Each such attempt takes its slot as
+        `first_attempt` does: `stop` waits for them, and they are driven once committed."""
         free = self.settings.workers - len(self._active) - self._queue.qsize()
         if free <= 0:
             return
-        for job_id in await self.store.runnable_jobs(free):
-            if job_id in self._active:
-                continue
-            job = await self.store.claim(job_id, self.worker_id, self.settings.claim_s)
-            if job is not None:
-                self._enqueue(job)
+        eligibility = await self._claim_eligibility()
+        reserved = 0
+        handed = False
+
+        async def first(job: Job) -> AttemptStart | None:
+            nonlocal reserved
+            task, known = self.tasks.get(job.task), eligibility.get(job.task)
+            if task is None or known is None or job.id in self._active:
+                return None
+            deadline_at = job.deadline_at.timestamp() if job.deadline_at else None
+            start = self._choose_first(task, known, deadline_at)
+            if start is None or self._stopping or self._slots.locked():
+                return None
+            await self._slots.acquire()  # free: returns at once
+            self._creating += 1
+            self._created.clear()
+            reserved += 1
+            return start
+
+        def take(claimed: list[Claimed]) -> None:
+            nonlocal handed
+            handed = True
+            for item in claimed:
+                if item.attempt is not None and item.first is not None:
+                    self.run_started(item.job, item.attempt, item.first)
+                elif item.job.id not in self._active:  # else its driver has it: renewed
+                    self._enqueue(item)
+
+        try:
+            await self.store.claim_runnable(self.worker_id, self.settings.claim_s, free, first,
+                                            take)  # fmt: skip
+        finally:
+            if not handed:  # not committed: the attempts chosen were never written
+                for _ in range(reserved):
+                    self.return_slot()
 
     async def _heartbeat(self) -> None:
         interval = min(self.settings.claim_s, self.settings.lease_s) / 3

@@ -8,6 +8,7 @@ event log; an uncertified provider is never called, however the others fare (I5)
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -36,6 +37,9 @@ class Gate:
         self.required = required
         self._records: dict[tuple[str, str], Certification] = {}
         self._read_at = float("-inf")
+        self._reading: asyncio.Future[None] | None = None
+        self._reading_after = 0  # the `_forgotten` count the read in flight started after
+        self._forgotten = 0  # times this process changed what is read: reads before are old
 
     async def eligibility(self, task: TaskRuntime) -> dict[str, Eligibility]:
         verdicts: dict[str, Eligibility] = {}
@@ -55,6 +59,7 @@ class Gate:
     def forget(self) -> None:
         """Certifications changed in this process: read them again before the next decision."""
         self._read_at = float("-inf")
+        self._forgotten += 1
 
     async def _certified(self, task: TaskRuntime, name: str) -> Eligibility:
         provider = self.providers.get(name)
@@ -74,13 +79,26 @@ class Gate:
         return Eligibility(True)
 
     async def _certifications(self) -> dict[tuple[str, str], Certification]:
-        """Parsed once per refresh, not per decision: a record carries every case's evidence."""
+        """Parsed once per refresh, not per decision: a record carries every case's evidence.
+        One read however many deciders find them due at once (each is a transaction on
+        PostgreSQL)."""
         if time.monotonic() - self._read_at >= CERTIFICATION_REFRESH_S:
-            from contracts import Certification
+            if self._reading is None or self._reading_after != self._forgotten:
+                self._reading_after = self._forgotten
+                self._reading = asyncio.ensure_future(self._read(self._forgotten))
+            await asyncio.shield(self._reading)
+        return self._records
 
+    async def _read(self, forgotten: int) -> None:
+        from contracts import Certification
+
+        try:
             rows = await self.store.certifications()
             parsed = {(row.provider, row.contract): Certification.parse_stored(row.record)
                       for row in rows}  # fmt: skip
             self._records = {key: cert for key, cert in parsed.items() if cert is not None}
-            self._read_at = time.monotonic()
-        return self._records
+            if forgotten == self._forgotten:  # else a change here came after: read again
+                self._read_at = time.monotonic()
+        finally:
+            if self._reading_after == forgotten:
+                self._reading = None

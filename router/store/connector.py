@@ -71,12 +71,26 @@ class ChangeFeed(Protocol):
     """Optional for a connector: it hears the commits of other processes (PostgreSQL
     LISTEN/NOTIFY). Without it, other processes' changes are seen by polling."""
 
-    def on_change(self, callback: Callable[[str], None]) -> None:
-        """Call `callback(job_id)` after any process commits events of that job."""
+    def on_change(self, callback: Callable[[str, Row | None], None]) -> None:
+        """Call `callback(job_id, row)` after any process commits a change of that job that
+        this process follows; `row` is the job's row as committed when the feed carries it
+        (a settled job), else None. `callback("", None)` when changes may have been missed
+        (the feed was down): every watcher reads again."""
         ...
 
     def on_runnable(self, callback: Callable[[], None]) -> None:
         """Call `callback()` after any process commits a job that any worker may claim now."""
+        ...
+
+    async def follow(self, what: str) -> None:
+        """Hear `what` from now on: "events" (every event of any job), "settled" (a job
+        settles), "runnable" (a job is free for any worker). Each is a cost per job for the
+        database (a notification to read), so a process follows only what it uses."""
+        ...
+
+    @property
+    def feed_live(self) -> bool:
+        """Whether other processes' changes are heard now."""
         ...
 
 

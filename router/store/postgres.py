@@ -9,8 +9,11 @@ How the shared SQL becomes PostgreSQL:
   makes the compare-and-swap race-free across processes.
 - Migrations run at open, in one transaction under `pg_advisory_xact_lock`, so routers starting
   together migrate exactly once and the others find the work done.
-- Triggers (migration 0001) `pg_notify` at commit: `jobrouter_events` with the job id of every
-  appended event, `jobrouter_jobs` when a job becomes free for any worker. The listener calls
+- Triggers `pg_notify` at commit: `jobrouter_events` with the job id of every appended event,
+  `jobrouter_jobs` when a job becomes free for any worker (migration 0001), `jobrouter_settled`
+  when a job settles (0009). The listener LISTENs on a channel only once this process follows
+  it (`follow`): every notification costs each listening backend a transaction on the server,
+  so a worker does not hear every event and a submitter does not hear every free job. It calls
   the callbacks registered with `on_change` / `on_runnable`; if its connection drops it
   reconnects, and until then watchers and pollers fall back to their polling intervals.
 Errors: connection failures become `StoreError` naming the URL with its password masked.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import re
 import time
@@ -51,6 +55,8 @@ RECONNECT_MAX_DELAY_S = 10.0
 MIGRATION_LOCK = 0x6A6F62726F757465  # "jobroute": one advisory lock key per database
 EVENTS_CHANNEL = "jobrouter_events"
 JOBS_CHANNEL = "jobrouter_jobs"
+SETTLED_CHANNEL = "jobrouter_settled"
+CHANNELS = {"events": EVENTS_CHANNEL, "runnable": JOBS_CHANNEL, "settled": SETTLED_CHANNEL}
 
 # Errors that mean "the database cannot be reached or dropped us", as opposed to a statement
 # that failed; only these are translated, everything else keeps its asyncpg type.
@@ -253,9 +259,19 @@ class PostgresConnector:
             records = await self._pool.fetch(sql, *args)
         return [dict(record) for record in records]
 
-    def on_change(self, callback: Callable[[str], None]) -> None:
-        """Call `callback(job_id)` after any process commits events of that job."""
+    def on_change(self, callback: Callable[[str, Row | None], None]) -> None:
+        """Call `callback(job_id, row)` after any process commits a change of that job that
+        this process follows (every event, or its settling: then with the job's row)."""
         self._listener.on_change.append(callback)
+
+    async def follow(self, what: str) -> None:
+        """Hear `what` from now on ("events", "settled" or "runnable"); once per process."""
+        await self._listener.listen(what)
+
+    @property
+    def feed_live(self) -> bool:
+        """Whether notifications arrive now (the LISTEN connection is up)."""
+        return self._listener.live
 
     def on_runnable(self, callback: Callable[[], None]) -> None:
         """Call `callback()` after any process commits a job that any worker may claim now."""
@@ -267,17 +283,23 @@ class PostgresConnector:
 
 
 class Listener:
-    """One dedicated connection LISTENing on both channels (a pooled connection would lose its
-    LISTEN when returned); reconnects with backoff when the connection drops."""
+    """One dedicated connection LISTENing on the channels this process follows (a pooled
+    connection would lose its LISTEN when returned); reconnects with backoff when the
+    connection drops, LISTENing again on every channel followed so far."""
 
     def __init__(self, dsn: str, url: str) -> None:
         self._dsn = dsn
         self._url = url
-        self.on_change: list[Callable[[str], None]] = []
+        self.on_change: list[Callable[[str, Row | None], None]] = []
         self.on_runnable: list[Callable[[], None]] = []
+        self._channels: dict[str, asyncio.Future[None]] = {}  # LISTEN sent (or being sent)
         self._conn: asyncpg.Connection[asyncpg.Record] | None = None
         self._reconnect: asyncio.Task[None] | None = None
         self._closed = False
+
+    @property
+    def live(self) -> bool:
+        return self._conn is not None
 
     @classmethod
     async def start(cls, dsn: str, url: str) -> Listener:
@@ -285,15 +307,49 @@ class Listener:
         await listener._connect()
         return listener
 
+    async def listen(self, what: str) -> None:
+        """LISTEN for `what` (once; a second caller waits for the first one's LISTEN)."""
+        pending = self._channels.get(what)
+        if pending is None:
+            pending = self._channels[what] = asyncio.ensure_future(self._listen(what))
+        try:
+            await asyncio.shield(pending)
+        except Exception:
+            if self._channels.get(what) is pending:
+                del self._channels[what]  # the next caller tries again
+            raise
+
+    async def _listen(self, what: str) -> None:
+        if self._conn is not None:  # else the reconnect LISTENs for everything followed
+            with translated_errors(self._url, "cannot LISTEN", CONNECTION_ERRORS):
+                await self._conn.add_listener(CHANNELS[what], self._handler(what))
+                await self._conn.execute("SELECT set_config('application_name', $1, false)",
+                                         self._name())  # fmt: skip
+
+    def _name(self) -> str:
+        """What this connection follows, where the triggers of migration 0009 look for it:
+        a kind nobody follows is not notified at all (each notification costs every listening
+        backend a transaction). Set after the LISTEN, so nothing is sent before it is heard;
+        a notifier whose transaction read the names just before may still skip one, which
+        the first waiter then finds by polling."""
+        return "jobrouter-listen:" + ",".join(sorted(self._channels))
+
+    def _handler(self, what: str) -> Callable[[object, int, str, object], None]:
+        return {"runnable": self._runnable, "settled": self._settled}.get(what, self._changed)
+
     async def _connect(self) -> None:
         conn = await asyncpg.connect(
             self._dsn,
             timeout=CONNECT_TIMEOUT_S,
-            server_settings={"application_name": "jobrouter-listen"},
+            server_settings={"application_name": self._name()},
         )
         try:
-            await conn.add_listener(EVENTS_CHANNEL, self._changed)
-            await conn.add_listener(JOBS_CHANNEL, self._runnable)
+            done: set[str] = set()
+            while missing := [w for w in self._channels if w not in done]:  # new ones meanwhile
+                for what in missing:
+                    await conn.add_listener(CHANNELS[what], self._handler(what))
+                    done.add(what)
+            await conn.execute("SELECT set_config('application_name', $1, false)", self._name())
         except BaseException:
             await conn.close()
             raise
@@ -302,14 +358,22 @@ class Listener:
 
     def _changed(self, conn: object, pid: int, channel: str, job_id: object) -> None:
         for callback in self.on_change:
-            self._call(callback, str(job_id))
+            self._call(callback, str(job_id), None)
+
+    def _settled(self, conn: object, pid: int, channel: str, payload: object) -> None:
+        """The settled job's row as JSON (migration 0009), or its id alone when too big."""
+        text = str(payload)
+        row: Row | None = json.loads(text) if text.startswith("{") else None
+        job_id = str(row["id"]) if row is not None else text
+        for callback in self.on_change:
+            self._call(callback, job_id, row)
 
     def _runnable(self, conn: object, pid: int, channel: str, job_id: object) -> None:
         for callback in self.on_runnable:
             self._call(callback)
 
     @staticmethod
-    def _call(callback: Callable[..., None], *args: str) -> None:
+    def _call(callback: Callable[..., None], *args: object) -> None:
         try:
             callback(*args)
         except Exception:  # one broken subscriber must not silence the others
@@ -336,6 +400,8 @@ class Listener:
             log.info("%s: LISTEN connection restored", self._url)
             for callback in self.on_runnable:  # jobs freed while we were away: look now
                 self._call(callback)
+            for change in self.on_change:  # changes missed meanwhile: watchers read again
+                self._call(change, "", None)
             return
 
     async def close(self) -> None:

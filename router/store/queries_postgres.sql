@@ -17,6 +17,19 @@ SELECT * FROM jobs WHERE id = :id FOR UPDATE
 -- name: lock_job_of_attempt
 SELECT * FROM jobs WHERE id = (SELECT job_id FROM attempts WHERE id = :attempt_id) FOR UPDATE
 
+-- name: claim_runnable
+-- SKIP LOCKED: two workers woken by the same notification take different jobs instead of
+-- queueing on the same rows; the row lock is held from the inner SELECT to the UPDATE, so the
+-- claim conditions still hold when it is written.
+UPDATE jobs SET claimed_by = :worker, claim_until = :claim_until
+WHERE id IN (SELECT id FROM jobs
+             WHERE state IN ('queued', 'running') AND next_run_at <= :now
+               AND (claimed_by IS NULL OR claim_until < :now)
+             ORDER BY next_run_at
+             LIMIT :limit
+             FOR UPDATE SKIP LOCKED)
+RETURNING *
+
 -- name: claim_outbox
 -- SKIP LOCKED: a second deliverer passes over the rows the first is claiming instead of waiting
 -- for them; the claim columns then keep those rows its own until delivered or expired.

@@ -7,12 +7,11 @@ change, its outbox row), so the log, the row and the outbox can never disagree.
 from __future__ import annotations
 
 import functools
-import json
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from router.errors import AttemptNotFound, IdempotencyConflict, InvalidTransition, JobNotFound
 from router.models import (
@@ -28,6 +27,8 @@ from router.models import (
 from router.states import AttemptState, JobState, attempt_can_move, job_can_move
 from router.store.changes import Change, ChangeMethods
 from router.store.circuits import CircuitMethods
+from router.store.claims import AttemptStart as AttemptStart
+from router.store.claims import ClaimMethods
 from router.store.connector import ChangeFeed, Connector, LoadAware, Row, Tx
 from router.store.health import HealthMethods
 from router.store.listing import ListingMethods
@@ -37,30 +38,18 @@ from router.store.rows import attempt_from_row, dumps, job_from_row
 from router.store.tokens import TokenMethods
 
 
-@dataclass(frozen=True)
-class AttemptStart:
-    """An attempt to start (and record) before its provider is called. Given to
-    `create_and_start`, it goes in the transaction that creates the job: a process that runs
-    the jobs it accepts then pays one commit for both."""
-
-    provider: str
-    model: str | None
-    worker: str
-    lease_s: float
-    notes: Sequence[NewEvent] = ()
-
-
 class SqlStore(
-    ReadMethods, ChangeMethods, TokenMethods, HealthMethods, OutboxMethods, CircuitMethods,
-    ListingMethods,
+    ReadMethods, ChangeMethods, ClaimMethods, TokenMethods, HealthMethods, OutboxMethods,
+    CircuitMethods, ListingMethods,
 ):
     def __init__(self, connector: Connector) -> None:
         self.connector = connector
         self.url = connector.url
         self._q = connector.queries
-        self._changed: dict[str, Change] = {}  # see ChangeMethods
+        self._changed: dict[str, list[Change]] = {}  # see ChangeMethods
+        self._created: OrderedDict[str, Job] = OrderedDict()
         if isinstance(connector, ChangeFeed):
-            connector.on_change(self._notify)
+            connector.on_change(self._heard)
 
     async def close(self) -> None:
         await self.connector.close()
@@ -69,6 +58,18 @@ class SqlStore(
         """Tell the connector how many jobs this process has in flight, where it cares."""
         if isinstance(self.connector, LoadAware):
             self.connector.jobs_in_flight = jobs_in_flight
+
+    async def follow(self, what: Literal["events", "settled", "runnable"]) -> None:
+        """Hear other processes' changes of this kind from now on (a backend with a
+        ChangeFeed; without one they are found by polling): "settled" for `Router.wait`,
+        "events" for `Router.watch`, "runnable" for workers."""
+        if isinstance(self.connector, ChangeFeed):
+            await self.connector.follow(what)
+
+    @property
+    def feed_live(self) -> bool:
+        """Whether other processes' changes are heard as they commit (else: poll)."""
+        return isinstance(self.connector, ChangeFeed) and self.connector.feed_live
 
     def on_runnable(self, callback: Callable[[], None]) -> None:
         """Call `callback()` when another process submits or frees a job (a backend with a
@@ -110,18 +111,24 @@ class SqlStore(
         }  # fmt: skip
         queued = NewEvent(kind="job.queued", data={"task": task})
         job = attempt = None
-        async with self.connector.write() as tx:
-            if first is None:
-                row = await tx.fetchone(self._q["insert_job"], {
-                    **row_params, "state": JobState.QUEUED, "version": 1, "event_seq": 1})
+        try:
+            async with self.connector.write() as tx:
+                if first is None:
+                    row = await tx.fetchone(self._q["insert_job"], {
+                        **row_params, "state": JobState.QUEUED, "version": 1, "event_seq": 1})
+                    if row is not None:
+                        await self._insert_events(tx, row["id"], [(queued, JobState.QUEUED)],
+                                                  1, now)  # fmt: skip
+                else:
+                    row, attempt = await self._insert_started(tx, row_params, queued, first, now)
                 if row is not None:
-                    await self._insert_events(tx, row["id"], [(queued, JobState.QUEUED)], 1, now)
-            else:
-                row, attempt = await self._insert_started(tx, row_params, queued, first, now)
-            if row is not None:
-                job = job_from_row(row, created=True)
-                if on_created is not None:
-                    tx.after_commit(functools.partial(on_created, job, attempt))
+                    job = job_from_row(row, created=True)
+                    self._remember_created(job)
+                    if on_created is not None:
+                        tx.after_commit(functools.partial(on_created, job, attempt))
+        except BaseException:
+            self._forget_created(str(row_params["id"]))
+            raise
         if job is None:
             return await self._existing(owner, idempotency_key, fingerprint), None
         if attempt is not None:
@@ -336,46 +343,6 @@ class SqlStore(
                                [NewEvent(kind="job.reopened", data={"reason": reason})], now)
         self._notify(job_id)
         return job
-
-    # ---- claims and leases ---------------------------------------------------------------------
-
-    async def claim(self, job_id: str, worker: str, claim_s: float) -> Job | None:
-        now = time.time()
-        async with self.connector.write() as tx:
-            row = await tx.fetchone(self._q["claim_job"], {
-                "id": job_id, "worker": worker, "now": now, "claim_until": now + claim_s})
-        return job_from_row(row) if row else None
-
-    async def release(self, job_id: str, worker: str, next_run_s: float = 0.0) -> None:
-        params = {"id": job_id, "worker": worker, "next_run_at": time.time() + next_run_s}
-        async with self.connector.write() as tx:
-            await tx.execute(self._q["release_claim"], params)
-
-    async def renew(
-        self, worker: str, job_ids: Iterable[str], lease_s: float, claim_s: float
-    ) -> None:
-        """Heartbeat: extend the claims and attempt leases of the jobs `worker` has in hand."""
-        now = time.time()
-        ids = json.dumps(sorted(job_ids))
-        async with self.connector.write() as tx:
-            await tx.execute(self._q["renew_claims"],
-                             {"worker": worker, "ids": ids, "claim_until": now + claim_s})
-            await tx.execute(self._q["renew_attempt_leases"],
-                             {"worker": worker, "ids": ids, "lease_until": now + lease_s})
-
-    async def expire_attempts(self, limit: int = 100) -> list[Attempt]:
-        """I7: a `started` attempt whose lease ran out (its worker died) becomes `unknown`."""
-        rows = await self.connector.fetchall(
-            self._q["expired_attempts"], {"now": time.time(), "limit": limit})
-        expired = []
-        for row in rows:
-            attempt = attempt_from_row(row)
-            done = await self.finish_attempt(
-                attempt.id, AttemptState.UNKNOWN, error_kind="unknown", usage=AttemptUsage(),
-                error=f"lease expired: worker {attempt.worker} stopped before the attempt ended")
-            if done.state is AttemptState.UNKNOWN:
-                expired.append(done)
-        return expired
 
     # ---- building blocks (inside a transaction) ------------------------------------------------
 

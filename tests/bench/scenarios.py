@@ -224,7 +224,8 @@ def start_workers(config_file: Path, count: int,
         module = "tests.bench.statements"
     procs = [subprocess.Popen([sys.executable, "-m", module, "worker", "--config",
                                str(config_file)], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, env=env) for _ in range(count)]
+                              stderr=(config_file.parent / f"worker-{n}.log").open("wb"),
+                              env=env) for n in range(count)]
     for proc in procs:
         ready = threading.Event()
         threading.Thread(target=_drain, args=(proc, ready), daemon=True).start()

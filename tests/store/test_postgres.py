@@ -268,6 +268,7 @@ async def test_racing_claims_from_two_stores_give_each_job_to_exactly_one(pg_url
 
 async def woken_within(store: SqlStore, job_id: str, change: Awaitable[Any]) -> float:
     """Seconds until `store`'s watcher of the job wakes after `change` runs elsewhere."""
+    await store.follow("events")
     waiter = asyncio.create_task(store.wait_for_change(job_id, 5.0))
     await asyncio.sleep(0.05)  # the watcher is registered
     started = time.monotonic()
@@ -288,6 +289,7 @@ async def test_jobs_free_for_any_worker_wake_the_other_stores_poller(pg_url: str
     async with stores(pg_url, 2) as (first, second):
         woken = asyncio.Event()
         second.on_runnable(woken.set)
+        await second.follow("runnable")
         claimed = await submit(first, "mine", claimed_by="w1")  # handed to w1: no wake
         await asyncio.sleep(0.3)
         assert not woken.is_set()
@@ -303,8 +305,9 @@ async def test_watchers_wake_again_after_the_listen_connection_was_killed(pg_url
         job = await submit(first)
         woken = asyncio.Event()
         second.on_runnable(woken.set)
+        await second.follow("runnable")
         listeners = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() " \
-                    "AND application_name = 'jobrouter-listen'"  # fmt: skip
+                    "AND application_name LIKE 'jobrouter-listen%'"  # fmt: skip
         killed = {row[0] for row in await admin.fetch(listeners)}
         assert len(killed) == 2
         await admin.execute("SELECT pg_terminate_backend(pid) FROM (" + listeners + ") l")
@@ -317,6 +320,49 @@ async def test_watchers_wake_again_after_the_listen_connection_was_killed(pg_url
         await asyncio.wait_for(woken.wait(), 1.0)  # missed notifications: pollers look at once
         note = first.note(job.id, [NewEvent(kind="job.waiting")])
         assert await woken_within(second, job.id, note) < 1.0
+
+
+async def test_a_store_that_follows_settled_jobs_hears_a_job_settle_elsewhere(
+    pg_url: str,
+) -> None:
+    """Migration 0009's channel: `Router.wait` in another process hears the job settle, with
+    the job as committed (no read), and follows no other event (each of which would cost it a
+    server transaction)."""
+    async with stores(pg_url, 2) as (first, second):
+        job = await submit(first)
+        await second.follow("settled")
+        with second.watching(job.id) as change:
+            await first.note(job.id, [NewEvent(kind="job.waiting")])  # not followed
+            await first.settle_job(job.id, JobState.FAILED, error="test")
+            await asyncio.wait_for(change.wait(), 5.0)
+            heard = change.take()
+        assert heard is not None and heard.state is JobState.FAILED and heard.error == "test"
+        assert heard == await second.get_job(job.id)
+
+
+async def test_a_settled_job_too_big_for_a_notification_is_heard_by_its_id(pg_url: str) -> None:
+    """A NOTIFY payload must stay under 8000 bytes: a bigger row travels as its id alone and
+    the waiter reads it."""
+    async with stores(pg_url, 2) as (first, second):
+        job = await submit(first)
+        await second.follow("settled")
+        with second.watching(job.id) as change:
+            await first.settle_job(job.id, JobState.FAILED, error="x" * 9000)
+            await asyncio.wait_for(change.wait(), 5.0)
+            assert change.take() is None  # heard, without the row: read it
+
+
+async def test_a_pooled_connection_is_not_reset_after_each_statement(pg_url: str) -> None:
+    """asyncpg's default reset on release (`... UNLISTEN *; RESET ALL`) was one more server
+    transaction after every statement; the pool keeps sessions as they are. On the old code
+    the backend's last statement is the reset query."""
+    async with stores(pg_url, 1) as (store,), connection(pg_url) as admin:
+        job = await submit(store)
+        assert await store.get_job(job.id) is not None
+        last = await admin.fetch(
+            "SELECT query FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name = 'jobrouter' AND state = 'idle'")
+        assert last and all("RESET ALL" not in row["query"] for row in last), last
 
 
 # ---- errors -------------------------------------------------------------------------------

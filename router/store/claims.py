@@ -1,0 +1,135 @@
+"""Claims and leases: which process holds a job, and for how long. A mixin of `SqlStore`.
+
+A worker takes runnable jobs and starts their first attempts in ONE transaction
+(`claim_runnable`): on PostgreSQL every transaction is a commit on the server, and a worker that
+read the runnable jobs, claimed each, then started each one's attempt paid three per job.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from router.models import Attempt, AttemptUsage, Job, NewEvent
+from router.states import AttemptState, JobState
+from router.store.connector import Connector, Tx
+from router.store.rows import attempt_from_row, job_from_row
+
+
+@dataclass(frozen=True)
+class AttemptStart:
+    """An attempt to start (and record) before its provider is called. Given to
+    `create_and_start`, it goes in the transaction that creates the job (a process that runs
+    the jobs it accepts then pays one commit for both); chosen for a job `claim_runnable`
+    takes, in the transaction that claims it."""
+
+    provider: str
+    model: str | None
+    worker: str
+    lease_s: float
+    notes: Sequence[NewEvent] = ()
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A job `claim_runnable` took; with its first attempt when one was started with it."""
+
+    job: Job
+    attempt: Attempt | None = None
+    first: AttemptStart | None = None
+
+
+# Chooses, inside the claiming transaction, the first attempt of a queued job (or None: the
+# job's driver decides as usual). It must not do I/O: what it needs is read before.
+FirstAttempt = Callable[[Job], Awaitable[AttemptStart | None]]
+
+
+class ClaimMethods:
+    connector: Connector
+    _q: Mapping[str, str]
+
+    if TYPE_CHECKING:
+
+        async def _start_in(
+            self, tx: Tx, job: Job, start: AttemptStart, exclusive: bool, now: float
+        ) -> tuple[Job, Attempt]: ...
+
+        async def finish_attempt(
+            self, attempt_id: str, state: AttemptState, *, error_kind: str | None,
+            error: str | None, usage: AttemptUsage,
+        ) -> Attempt: ...  # fmt: skip
+
+        def _notify(self, job_id: str, job: Job | None = None) -> None: ...
+
+    async def claim(self, job_id: str, worker: str, claim_s: float) -> Job | None:
+        now = time.time()
+        async with self.connector.write() as tx:
+            row = await tx.fetchone(self._q["claim_job"], {
+                "id": job_id, "worker": worker, "now": now, "claim_until": now + claim_s})
+        return job_from_row(row) if row else None
+
+    async def claim_runnable(
+        self, worker: str, claim_s: float, limit: int, first: FirstAttempt,
+        on_claimed: Callable[[list[Claimed]], None],
+    ) -> list[Claimed]:  # fmt: skip
+        """Claim up to `limit` runnable jobs (due, unclaimed or with an expired claim), and
+        start the first attempt of each queued one `first` chooses one for, all in one
+        transaction. PostgreSQL skips rows another worker is claiming at the same moment.
+        `on_claimed(claimed)` runs once committed, even if this call is cancelled while
+        waiting for the COMMIT: an attempt started here must reach its driver."""
+        now = time.time()
+        claimed: list[Claimed] = []
+        async with self.connector.write() as tx:
+            rows = await tx.fetchall(self._q["claim_runnable"], {
+                "worker": worker, "now": now, "claim_until": now + claim_s, "limit": limit})
+            for row in rows:
+                job = job_from_row(row)
+                start = await first(job) if job.state is JobState.QUEUED else None
+                if start is None:
+                    claimed.append(Claimed(job))
+                    continue
+                # Never exclusive here: `first` chooses only for tasks that may repeat, so
+                # no open attempt can refuse it and the batch cannot fail on one job.
+                job, attempt = await self._start_in(tx, job, start, False, now)
+                claimed.append(Claimed(job, attempt, start))
+            tx.after_commit(functools.partial(on_claimed, claimed))
+        for item in claimed:
+            if item.attempt is not None:
+                self._notify(item.job.id, item.job)
+        return claimed
+
+    async def release(self, job_id: str, worker: str, next_run_s: float = 0.0) -> None:
+        params = {"id": job_id, "worker": worker, "next_run_at": time.time() + next_run_s}
+        async with self.connector.write() as tx:
+            await tx.execute(self._q["release_claim"], params)
+
+    async def renew(
+        self, worker: str, job_ids: Iterable[str], lease_s: float, claim_s: float
+    ) -> None:
+        """Heartbeat: extend the claims and attempt leases of the jobs `worker` has in hand
+        (one transaction for all of them: a cost per worker and interval, not per job)."""
+        now = time.time()
+        ids = json.dumps(sorted(job_ids))
+        async with self.connector.write() as tx:
+            await tx.execute(self._q["renew_claims"],
+                             {"worker": worker, "ids": ids, "claim_until": now + claim_s})
+            await tx.execute(self._q["renew_attempt_leases"],
+                             {"worker": worker, "ids": ids, "lease_until": now + lease_s})
+
+    async def expire_attempts(self, limit: int = 100) -> list[Attempt]:
+        """I7: a `started` attempt whose lease ran out (its worker died) becomes `unknown`."""
+        rows = await self.connector.fetchall(
+            self._q["expired_attempts"], {"now": time.time(), "limit": limit})
+        expired = []
+        for row in rows:
+            attempt = attempt_from_row(row)
+            done = await self.finish_attempt(
+                attempt.id, AttemptState.UNKNOWN, error_kind="unknown", usage=AttemptUsage(),
+                error=f"lease expired: worker {attempt.worker} stopped before the attempt ended")
+            if done.state is AttemptState.UNKNOWN:
+                expired.append(done)
+        return expired

@@ -1,0 +1,118 @@
+"""`claim_runnable` on every backend: a worker takes runnable jobs and starts the first attempt
+of each queued one in ONE transaction (it was a read, a claim per job and a start per job);
+two workers claiming at once never take the same job; nothing is started for a job whose
+transaction did not commit."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from router.models import Job, NewEvent
+from router.states import AttemptState, JobState
+from router.store import SqlStore, open_store
+from router.store.claims import AttemptStart, Claimed, FirstAttempt
+
+SKIPPED = NewEvent(kind="provider.skipped", data={"provider": "c"})
+
+
+async def submit(store: SqlStore, key: str) -> Job:
+    return await store.create_job(
+        owner="shop-1", idempotency_key=key, task="caption", input={"n": key}, params={},
+        deadline_s=60.0, claimed_by=None, claim_s=60.0)  # fmt: skip
+
+
+def ignore(_: list[Claimed]) -> None:
+    pass
+
+
+def start_on(provider: str, worker: str = "w1") -> AttemptStart:
+    return AttemptStart(provider=provider, model="m", worker=worker, lease_s=30.0,
+                        notes=(SKIPPED,))  # fmt: skip
+
+
+async def test_claims_and_starts_first_attempts_in_one_transaction(store: SqlStore) -> None:
+    jobs = [await submit(store, f"k{i}") for i in range(3)]
+    handed: list[list[Claimed]] = []
+
+    async def first(job: Job) -> AttemptStart | None:
+        return None if job.id == jobs[2].id else start_on("a")  # the driver decides that one
+
+    before = store.connector.stats.write_transactions
+    claimed = await store.claim_runnable("w1", 60.0, 10, first, handed.append)
+    assert store.connector.stats.write_transactions - before == 1
+    assert handed == [claimed]  # after the commit, with what was claimed
+    by_id = {item.job.id: item for item in claimed}
+    assert set(by_id) == {job.id for job in jobs}
+    for job in jobs[:2]:
+        item = by_id[job.id]
+        assert item.attempt is not None and item.first is not None
+        assert item.job.state is JobState.RUNNING
+        stored = await store.list_attempts(job.id)
+        assert [(a.provider, a.worker, a.state) for a in stored] == [
+            ("a", "w1", AttemptState.STARTED)]
+        kinds = [e.kind for e in await store.list_events(job.id)]
+        assert kinds == ["job.queued", "provider.skipped", "attempt.started"]
+    untouched = by_id[jobs[2].id]
+    assert untouched.attempt is None and untouched.job.state is JobState.QUEUED
+    assert await store.list_attempts(jobs[2].id) == []
+
+
+async def test_a_claimed_job_is_not_runnable_and_an_expired_claim_is(store: SqlStore) -> None:
+    job = await submit(store, "k1")
+
+    async def none(_: Job) -> AttemptStart | None:
+        return None
+
+    held = await store.claim_runnable("w1", 60.0, 10, none, ignore)
+    assert [c.job.id for c in held] == [job.id]
+    assert await store.claim_runnable("w2", 60.0, 10, none, ignore) == []
+    await store.release(job.id, "w1")
+    gone = await store.claim_runnable("w1", -1.0, 10, none, ignore)  # expired at once
+    assert [c.job.id for c in gone] == [job.id]
+    taken = await store.claim_runnable("w2", 60.0, 10, none, ignore)
+    assert [(c.job.id, c.job.state) for c in taken] == [(job.id, JobState.QUEUED)]
+
+
+async def test_a_failed_claim_starts_nothing_and_hands_nothing_over(store: SqlStore) -> None:
+    job = await submit(store, "k1")
+    handed: list[list[Claimed]] = []
+
+    async def broken(_: Job) -> AttemptStart | None:
+        raise RuntimeError("the chooser failed")
+
+    with pytest.raises(RuntimeError):
+        await store.claim_runnable("w1", 60.0, 10, broken, handed.append)
+    assert handed == []
+    assert await store.list_attempts(job.id) == []
+    again = await store.get_job(job.id)
+    assert again is not None and again.state is JobState.QUEUED
+
+
+async def test_two_workers_claiming_together_never_take_the_same_job(db_url: str) -> None:
+    """Two stores (two processes' pools) claim and start at once: every job is taken by
+    exactly one of them, with exactly one first attempt (PostgreSQL: SKIP LOCKED; SQLite:
+    its write lock)."""
+    first_store, second_store = await open_store(db_url), await open_store(db_url)
+    try:
+        jobs = [await submit(first_store, f"k{i}") for i in range(20)]
+
+        def chooser(worker: str) -> FirstAttempt:
+            async def first(_: Job) -> AttemptStart | None:
+                return start_on("a", worker)
+
+            return first
+
+        got = await asyncio.gather(*(
+            store.claim_runnable(worker, 60.0, 5, chooser(worker), ignore)
+            for _ in range(4)
+            for store, worker in ((first_store, "w1"), (second_store, "w2"))))  # fmt: skip
+        taken = [item.job.id for batch in got for item in batch]
+        assert len(taken) == len(set(taken)) == len(jobs)
+        for job in jobs:
+            attempts = await first_store.list_attempts(job.id)
+            assert len(attempts) == 1 and attempts[0].state is AttemptState.STARTED
+    finally:
+        await first_store.close()
+        await second_store.close()
