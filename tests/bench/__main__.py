@@ -47,7 +47,7 @@ def start_stub() -> tuple[subprocess.Popen[bytes], int]:
 
 
 def database_for(scenario: str) -> tuple[str, str | None]:
-    if scenario == "sqlite":
+    if scenario.startswith("sqlite"):
         return f"sqlite:///{tempfile.mkdtemp(prefix='jobrouter-bench-')}/bench.db", None
     if scenario.startswith("postgres"):
         name = f"jobrouter_bench_{os.urandom(4).hex()}"
@@ -56,15 +56,19 @@ def database_for(scenario: str) -> tuple[str, str | None]:
     return "", None
 
 
-def run_one(scenario: str, concurrency: int, jobs: int, port: int, prefill: int,
-            profile_dir: Path | None = None) -> dict[str, Any]:
+def run_one(scenario: str, task: str, concurrency: int, jobs: int, port: int, prefill: int,
+            profile_dir: Path | None = None, statements: bool = False) -> dict[str, Any]:
     url, pg_name = database_for(scenario)
     command = [sys.executable, "-m", "tests.bench.scenarios", "--scenario", scenario,
                "--concurrency", str(concurrency), "--jobs", str(jobs), "--stub-port", str(port),
                "--database", url, "--prefill", str(prefill)]
+    if task == "contract" and scenario not in DIRECT:
+        command.append("--contract")
     if profile_dir is not None:
-        command += ["--profile", str(profile_dir / f"profile-{scenario}-c{concurrency}")]
-    print(f"  {scenario:15} c={concurrency:<3} prefill={prefill:<8}", end="", flush=True)
+        command += ["--profile", str(profile_dir / f"profile-{scenario}-{task}-c{concurrency}")]
+    if statements and scenario.startswith("postgres"):
+        command += ["--statements", tempfile.mkdtemp(prefix="jobrouter-statements-")]
+    print(f"  {scenario:15} {task:8} c={concurrency:<3} prefill={prefill:<8}", end="", flush=True)
     try:
         out = subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True)
     finally:
@@ -72,35 +76,53 @@ def run_one(scenario: str, concurrency: int, jobs: int, port: int, prefill: int,
             subprocess.run(["psql", "-q", PG_ADMIN, "-c", f"DROP DATABASE {pg_name} WITH (FORCE)"],
                            check=False)
     figures: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    figures.update({"scenario": scenario, "concurrency": concurrency, "jobs": jobs,
-                    "prefill": prefill})
+    figures.update({"scenario": scenario, "task": task if scenario not in DIRECT else "",
+                    "concurrency": concurrency, "jobs": jobs, "prefill": prefill,
+                    "load_average": os.getloadavg()[0]})
     print(f" {figures['jobs_per_s']:8.1f} jobs/s  p50 {figures['p50_ms']:7.2f} ms  "
-          f"p99 {figures['p99_ms']:7.2f} ms")
+          f"p99 {figures['p99_ms']:7.2f} ms  cpu {figures['cpu_ms_per_job']:.2f} ms/job "
+          f"workers {figures.get('worker_cpu_ms_per_job')}  "
+          f"pg commits {figures.get('pg_commits_per_job', 0):.2f}  "
+          f"load {figures['load_average']:.1f}")
+    for kind, counts in figures.get("statements", {}).items():
+        print(f"    {kind} per job: " + ", ".join(f"{n:.2f} {name}" for name, n in
+                                                     counts.items() if n >= 0.01))
     return figures
 
 
-def plan(args: argparse.Namespace) -> list[tuple[str, int, int]]:
-    runs = [(s, c, 0) for c in args.concurrency for s in args.scenarios]
+DIRECT = ("litellm", "litellm_router", "raw_http")  # no task, no contract: the peers
+
+
+def plan(args: argparse.Namespace) -> list[tuple[str, str, int, int]]:
+    """(scenario, task, concurrency, prefill): each jobrouter scenario with the contract-gated
+    task (the headline) and, beside it, the contract-less one (what contracts cost)."""
+    runs = []
+    for c in args.concurrency:
+        for s in args.scenarios:
+            tasks = [""] if s in DIRECT else args.tasks
+            runs += [(s, t, c, 0) for t in tasks]
     for size in args.growth:
-        runs += [(s, 64, size) for s in ("sqlite", "postgres1") if s in args.scenarios]
+        runs += [(s, args.tasks[0], 64, size) for s in ("sqlite", "postgres1")
+                 if s in args.scenarios]
     return runs
 
 
 def table(results: list[dict[str, Any]]) -> str:
     direct = {r["concurrency"]: r for r in results if r["scenario"] == "litellm"}
-    head = ("| scenario | conc. | finished jobs before | jobs/s (range) | p50 ms | p99 ms "
-            "| added p50 ms over (a) | write tx / job | commits / job | round trips / job "
-            "| PG commits / job | peak RSS MB |")
-    lines = [head, "|" + "---|" * 12]
+    head = ("| scenario | task | conc. | finished jobs before | jobs/s (range) | p50 ms | p99 ms "
+            "| added p50 ms over (a) | CPU ms / job: submitter | CPU ms / job: each worker "
+            "| write tx / job | commits / job | PG commits / job | load avg | peak RSS MB |")
+    lines = [head, "|" + "---|" * 15]
     for r in results:
         base = direct.get(r["concurrency"])
         added = f"{r['p50_ms'] - base['p50_ms']:+.2f}" if base else ""
+        workers = " / ".join(f"{ms:.1f}" for ms in r.get("worker_cpu_ms_per_job", []))
         lines.append(
-            f"| {r['scenario']} | {r['concurrency']} | {r['prefill']:,} | {_rate(r)} "
-            f"| {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {added} "
+            f"| {r['scenario']} | {r.get('task', '')} | {r['concurrency']} | {r['prefill']:,} "
+            f"| {_rate(r)} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {added} "
+            f"| {r['cpu_ms_per_job']:.1f} | {workers} "
             f"| {_fmt(r.get('write_transactions_per_job'))} | {_fmt(r.get('commits_per_job'), 2)} "
-            f"| {_fmt(r.get('round_trips_per_job'))} "
-            f"| {_fmt(r.get('pg_commits_per_job'))} "
+            f"| {_fmt(r.get('pg_commits_per_job'))} | {r.get('load_average', 0):.1f} "
             f"| {r['peak_rss_mb']:.0f}{_workers(r)} |")
     return "\n".join(lines)
 
@@ -145,6 +167,13 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 64])
     parser.add_argument("--scenarios", nargs="+",
                         default=["litellm", "litellm_router", "sqlite", "postgres1", "postgres2"])
+    parser.add_argument("--tasks", nargs="+", default=["contract", "plain"],
+                        choices=["contract", "plain"],
+                        help="jobrouter's task: contract-gated and certified (the headline), "
+                             "and without a contract (what contracts cost)")
+    parser.add_argument("--statements", action="store_true",
+                        help="PostgreSQL runs count statements and transactions per job in "
+                             "every process (tests/bench/statements.py)")
     parser.add_argument("--growth", type=int, nargs="*", default=[10_000, 1_000_000])
     parser.add_argument("--quick", action="store_true", help="200 jobs, no growth, no docs")
     parser.add_argument("--profile", action="store_true",
@@ -159,13 +188,14 @@ def main() -> None:
     if args.quick:
         args.jobs, args.growth, args.repeat = 200, [], 1
     stub, port = start_stub()
-    runs: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+    runs: dict[tuple[str, str, int, int], list[dict[str, Any]]] = {}
     try:
         profiles = args.out.parent if args.profile else None
         for round_no in range(args.repeat):  # whole rounds: slow drift hits every row alike
             print(f"round {round_no + 1} of {args.repeat}")
-            for s, c, p in plan(args):
-                runs.setdefault((s, c, p), []).append(run_one(s, c, args.jobs, port, p, profiles))
+            for s, t, c, p in plan(args):
+                runs.setdefault((s, t, c, p), []).append(
+                    run_one(s, t, c, args.jobs, port, p, profiles, args.statements))
     finally:
         stub.terminate()
     results = [median_run(rows) for rows in runs.values()]

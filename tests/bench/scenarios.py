@@ -34,7 +34,7 @@ Call = Callable[[int], Awaitable[None]]
 
 
 async def drive(call: Call, jobs: int, concurrency: int,
-                started: Callable[[], None] | None = None) -> dict[str, float]:
+                started: Callable[[], None] | None = None) -> dict[str, Any]:
     """Run `jobs` calls, `concurrency` at a time, after 20 warm-up calls; `started()` runs when
     the clock starts. Reports this process's CPU (every thread) per job over the timed part."""
     latencies: list[float] = []
@@ -107,7 +107,7 @@ def bench_config(port: int, url: str, contract: bool) -> str:
     run it: input validated against the contract's schema, the prompt rendered from it, the
     output checked against its schema and checks, and only certified providers called."""
     task = (f'contract = "{BENCH_CONTRACT}"\n' if contract else 'side_effects = "none"\n')
-    structured = "json_object" if contract else "none"
+    structured = "json_schema" if contract else "none"
     providers = "".join(f"""
 [providers.{name}]
 model = "openai/stub"
@@ -129,7 +129,32 @@ workers = 256
 """
 
 
-async def run_jobrouter(args: argparse.Namespace, url: str, workers: int) -> dict[str, Any]:
+def raw_providers(port: int) -> dict[str, Any]:
+    """The PROTOTYPE transport (tests/bench/raw_provider.py) for both stub providers."""
+    from tests.bench.raw_provider import RawOpenAIProvider
+
+    return {name: RawOpenAIProvider(name, f"http://127.0.0.1:{port}/v1", "stub")
+            for name in ("stub", "stub_fallback")}
+
+
+async def run_raw_http(args: argparse.Namespace) -> dict[str, Any]:
+    """PROTOTYPE: the stub called through the litellm-less transport directly (no router)."""
+    from providers import CompletionRequest, Message
+
+    provider = raw_providers(args.stub_port)["stub"]
+    request = CompletionRequest(messages=tuple(Message(**m) for m in MESSAGES))
+
+    async def call(_: int) -> None:
+        await provider.complete(request)
+
+    try:
+        return await drive(call, args.jobs, args.concurrency)
+    finally:
+        await provider.close()
+
+
+async def run_jobrouter(args: argparse.Namespace, url: str, workers: int,
+                        raw: bool = False) -> dict[str, Any]:
     from router import Router
     from router.store import open_store
     from tests.bench.prefill import prefill_postgres, prefill_sqlite
@@ -143,15 +168,16 @@ async def run_jobrouter(args: argparse.Namespace, url: str, workers: int) -> dic
     folder = Path(tempfile.mkdtemp(prefix="jobrouter-bench-"))
     config_file = folder / "bench.toml"
     config_file.write_text(bench_config(args.stub_port, url, args.contract))
+    given = raw_providers(args.stub_port) if raw else None
     if args.contract:
-        await certify(config_file)
+        await certify(config_file, given)
     if args.statements:
         if args.statements.exists() and any(args.statements.iterdir()):
             raise RuntimeError(f"{args.statements} is not empty: counts would mix runs")
         statements.install()
     pg_before = await _pg_commits(url) if url.startswith("postgres") else None
     procs = start_workers(config_file, workers, args.statements)
-    router = await Router.open(url, config_file, run_workers=workers == 0)
+    router = await Router.open(url, config_file, run_workers=workers == 0, providers=given)
     run_id = os.urandom(4).hex()
     before = await _db_counters(router)
     cpu_before: list[float] = []
@@ -186,7 +212,7 @@ async def run_jobrouter(args: argparse.Namespace, url: str, workers: int) -> dic
     return figures
 
 
-async def certify(config_file: Path) -> None:
+async def certify(config_file: Path, given: dict[str, Any] | None) -> None:
     """Certify both stub providers for the bench contract, as `jobrouter contracts run` does,
     before the clock starts (through the real certifier: the records are real)."""
     from router.build import build_providers, build_tasks, resolve_config
@@ -195,7 +221,7 @@ async def certify(config_file: Path) -> None:
 
     config = resolve_config(config_file)
     tasks = build_tasks(config)
-    providers = build_providers(config)
+    providers = build_providers(config, given)
     store = await open_store(config.database.url)
     try:
         for pair in pairs_to_certify(config, tasks):
@@ -205,10 +231,11 @@ async def certify(config_file: Path) -> None:
                 raise RuntimeError(f"bench contract not certified for {pair.provider}: "
                                    f"{record.model_dump_json()[:2000]}")
     finally:
-        for provider in providers.values():
-            closer = getattr(provider, "close", None)
-            if closer is not None:
-                await closer()
+        if given is None:  # the router closes the ones it is given
+            for provider in providers.values():
+                closer = getattr(provider, "close", None)
+                if closer is not None:
+                    await closer()
         await store.close()
 
 
@@ -316,6 +343,8 @@ def main() -> None:
         "sqlite": lambda: run_jobrouter(args, args.database, 0),
         "postgres1": lambda: run_jobrouter(args, args.database, 1),
         "postgres2": lambda: run_jobrouter(args, args.database, 2),
+        "raw_http": lambda: run_raw_http(args),
+        "sqlite_raw": lambda: run_jobrouter(args, args.database, 0, raw=True),
     }
     if args.profile is None:
         figures = asyncio.run(runners[args.scenario]())
