@@ -84,6 +84,11 @@ def run_one(scenario: str, task: str, concurrency: int, jobs: int, port: int, pr
           f"workers {figures.get('worker_cpu_ms_per_job')}  "
           f"pg commits {figures.get('pg_commits_per_job', 0):.2f}  "
           f"load {figures['load_average']:.1f}")
+    for name, summary in [("submitter", figures.get("profile")),
+                          *(("worker", w) for w in figures.get("worker_profiles", []))]:
+        if summary:
+            print(f"    profile {name}: " + ", ".join(f"{k} {v:.0f}%" for k, v in
+                                                    summary.items()))
     for kind, counts in figures.get("statements", {}).items():
         print(f"    {kind} per job: " + ", ".join(f"{n:.2f} {name}" for name, n in
                                                      counts.items() if n >= 0.01))

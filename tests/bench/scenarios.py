@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from tests.bench import statements
+from tests.bench import profile_summary, statements
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
@@ -102,7 +103,7 @@ async def run_litellm_router(args: argparse.Namespace) -> dict[str, Any]:
 BENCH_CONTRACT = Path(__file__).with_name("bench_contract.yaml")
 
 
-def bench_config(port: int, url: str, contract: bool) -> str:
+def bench_config(port: int, url: str, contract: bool, poll_s: float = 0.5) -> str:
     """The benchmark's router config. With `contract` the task is the product as its users
     run it: input validated against the contract's schema, the prompt rendered from it, the
     output checked against its schema and checks, and only certified providers called."""
@@ -126,6 +127,7 @@ deadline = 60
 {task}
 [engine]
 workers = 256
+poll_interval = {poll_s}
 """
 
 
@@ -153,9 +155,10 @@ async def run_raw_http(args: argparse.Namespace) -> dict[str, Any]:
         await provider.close()
 
 
-async def run_jobrouter(args: argparse.Namespace, url: str, workers: int,
-                        raw: bool = False) -> dict[str, Any]:
-    from router import Router
+async def prepare(args: argparse.Namespace, url: str, raw: bool,
+                  workers: int) -> tuple[Path, Any]:
+    """The schema, the prefill, the config file and (with a contract) the certifications,
+    before the clock; returns the config file and the providers given to the router."""
     from router.store import open_store
     from tests.bench.prefill import prefill_postgres, prefill_sqlite
 
@@ -167,16 +170,27 @@ async def run_jobrouter(args: argparse.Namespace, url: str, workers: int,
         await prefill_postgres(url, args.prefill)
     folder = Path(tempfile.mkdtemp(prefix="jobrouter-bench-"))
     config_file = folder / "bench.toml"
-    config_file.write_text(bench_config(args.stub_port, url, args.contract))
+    # Worker processes on a SQLite file hear of new jobs only by polling: often (a read of a
+    # local file is cheap); PostgreSQL's workers are woken by LISTEN/NOTIFY.
+    poll_s = 0.02 if url.startswith("sqlite") and workers else 0.5
+    config_file.write_text(bench_config(args.stub_port, url, args.contract, poll_s))
     given = raw_providers(args.stub_port) if raw else None
     if args.contract:
         await certify(config_file, given)
+    return config_file, given
+
+
+async def run_jobrouter(args: argparse.Namespace, url: str, workers: int,
+                        raw: bool = False) -> dict[str, Any]:
+    from router import Router
+
+    config_file, given = await prepare(args, url, raw, workers)
     if args.statements:
         if args.statements.exists() and any(args.statements.iterdir()):
             raise RuntimeError(f"{args.statements} is not empty: counts would mix runs")
         statements.install()
     pg_before = await _pg_commits(url) if url.startswith("postgres") else None
-    procs = start_workers(config_file, workers, args.statements)
+    procs = start_workers(config_file, workers, args.statements, args.profile)
     router = await Router.open(url, config_file, run_workers=workers == 0, providers=given)
     run_id = os.urandom(4).hex()
     before = await _db_counters(router)
@@ -190,10 +204,17 @@ async def run_jobrouter(args: argparse.Namespace, url: str, workers: int,
             raise RuntimeError(f"job {job.id} ended {job.state}: {job.error}")
 
     try:
-        figures = await drive(call, args.jobs, args.concurrency,
-                              started=lambda: cpu_before.extend(_cpu_s(p.pid) for p in procs))
+        def started() -> None:
+            since.append(time.time())
+            cpu_before.extend(_cpu_s(p.pid) for p in procs)
+            for proc in procs if args.profile else ():
+                proc.send_signal(signal.SIGUSR1)  # start the worker's profiler
+
+        since: list[float] = []
+        figures = await drive(call, args.jobs, args.concurrency, started=started)
         after = await _db_counters(router)
         cpu_after = [_cpu_s(proc.pid) for proc in procs]
+        ran = await _jobs_by_pid(router, since[0])
     finally:
         await router.close()
         for proc in procs:
@@ -205,8 +226,11 @@ async def run_jobrouter(args: argparse.Namespace, url: str, workers: int,
     if pg_before is not None:  # every backend gone: the server has counted all their commits
         after_commits, _ = await _pg_commits(url)
         figures["pg_commits_per_job"] = (after_commits - sum(pg_before)) / total
+    # Per job each worker ran (its attempts in the timed part), not per job of the run.
+    figures["worker_jobs"] = [ran.get(proc.pid, 0) for proc in procs]
     figures["worker_cpu_ms_per_job"] = [
-        round((a - b) * 1000 / args.jobs, 2) for a, b in zip(cpu_after, cpu_before, strict=True)]
+        round((a - b) * 1000 / max(1, ran.get(proc.pid, 0)), 2)
+        for a, b, proc in zip(cpu_after, cpu_before, procs, strict=True)]
     if args.statements:
         figures["statements"] = _statement_figures(args.statements, total)
     return figures
@@ -239,8 +263,8 @@ async def certify(config_file: Path, given: dict[str, Any] | None) -> None:
         await store.close()
 
 
-def start_workers(config_file: Path, count: int,
-                  statements_dir: Path | None) -> list[subprocess.Popen[bytes]]:
+def start_workers(config_file: Path, count: int, statements_dir: Path | None,
+                  profile: Path | None = None) -> list[subprocess.Popen[bytes]]:
     """`jobrouter worker` processes (started before the clock runs: blocking is fine here);
     with `statements_dir`, each counts its statements (tests/bench/statements.py). Each worker
     writes a ready line once it takes jobs: the clock starts after every one has."""
@@ -248,6 +272,9 @@ def start_workers(config_file: Path, count: int,
     module = "router"
     if statements_dir is not None:
         env[statements.ENV] = str(statements_dir)
+        module = "tests.bench.statements"
+    if profile is not None:
+        env[statements.PROFILE_ENV] = str(profile)
         module = "tests.bench.statements"
     procs = [subprocess.Popen([sys.executable, "-m", module, "worker", "--config",
                                str(config_file)], stdout=subprocess.PIPE,
@@ -281,6 +308,14 @@ def _statement_figures(folder: Path, jobs: int) -> dict[str, dict[str, float]]:
     merged = statements.merged(folder)
     return {kind: {name: round(n / jobs, 3) for name, n in counts.most_common()}
             for kind, counts in merged.items()}
+
+
+async def _jobs_by_pid(router: Any, since: float) -> dict[int, int]:
+    """Attempts started since `since`, by the pid in their worker id (host:pid:suffix)."""
+    rows = await router.store.connector.fetchall(
+        "SELECT worker, COUNT(*) AS n FROM attempts WHERE started_at >= :since GROUP BY worker",
+        {"since": since})
+    return {int(str(row["worker"]).split(":")[1]): int(row["n"]) for row in rows}
 
 
 async def _db_counters(router: Any) -> dict[str, float]:
@@ -345,6 +380,9 @@ def main() -> None:
         "postgres2": lambda: run_jobrouter(args, args.database, 2),
         "raw_http": lambda: run_raw_http(args),
         "sqlite_raw": lambda: run_jobrouter(args, args.database, 0, raw=True),
+        # PROTOTYPE of several worker processes on one SQLite file (no change feed: they poll)
+        "sqlite_workers1": lambda: run_jobrouter(args, args.database, 1),
+        "sqlite_workers2": lambda: run_jobrouter(args, args.database, 2),
     }
     if args.profile is None:
         figures = asyncio.run(runners[args.scenario]())
@@ -367,9 +405,9 @@ def profiled(runner: Callable[[], Awaitable[dict[str, Any]]], out: Path) -> dict
         figures = asyncio.run(runner())
     finally:
         profiler.stop()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".txt").write_text(profiler.output_text(unicode=True, color=False))
-    out.with_suffix(".html").write_text(profiler.output_html())
+    figures["profile"] = profile_summary.write(profiler, out)
+    workers = sorted(out.parent.glob(f"{out.name}-worker-*.summary.json"))
+    figures["worker_profiles"] = [json.loads(path.read_text()) for path in workers]
     return figures
 
 

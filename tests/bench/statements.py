@@ -12,7 +12,8 @@ fleet is checked against the server's count in the benchmark output.
 
     JOBROUTER_BENCH_STATEMENTS=<dir> python -m tests.bench.statements worker --config ...
 
-runs `jobrouter worker` counted, and writes `<dir>/<pid>.json` at exit.
+runs `jobrouter worker` counted, and writes `<dir>/worker-<pid>.json` at exit (with
+JOBROUTER_BENCH_PROFILE=<path> it is profiled too; see profile_summary.py).
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import signal
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 ENV = "JOBROUTER_BENCH_STATEMENTS"
+PROFILE_ENV = "JOBROUTER_BENCH_PROFILE"  # profile the worker too: <path>-worker-<pid>.*
 
 
 class Tally:
@@ -124,11 +127,32 @@ def merged(folder: Path) -> dict[str, Counter[str]]:
     return total
 
 
+def profile_until_exit(out: Path) -> None:
+    from pyinstrument import Profiler
+
+    from tests.bench import profile_summary
+
+    profiler = Profiler(interval=0.0005)
+    # Started by SIGUSR1 when the benchmark's clock starts: start-up (litellm's import, the
+    # warm-up) stays out of the profile; stopped at exit (shutdown is short).
+    signal.signal(signal.SIGUSR1, lambda *_: profiler.start())
+
+    def stop() -> None:
+        if profiler.is_running:
+            profiler.stop()
+            profile_summary.write(profiler, out.with_name(f"{out.name}-worker-{os.getpid()}"))
+
+    atexit.register(stop)
+
+
 def main() -> None:
     folder = os.environ.get(ENV)
     if folder:
         install()
         write_at_exit(Path(folder))
+    profile = os.environ.get(PROFILE_ENV)
+    if profile:
+        profile_until_exit(Path(profile))
     from router.cli import main as cli
 
     sys.argv[0] = "jobrouter"
