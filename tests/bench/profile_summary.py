@@ -40,7 +40,10 @@ def summarize(root: Any) -> dict[str, float]:
         frame = stack.pop()
         stack.extend(frame.children)
         own = frame.total_self_time
-        if own <= 0 or frame.function in ("select", "poll", "epoll", "[await]", "[idle]"):
+        # Waiting (awaits, the loop's select) and frames without a file are not CPU spent by
+        # any library: left out, so the shares are of the work done.
+        if own <= 0 or frame.is_synthetic or not frame.file_path or frame.function in (
+                "select", "poll", "epoll", "[await]", "[idle]"):
             continue
         totals[package_of(frame.file_path)] += own
     whole = sum(totals.values()) or 1.0
