@@ -105,6 +105,10 @@ class Router:
             await warm_up(self.providers.values())
         except Exception:  # a provider that cannot load fails its attempts with its own error
             log.exception("warming up the providers failed; starting the workers all the same")
+        try:
+            await self.store.follow("runnable")
+        except Exception:  # the poller finds the jobs all the same, later
+            log.exception("listening for runnable jobs failed; the workers poll")
         self._start_workers()
         log.info("providers warmed up in %.2fs; workers started", time.perf_counter() - began)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
-from router.breaker import BreakerSettings, Breakers
+from router.breaker import Breakers, BreakerSettings
 from router.store.circuits import CircuitRow
 from router.store.sql import SqlStore
 
@@ -18,14 +18,22 @@ class SlowCircuits:
 
     def __init__(self) -> None:
         self.reads = 0
+        self.read = asyncio.Event()  # set at each read
         self.release = asyncio.Event()
         self.rows = [CircuitRow("a", "closed", 0, None, None)]
 
     async def circuits(self) -> list[CircuitRow]:
         self.reads += 1
+        self.read.set()
         rows = list(self.rows)
         await self.release.wait()
         return rows
+
+
+    async def reads_reach(self, count: int) -> None:
+        while self.reads < count:
+            self.read.clear()
+            await self.read.wait()
 
 
 def breakers(store: SlowCircuits) -> Breakers:
@@ -36,8 +44,7 @@ async def test_deciders_that_find_the_circuits_due_together_share_one_read() -> 
     store = SlowCircuits()
     subject = breakers(store)
     verdicts = [asyncio.create_task(subject.verdict("a")) for _ in range(10)]
-    while store.reads == 0:
-        await asyncio.sleep(0)
+    await store.reads_reach(1)
     for _ in range(5):
         await asyncio.sleep(0)  # every decider is waiting now
     store.release.set()
@@ -49,14 +56,12 @@ async def test_a_read_begun_before_a_change_here_is_not_the_answer_after_it() ->
     store = SlowCircuits()
     subject = breakers(store)
     before = asyncio.create_task(subject.verdict("a"))
-    while store.reads == 0:
-        await asyncio.sleep(0)
+    await store.reads_reach(1)
     store.rows = [CircuitRow("a", "open", 5, 2e9, None)]  # opened, then forgotten here
     subject._read_at = float("-inf")
     subject._forgotten += 1
     after = asyncio.create_task(subject.verdict("a"))
-    while store.reads < 2:
-        await asyncio.sleep(0)
+    await store.reads_reach(2)
     store.release.set()
     await before  # it may see either read: both are after it began
     assert not (await after).ok  # from the second read, begun after the change
