@@ -82,10 +82,11 @@ class ChangeFeed(Protocol):
         """Call `callback()` after any process commits a job that any worker may claim now."""
         ...
 
-    async def follow(self, what: str) -> None:
+    async def follow(self, what: str) -> bool:
         """Hear `what` from now on: "events" (every event of any job), "settled" (a job
         settles), "runnable" (a job is free for any worker). Each is a cost per job for the
-        database (a notification to read), so a process follows only what it uses."""
+        database (a notification to read), so a process follows only what it uses. True when
+        this call began following (changes before it were not heard)."""
         ...
 
     @property

@@ -264,9 +264,10 @@ class PostgresConnector:
         this process follows (every event, or its settling: then with the job's row)."""
         self._listener.on_change.append(callback)
 
-    async def follow(self, what: str) -> None:
-        """Hear `what` from now on ("events", "settled" or "runnable"); once per process."""
-        await self._listener.listen(what)
+    async def follow(self, what: str) -> bool:
+        """Hear `what` from now on ("events", "settled" or "runnable"); once per process.
+        True when this call began following."""
+        return await self._listener.listen(what)
 
     @property
     def feed_live(self) -> bool:
@@ -307,9 +308,11 @@ class Listener:
         await listener._connect()
         return listener
 
-    async def listen(self, what: str) -> None:
-        """LISTEN for `what` (once; a second caller waits for the first one's LISTEN)."""
+    async def listen(self, what: str) -> bool:
+        """LISTEN for `what` (once; a second caller waits for the first one's LISTEN). True
+        for the call that began it."""
         pending = self._channels.get(what)
+        began = pending is None
         if pending is None:
             pending = self._channels[what] = asyncio.ensure_future(self._listen(what))
         try:
@@ -318,6 +321,7 @@ class Listener:
             if self._channels.get(what) is pending:
                 del self._channels[what]  # the next caller tries again
             raise
+        return began
 
     async def _listen(self, what: str) -> None:
         if self._conn is not None:  # else the reconnect LISTENs for everything followed

@@ -59,12 +59,15 @@ class SqlStore(
         if isinstance(self.connector, LoadAware):
             self.connector.jobs_in_flight = jobs_in_flight
 
-    async def follow(self, what: Literal["events", "settled", "runnable"]) -> None:
+    async def follow(self, what: Literal["events", "settled", "runnable"]) -> bool:
         """Hear other processes' changes of this kind from now on (a backend with a
         ChangeFeed; without one they are found by polling): "settled" for `Router.wait`,
         "events" for `Router.watch`, "runnable" for workers."""
-        if isinstance(self.connector, ChangeFeed):
-            await self.connector.follow(what)
+        if isinstance(self.connector, ChangeFeed) and await self.connector.follow(what):
+            if what == "settled":  # jobs created here may have settled elsewhere unheard
+                self._created.clear()
+            return True
+        return False
 
     @property
     def feed_live(self) -> bool:
