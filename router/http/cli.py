@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated
 
 import typer
@@ -23,8 +22,10 @@ def serve(
     database: DatabaseOpt = None,
 ) -> None:
     """Serve the HTTP API (and run jobs) until Ctrl-C."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     from router.http.server import serve_config  # FastAPI and uvicorn: only for this command
+    from router.logs import setup_logging
+
+    setup_logging()
 
     run(lambda: serve_config(settings(config), host=host, port=port, database_url=database))
 
