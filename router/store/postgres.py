@@ -40,6 +40,7 @@ from router.store.connector import (
     ConnectorStats,
     Params,
     Row,
+    check_params,
     load_migrations,
     load_queries,
     run_callbacks,
@@ -123,6 +124,7 @@ def translate(query: str) -> tuple[str, tuple[str, ...]]:
 
 
 def bind(query: str, params: Params) -> tuple[str, list[Any]]:
+    check_params(params)
     sql, names = translate(query)
     missing = [name for name in names if name not in params]
     if missing:

@@ -167,11 +167,22 @@ WHERE provider = :provider
 RETURNING *
 
 -- name: insert_token
-INSERT INTO api_tokens (id, token_hash, owner, operator, created_at)
-VALUES (:id, :token_hash, :owner, :operator, :now)
+INSERT INTO api_tokens (id, token_hash, owner, operator, created_at, expires_at)
+VALUES (:id, :token_hash, :owner, :operator, :now, :expires_at)
 
 -- name: find_token
-SELECT * FROM api_tokens WHERE token_hash = :token_hash AND revoked_at IS NULL
+-- Revoked and expired ones too: the 401 says which (the caller holds the token, so this tells
+-- nobody anything new).
+SELECT * FROM api_tokens WHERE token_hash = :token_hash
+
+-- name: list_tokens
+SELECT id, owner, operator, created_at, revoked_at, expires_at FROM api_tokens
+ORDER BY created_at, id
+
+-- name: prove_write
+-- /health/ready: one real row write, committed, proves the database takes writes.
+INSERT INTO readiness (id, checked_at) VALUES (1, :now)
+ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at
 
 -- name: revoke_token
 UPDATE api_tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL
