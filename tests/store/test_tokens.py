@@ -54,7 +54,7 @@ async def test_tokens_are_listed_revoked_and_expire(store: SqlStore) -> None:
 
 
 async def test_an_expired_token_is_refused(store: SqlStore) -> None:
-    token, record = await store.create_token("erin", expires_in=1e-6)
+    token, _ = await store.create_token("erin", expires_in=1e-6)
     found = await store.find_token(token)
     assert found is not None and found.status() == "expired"  # its expiry is in the past
     assert await store.authenticate(token) is None
