@@ -67,5 +67,6 @@ class Timing:
         finally:
             route = scope.get("route")
             template = getattr(route, "path", "unmatched")
-            metrics.HTTP_LATENCY.labels(method=scope["method"], route=template,
+            metrics.HTTP_LATENCY.labels(method=metrics.http_method_label(scope["method"]),
+                                        route=template,
                                         status=str(status)).observe(time.perf_counter() - began)
