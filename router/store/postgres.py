@@ -35,6 +35,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
+from providers.redact import scrub
 from router.errors import StoreError
 from router.store.connector import (
     ConnectorStats,
@@ -93,16 +94,29 @@ _TOKEN = re.compile(
 )
 
 
+SECRET_PARAMS = frozenset({"password", "sslpassword"})  # libpq keys whose values are secrets
+_USERINFO_PASSWORD = re.compile(r"(://[^:/?#@]*):[^@/?#]*@")
+_PARAM_PASSWORD = re.compile(r"(?i)\b(password|sslpassword)=[^&#\s]*")
+
+
 def redact(url: str) -> str:
-    """The URL with its password (in the authority or as `?password=`) masked."""
-    parts = urlsplit(url)
+    """The URL with its password (in the authority, as `?password=` or `?sslpassword=`)
+    masked. A URL too malformed to parse is masked by pattern instead: never an exception,
+    since this runs while reporting another error."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises on a malformed port: the pattern path below then)
+    except ValueError:
+        masked = _USERINFO_PASSWORD.sub(r"\1:***@", url)
+        return _PARAM_PASSWORD.sub(r"\1=***", masked)
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, host = netloc.rsplit("@", 1)
         if ":" in userinfo:
             netloc = f"{userinfo.split(':', 1)[0]}:***@{host}"
     query = urlencode(
-        [(k, "***" if k == "password" else v) for k, v in parse_qsl(parts.query)], safe="*"
+        [(k, "***" if k.lower() in SECRET_PARAMS else v) for k, v in parse_qsl(parts.query)],
+        safe="*",
     )
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
@@ -145,8 +159,8 @@ def translated_errors(
     """Re-raise `errors` as StoreError (chained), naming the URL without its password."""
     try:
         yield
-    except errors as exc:
-        raise StoreError(f"{doing}: {type(exc).__name__}: {exc}", url=url) from exc
+    except errors as exc:  # the driver's message may quote the URL it was given
+        raise StoreError(f"{doing}: {type(exc).__name__}: {scrub(str(exc))}", url=url) from exc
 
 
 def lost(conn: Connection) -> bool:
