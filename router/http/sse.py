@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncGenerator, AsyncIterator
 
 from router.api import Router
+from router.http.schemas import plain
 from router.models import JobEvent
 
 RECONNECT_MS = 1000
@@ -21,8 +23,10 @@ HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def format_event(event: JobEvent) -> bytes:
-    # model_dump_json writes one line: `data:` needs no splitting.
-    return f"id: {event.seq}\nevent: {event.kind}\ndata: {event.model_dump_json()}\n\n".encode()
+    # Compact json.dumps writes one line: `data:` needs no splitting. The stdlib encoder, not
+    # pydantic's, so deeply nested data reads back (see `schemas.FREE_JSON`).
+    data = json.dumps(plain(event), ensure_ascii=False, separators=(",", ":"))
+    return f"id: {event.seq}\nevent: {event.kind}\ndata: {data}\n\n".encode()
 
 
 async def event_stream(

@@ -204,3 +204,31 @@ async def test_random_methods_and_paths_make_no_new_metric_series(
     assert _series(text, name) == before
     assert 'method="other"' in text
     assert OWNER not in text
+
+
+async def test_a_job_with_deeply_nested_input_reads_back(router: Router,
+                                                         client: httpx.AsyncClient) -> None:
+    """A job stored with input nested 300 levels (the door's limit is another matter: this is
+    data already in the store). Before: every answer about it was a 500 (pydantic's
+    "Maximum serialization depth exceeded")."""
+    auth = await _auth(router)
+    deep: dict[str, Any] = {"text": "bottom"}
+    for _ in range(300):
+        deep = {"a": deep}
+    deep["text"] = "top"
+    job = await router.store.create_job(owner=OWNER, idempotency_key="k-deep", task="echo",
+                                        input=deep, params={"p": deep}, deadline_s=None,
+                                        claimed_by=None, claim_s=0)  # fmt: skip
+    answers = [
+        await client.get(f"/v1/jobs/{job.id}", headers=auth),
+        await client.get("/v1/jobs", params={"idempotency_key": "k-deep"}, headers=auth),
+        await client.get(f"/v1/jobs/{job.id}/attempts", headers=auth),
+        await client.post(f"/v1/jobs/{job.id}/cancel", headers=auth),
+        await client.get(f"/v1/jobs/{job.id}/events", headers=auth),
+    ]
+    for answer in answers:
+        assert answer.status_code == 200, (answer.request.url, answer.text[:300])
+    assert answers[0].json()["input"] == deep and answers[0].json()["params"] == {"p": deep}
+    assert answers[1].json()["items"][0]["id"] == job.id
+    assert answers[3].json()["state"] == "cancelled"
+    assert "event: job.cancelled" in answers[4].text
