@@ -111,6 +111,10 @@ class OutboxConfig(_Strict):
     claim: float = Field(default=60.0, gt=0, description="seconds a claimed batch stays ours")
     poll_interval: float = Field(default=1.0, gt=0)
     batch: int = Field(default=16, ge=1, description="events sent at once")
+    max_response_bytes: int = Field(
+        default=4096, ge=0, le=1_048_576,
+        description="bytes of a webhook's answer read, at most (an error's excerpt); the rest "
+        "is never read: the connection is dropped")
 
     @model_validator(mode="after")
     def _claim_outlives_a_send(self) -> OutboxConfig:

@@ -318,6 +318,28 @@ async def all_delivered(store: SqlStore, job_ids: list[str]) -> bool:
     return all([await delivered(store, job_id) for job_id in job_ids])
 
 
+async def test_an_endless_answer_is_read_only_up_to_the_cap(
+    store: SqlStore, receiver: WebhookReceiver
+) -> None:
+    """Issue 14: a receiver answering 800 MB was read whole (RSS 220 MB -> 3.3 GB). Here the
+    answer never ends: read whole, the try would end only at the timeout ("no answer within");
+    read up to the cap, it is an HTTP 500 with an excerpt (this fails on the old code)."""
+    receiver.endless = True
+    job = await job_in(store, JobState.SUCCEEDED, key="order-1")
+    sender = deliverer(store, receiver, timeout_s=5.0)  # the default cap, 4096 bytes
+    sender.start()
+    try:
+        async def tried() -> bool:
+            return (await event_of(store, job)).tries >= 1
+
+        await until(tried, within=30.0)
+    finally:
+        await sender.stop()
+    error = (await event_of(store, job)).last_error
+    assert error is not None and error.startswith("HTTP 500: xxx"), error
+    assert len(error) <= len("HTTP 500: ") + 200
+
+
 # ---- metrics -------------------------------------------------------------------------------------
 
 
