@@ -80,7 +80,9 @@ class Router:
     ) -> Router:  # fmt: skip
         settings = resolve_config(config)
         tasks = build_tasks(settings)
-        store = await open_store(database_url or settings.database.url)
+        store = await open_store(database_url or settings.database.url,
+                                 command_timeout=settings.database.command_timeout,
+                                 acquire_timeout=settings.database.acquire_timeout)
         try:
             engine, provider_map, gate = build_engine(store, settings, tasks, providers)
             deliverer = build_deliverer(store, settings) if run_workers else None

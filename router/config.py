@@ -34,6 +34,12 @@ class _Strict(BaseModel):
 
 class DatabaseConfig(_Strict):
     url: str = "sqlite:///jobrouter.db"
+    # PostgreSQL only (SQLite's waits are bounded by its busy timeout): a stalled server fails
+    # a request with 503 after this long instead of holding it (and readiness) indefinitely.
+    command_timeout: float = Field(default=30.0, gt=0, description="seconds one statement "
+                                   "may take (PostgreSQL)")
+    acquire_timeout: float = Field(default=10.0, gt=0, description="seconds to wait for a "
+                                   "pooled connection (PostgreSQL)")
 
 
 class TaskConfig(_Strict):
