@@ -14,6 +14,7 @@ from router import metrics
 from router.api import Router
 from router.config import HttpConfig
 from router.http import health, jobs, listing, openapi, problems
+from router.http.feeds import JobFeeds
 from router.http.limits import BodyLimit
 
 DESCRIPTION = """Durable AI jobs on several LLM providers.
@@ -30,6 +31,7 @@ def create_app(router: Router, settings: HttpConfig | None = None) -> FastAPI:
     app = FastAPI(title="jobrouter", version="1", description=DESCRIPTION)
     app.state.router = router
     app.state.http = settings
+    app.state.feeds = JobFeeds(router, settings.max_streams_per_token)  # SSE: one watcher a job
     problems.install(app)
     app.include_router(listing.routes)  # before jobs: /v1/jobs/counts is not a job id
     app.include_router(jobs.routes)

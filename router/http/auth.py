@@ -23,6 +23,7 @@ bearer = HTTPBearer(
 class Principal:
     owner: str
     operator: bool
+    token_id: str = ""  # which token: open event streams are counted per token
 
     def may_see(self, owner: str) -> bool:
         return self.operator or owner == self.owner
@@ -47,7 +48,7 @@ async def authenticate(
         # The true reason: whoever presents a revoked or expired token once held it.
         raise ProblemError(401, f"token-{status}", f"the bearer token is {status}; ask for a "
                            "new one (`jobrouter token create OWNER`)", headers=challenge)
-    return Principal(owner=record.owner, operator=record.operator)
+    return Principal(owner=record.owner, operator=record.operator, token_id=record.id)
 
 
 async def require_operator(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:

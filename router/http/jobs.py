@@ -10,6 +10,7 @@ from fastapi.responses import StreamingResponse
 from router.api import Router
 from router.errors import AttemptNotFound, JobNotFound
 from router.http.auth import Caller, Operator, Principal, RouterDep
+from router.http.feeds import CountedStream, JobFeeds
 from router.http.openapi import SSE_EVENT
 from router.http.problems import (
     KEY_HEADER,
@@ -127,7 +128,7 @@ async def resolve_attempt(
     responses={200: {"description": "`text/event-stream`: `id` is the event's seq, `event` its "
                      "kind, `data` the event as JSON; ends after the event that settles the job",
                      "content": {"text/event-stream": {"schema": SSE_EVENT}}},
-               **documented(401, 404, 422, 503)},
+               **documented(401, 404, 422, 429, 503)},
 )  # fmt: skip
 async def job_events(
     job_id: str, request: Request, router: RouterDep, caller: Caller,
@@ -138,8 +139,15 @@ async def job_events(
     await _visible_job(router, caller, job_id)
     start = last_event_id if last_event_id is not None else after
     heartbeat: float = request.app.state.http.heartbeat
-    return StreamingResponse(event_stream(router, job_id, start, heartbeat),
-                             media_type="text/event-stream", headers=HEADERS)
+    feeds: JobFeeds = request.app.state.feeds
+    release = feeds.admit(caller.token_id)
+    if release is None:
+        raise ProblemError(429, "too-many-streams", f"this token has "
+                           f"{feeds.max_streams_per_token} event streams open, the most it may; "
+                           "close one, or follow jobs with GET /v1/jobs/{id}",
+                           headers={"Retry-After": "5"})
+    return CountedStream(event_stream(feeds, job_id, start, heartbeat), release=release,
+                         media_type="text/event-stream", headers=HEADERS)
 
 
 # ---- helpers ------------------------------------------------------------------------------------

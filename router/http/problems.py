@@ -165,7 +165,7 @@ async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
                                 f"no attempt {exc.attempt_id}; list them with "
                                 "GET /v1/jobs/{id}/attempts")
     if isinstance(exc, InvalidText):
-        if exc.field == "idempotency_key":
+        if exc.field == "idempotency_key" and KEY_HEADER in request.headers:  # the header
             return problem_response(request, 400, "idempotency-key-invalid",
                                     f"{KEY_INVALID}, without NUL characters")
         return problem_response(request, 422, "text-invalid", f"{exc.field} {exc.reason}")

@@ -14,7 +14,7 @@ import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 
-from router.api import Router
+from router.http.feeds import JobFeeds
 from router.http.schemas import plain
 from router.models import JobEvent
 
@@ -30,30 +30,32 @@ def format_event(event: JobEvent) -> bytes:
 
 
 async def event_stream(
-    router: Router, job_id: str, after: int, heartbeat: float
+    feeds: JobFeeds, job_id: str, after: int, heartbeat: float
 ) -> AsyncIterator[bytes]:
-    """The SSE body: stored events after `after`, then new ones, with heartbeats between."""
+    """The SSE body: stored events after `after`, then new ones, with heartbeats between. The
+    events come from the job's shared feed (one watcher per job, see `feeds`)."""
     yield f"retry: {RECONNECT_MS}\n\n".encode()
-    events = router.watch(job_id, after)
-    pending: asyncio.Future[JobEvent] | None = None
-    try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(events))
-            done, _ = await asyncio.wait({pending}, timeout=heartbeat)
-            if not done:
-                yield b": keep-alive\n\n"
-                continue
-            try:
-                event = pending.result()
-            except StopAsyncIteration:
-                return
-            pending = None
-            yield format_event(event)
-    finally:
-        if pending is not None and not pending.done():
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                await pending
-        if isinstance(events, AsyncGenerator):
-            await events.aclose()
+    async with feeds.subscribe(job_id) as feed:
+        events = feed.after(after)
+        pending: asyncio.Future[JobEvent] | None = None
+        try:
+            while True:
+                if pending is None:
+                    pending = asyncio.ensure_future(anext(events))
+                done, _ = await asyncio.wait({pending}, timeout=heartbeat)
+                if not done:
+                    yield b": keep-alive\n\n"
+                    continue
+                try:
+                    event = pending.result()
+                except StopAsyncIteration:
+                    return
+                pending = None
+                yield format_event(event)
+        finally:
+            if pending is not None and not pending.done():
+                pending.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await pending
+            if isinstance(events, AsyncGenerator):
+                await events.aclose()
