@@ -66,7 +66,10 @@ def register_secret(value: str | None) -> None:
 
 
 def scrub(text: str) -> str:
-    """`text` with every registered secret and every token-shaped credential replaced."""
+    """`text` with every registered secret and every token-shaped credential replaced, and
+    any NUL character written as `\\x00` (no database column holds one: the router refuses
+    such text, and a provider's error must still be recorded)."""
+    text = text.replace("\x00", "\\x00")
     values = _values
     # longest first: a key that contains another registered key is removed whole
     for value in sorted(values, key=len, reverse=True):

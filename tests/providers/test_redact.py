@@ -79,3 +79,9 @@ def test_log_lines_and_tracebacks_are_scrubbed() -> None:
                                    (key,), (type(exc), exc, exc.__traceback__))  # fmt: skip
     line = ScrubbingFormatter("%(message)s").format(record)
     assert key not in line and "upstream said" in line and "Traceback" in line
+
+
+def test_a_nul_in_a_provider_text_is_written_out() -> None:
+    """The store refuses text with a NUL (issue 14); a provider's error must still be stored."""
+    error = Rejected("bad\x00byte", provider="p", status=500)
+    assert "\x00" not in str(error) and "bad\\x00byte" in error.message
