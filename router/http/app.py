@@ -15,7 +15,7 @@ from router.api import Router
 from router.config import HttpConfig
 from router.http import health, jobs, listing, openapi, problems
 from router.http.feeds import JobFeeds
-from router.http.limits import BodyLimit
+from router.http.limits import BodyLimit, NoNul
 
 DESCRIPTION = """Durable AI jobs on several LLM providers.
 
@@ -36,6 +36,7 @@ def create_app(router: Router, settings: HttpConfig | None = None) -> FastAPI:
     app.include_router(listing.routes)  # before jobs: /v1/jobs/counts is not a job id
     app.include_router(jobs.routes)
     app.include_router(health.routes)
+    app.add_middleware(NoNul)  # inside BodyLimit: the body has been read when it answers
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(Timing)
     openapi.install(app, router.tasks)
