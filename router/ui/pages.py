@@ -202,12 +202,13 @@ async def resolve(
 ) -> Response:  # fmt: skip
     """Operators only, with a note saying what was checked (as `jobrouter resolve` asks)."""
     attempt = await router.store.get_attempt(attempt_id)
-    if attempt is None:
+    job = await router.store.get_job(attempt.job_id) if attempt else None
+    if attempt is None or job is None or not who.may_see(job.owner):
+        # another owner's attempt is missing, not forbidden (and names no job of theirs)
         return page(request, "message.html", who, 404, title="No such attempt",
                     message=f"There is no attempt {attempt_id}.")
     problem = _resolve_problem(who, outcome, note, result)
     if problem:
-        job = await _visible(router, who, attempt.job_id)
         return page(request, "job.html", who, 403 if not who.operator else 422, error=problem,
                     **await _job_context(router, job))
     value = json.loads(result) if outcome == "succeeded" else None

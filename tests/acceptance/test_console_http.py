@@ -3,10 +3,12 @@ client can send to the real server process, and what it must never get back."""
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 
-from router.ui.session import COOKIE
+from router.ui.session import COOKIE, csrf_of
 from tests.acceptance.conftest import Server
 
 
@@ -35,3 +37,31 @@ async def test_a_nul_character_in_the_path_or_query_is_a_422_on_every_backend(
         answer = await http.get(target)
     assert answer.status_code == 422, answer.text
     assert answer.headers["content-type"] == "application/problem+json"
+
+
+@pytest.fixture(scope="module")
+def frank(server: Server) -> str:
+    return server.token("frank")
+
+
+async def test_resolving_another_owners_attempt_is_no_such_attempt_and_names_no_job(
+    server: Server, erin: str, frank: str
+) -> None:
+    """An owner token posting to another owner's attempt learns nothing: the same answer as an
+    attempt that does not exist (it used to answer "no job <the other owner's job id>")."""
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
+        made = await http.post("/v1/jobs", headers={**bearer(frank), "Idempotency-Key": "fr-1"},
+                               json={"task": "hang", "input": {"text": "post it"}})  # fmt: skip
+        job_id = made.json()["id"]
+        attempts: list[dict[str, str]] = []
+        while not attempts:  # the attempt row is written before the provider is called
+            listed = await http.get(f"/v1/jobs/{job_id}/attempts", headers=bearer(frank))
+            attempts = listed.json()["items"]
+            await asyncio.sleep(0.02)
+        csrf = {"csrf": csrf_of(erin), "outcome": "failed", "note": "n"}
+        http.cookies.set(COOKIE, erin)
+        theirs = await http.post(f"/ui/attempts/{attempts[0]['id']}/resolve", data=csrf)
+        missing = await http.post(f"/ui/attempts/{'0' * 32}/resolve", data=csrf)
+    assert theirs.status_code == missing.status_code == 404
+    assert job_id not in theirs.text
+    assert "No such attempt" in theirs.text
