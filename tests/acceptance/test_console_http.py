@@ -65,3 +65,17 @@ async def test_resolving_another_owners_attempt_is_no_such_attempt_and_names_no_
     assert theirs.status_code == missing.status_code == 404
     assert job_id not in theirs.text
     assert "No such attempt" in theirs.text
+
+
+@pytest.mark.parametrize("off", ["false", "0", "no", "off"])
+async def test_needs_attention_off_in_the_console_url_means_off_as_in_the_api(
+    server: Server, erin: str, off: str
+) -> None:
+    """`/v1/jobs?needs_attention=false` lists every state; the console read any value as on."""
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
+        made = await http.post("/v1/jobs", headers={**bearer(erin), "Idempotency-Key": f"na-{off}"},
+                               json={"task": "echo", "input": {"text": "hi"}})  # fmt: skip
+        http.cookies.set(COOKIE, erin)
+        page = await http.get("/ui/jobs", params={"needs_attention": off})
+    assert page.status_code == 200
+    assert made.json()["id"] in page.text
