@@ -19,7 +19,7 @@ from router.http.problems import ProblemError
 from router.listing import JobFilter, checked_cursor
 from router.models import Job
 from router.states import AttemptState, JobState
-from router.ui.render import templates
+from router.ui.render import PAGE_HEADERS, templates
 from router.ui.session import COOKIE, Poster, Viewer, csrf_of, is_https
 
 routes = APIRouter(prefix="/ui", include_in_schema=False)
@@ -32,7 +32,7 @@ def page(request: Request, name: str, who: Principal | None, status: int = 200,
          **context: Any) -> HTMLResponse:  # fmt: skip
     csrf = getattr(request.state, "csrf", "")
     return templates.TemplateResponse(request, name, {"who": who, "csrf": csrf, **context},
-                                      status_code=status)
+                                      status_code=status, headers=PAGE_HEADERS)
 
 
 # ---- sign-in ----------------------------------------------------------------------------------

@@ -79,3 +79,17 @@ async def test_needs_attention_off_in_the_console_url_means_off_as_in_the_api(
         page = await http.get("/ui/jobs", params={"needs_attention": off})
     assert page.status_code == 200
     assert made.json()["id"] in page.text
+
+
+@pytest.mark.parametrize("path", ["/ui/login", "/ui/jobs", "/ui/attention", "/ui/matrix"])
+async def test_console_pages_cannot_be_framed_or_kept_in_the_browser_cache(
+    server: Server, erin: str, path: str
+) -> None:
+    """Framing is a click-jacking surface for the cancel and resolve buttons (from a sibling
+    site, which SameSite does not stop); a cached page of jobs outlives the sign-out."""
+    async with httpx.AsyncClient(base_url=server.url, timeout=10, cookies={COOKIE: erin}) as http:
+        answer = await http.get(path)
+    assert answer.status_code == 200
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+    assert answer.headers["cache-control"] == "no-store"
