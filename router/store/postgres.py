@@ -155,14 +155,7 @@ def bind(query: str, params: Params) -> tuple[str, list[Any]]:
     missing = [name for name in names if name not in params]
     if missing:
         raise ValueError(f"query needs parameters {missing}: {query}")
-    return sql, [_text(params[name]) for name in names]
-
-
-def _text(value: Any) -> Any:
-    """PostgreSQL text cannot hold NUL (SQLite can): a reason, a note, an id or a filter value
-    that holds one is bound with U+FFFD instead, so it is stored, or simply not found, where it
-    used to fail the whole request."""
-    return value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value
+    return sql, [params[name] for name in names]
 
 
 def rowcount(status: str) -> int:

@@ -77,10 +77,3 @@ def test_rowcount_reads_the_command_tag(status: str, count: int) -> None:
 )  # fmt: skip
 def test_redact_masks_the_password(url: str, shown: str) -> None:
     assert redact(url) == shown
-
-
-def test_a_nul_character_in_a_text_parameter_is_bound_as_the_replacement_character() -> None:
-    """PostgreSQL text cannot hold NUL: a cancel reason or a resolve note typed with one (or
-    an id or filter sent with one) answered 500 instead of being stored or not found."""
-    _sql, args = bind("SELECT :reason, :id, :n", {"reason": "x\x00y", "id": "\x00", "n": 1})
-    assert args == ["x\ufffdy", "\ufffd", 1]
