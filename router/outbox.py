@@ -161,6 +161,7 @@ class OutboxDeliverer:
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        self._recording: set[asyncio.Task[None]] = set()
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -172,12 +173,15 @@ class OutboxDeliverer:
 
     async def stop(self) -> None:
         """Stop sending. Events claimed here are handed back at once (a send cut short may
-        have arrived: it is sent again, at least once)."""
+        have arrived: it is sent again, at least once); an answer already received is still
+        recorded and counted before this returns."""
         if self._loop is not None:
             self._loop.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop
             self._loop = None
+            if self._recording:  # answers already in hand are recorded and counted first
+                await asyncio.wait(set(self._recording))
             try:
                 await self.store.release_outbox_claims(self.worker_id)
             except Exception:  # the claims expire by themselves
@@ -217,9 +221,22 @@ class OutboxDeliverer:
         began = time.monotonic()
         try:
             outcome = await self.send(event)
-            recorded = await self._record(event, outcome)
         except Exception:  # the claim expires and the event is sent again
             log.exception("delivering outbox event %s failed", event.id)
+            return
+        # Once the answer is in hand, its row write and its count go together: stop() cancels
+        # this round, and a cancel landing between the write and the counter would leave a
+        # delivered event uncounted. The recording runs as its own task that stop() waits for.
+        recording = asyncio.create_task(self._record_and_count(event, outcome, began))
+        self._recording.add(recording)
+        recording.add_done_callback(self._recording.discard)
+        await asyncio.shield(recording)
+
+    async def _record_and_count(self, event: OutboxEvent, outcome: Outcome, began: float) -> None:
+        try:
+            recorded = await self._record(event, outcome)
+        except Exception:  # the claim expires and the event is sent again
+            log.exception("recording the outcome of outbox event %s failed", event.id)
             return
         record_delivery(event.owner, recorded, time.monotonic() - began)
 

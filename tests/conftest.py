@@ -1,15 +1,51 @@
 """Fixtures shared by every test folder. Keep this file minimal: folder fixtures live beside
-their tests (e.g. tests/providers/conftest.py)."""
+their tests (e.g. tests/providers/conftest.py).
+
+Tiers are decided here, by folder, never by marks sprinkled over test files: everything under a
+folder of `SLOW_FOLDERS` is marked `slow` (deselected by the default run, selected by
+`-m slow`); a new test file lands in the tier of the folder it is put in. See docs/testing.md.
+"""
 
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+TESTS = Path(__file__).resolve().parent
+# Seconds-to-minutes tests that start fleets of processes, drive thousands of jobs or explore
+# state spaces: chaos, the flaky network, the state machines, the demo, the CLI end to end.
+SLOW_FOLDERS = ("chaos", "acceptance/e2e", "store/machines")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    slow = [TESTS / folder for folder in SLOW_FOLDERS]
+    for item in items:
+        if any(item.path.is_relative_to(folder) for folder in slow):
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Everything imported by collection (litellm alone is millions of objects) is set aside
+    from the garbage collector, so the per-test collection below only walks what tests made."""
+    gc.collect()
+    gc.freeze()
+
+
+@pytest.fixture(autouse=True)
+def _leaks_fail_the_test_that_made_them() -> Iterator[None]:
+    """An unclosed socket, file or event loop that sits in a reference cycle is only finalized
+    by the next garbage collection, and its ResourceWarning (an error here) would fail whatever
+    test runs then. Collecting at the end of each test (this fixture is torn down after the
+    test's own fixtures) makes the warning surface in the teardown of the test that leaked."""
+    yield
+    gc.collect()
 
 # Keys of hosted providers that litellm or an SDK would pick up from the environment by itself.
 _PROVIDER_KEY_VARS = (

@@ -20,7 +20,7 @@ import pytest
 
 from tests.providers.fault_server import FaultServer, start_fault_server
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GOOD = '{"title": "Blue mug and saffron tea"}'
 OFF_TOPIC = '{"title": "A lovely gift"}'
 TITLES = """\
