@@ -4,7 +4,7 @@ provider behaviour over real HTTP is tested against the fault server in tests/pr
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,10 +32,14 @@ class FakeProvider:
     model: str = "fake/model"
     calls: list[CompletionRequest] = field(default_factory=list)
     in_flight: int = 0
-    on_call: Callable[[CompletionRequest], None] | None = None
+    # Awaited first on every call, before the step: lets a test look at the world (e.g. read
+    # the database over another connection) at the moment the provider is called.
+    on_call: Callable[[CompletionRequest], Awaitable[None]] | None = None
 
     async def complete(self, request: CompletionRequest) -> Completion:
         self.calls.append(request)
+        if self.on_call is not None:
+            await self.on_call(request)
         step = self.steps.pop(0) if self.steps else self.default
         self.in_flight += 1
         try:
