@@ -17,6 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Hypothesis's default 200 ms deadline per example and its too_slow health check both decide on
+# wall-clock time: on a busy 2-core machine they fail correct code. Off for every test; a test
+# that needs its own settings passes them (the profile stays the default for the rest).
+settings.register_profile(
+    "jobrouter", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.load_profile("jobrouter")
 
 TESTS = Path(__file__).resolve().parent
 # Seconds-to-minutes tests that start fleets of processes, drive thousands of jobs or explore
