@@ -9,6 +9,7 @@ from pydantic import TypeAdapter
 
 from contracts import CheckSpec, Contract, check_output, run_checks, validate_input, validate_output
 from contracts.checks import json_equal, run_check
+from contracts.loader import load_contract
 
 _SPEC = TypeAdapter(CheckSpec)
 
@@ -212,3 +213,18 @@ def test_check_output_is_schema_then_checks(contract: Contract) -> None:
         contract, {"sentiment": "negative", "reason": "ok"}, extra=contract.case("good").expect
     )
     assert extra == ['equals at sentiment: found "negative", expected "positive"']
+
+
+def test_an_extra_property_is_refused_where_the_schema_closes_the_object() -> None:
+    """`additionalProperties: false` is part of the contract: an output with a key the schema
+    does not name must not win. Kills the mutant "schema check ignoring additionalProperties"
+    in contracts/checks.py (checked by dropping the keyword from the schema it validates with:
+    this test then fails); the provider adapter's own check is tested in test_output.py."""
+    contract = load_contract("extract_product")
+    assert contract.output_schema.get("additionalProperties") is False
+    good = {"name": "Saffron tea", "price": 12.9, "currency": "EUR"}
+    assert validate_output(contract, good) == []
+    errors = validate_output(contract, {**good, "note": "best seller"})
+    assert errors == ["$: Additional properties are not allowed ('note' was unexpected)"]
+    [problem] = check_output(contract, {**good, "note": "best seller"})
+    assert problem.startswith("schema: ") and "'note' was unexpected" in problem

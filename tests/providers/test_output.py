@@ -187,3 +187,20 @@ async def test_no_usage_from_the_real_adapter_is_unverified_not_a_rendering_fail
     assert case.rendering.reported_prompt_tokens == (None,)
     waiver = {"rendering": "reports no usage; accepted in this test"}
     assert (await certify(make_provider(), contract, accept_unverified=waiver)).passed
+
+
+async def test_an_extra_property_is_rejected_where_the_schema_closes_the_object(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
+    """An answer with a key the schema does not allow is `rejected` by the adapter, before any
+    contract check. Kills the mutant "schema check ignoring additionalProperties" in
+    providers/structured.py (checked by dropping the keyword from the validated schema)."""
+    closed = {**SCHEMA, "additionalProperties": False}
+    request = REQUEST.model_copy(update={"output_schema": closed})
+    fault.control(content='{"text": "Warm tea.", "note": "extra"}')
+    with pytest.raises(ProviderError) as caught:
+        await make_provider().complete(request)
+    assert caught.value.kind is ErrorKind.REJECTED
+    assert "('note' was unexpected)" in caught.value.message
+    fault.control(content='{"text": "Warm tea."}')
+    assert (await make_provider().complete(request)).output == {"text": "Warm tea."}
