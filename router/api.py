@@ -15,7 +15,13 @@ from providers import Provider
 from router.build import build_engine, build_tasks, resolve_config, warm_up
 from router.config import RouterConfig
 from router.engine import Engine
-from router.errors import ConfigError, InvalidTransition, JobNotFound, RouterClosed
+from router.errors import (
+    AttemptNotFound,
+    ConfigError,
+    InvalidTransition,
+    JobNotFound,
+    RouterClosed,
+)
 from router.gate import Gate
 from router.models import Attempt, Job, JobEvent, JsonObject
 from router.outbox import OutboxDeliverer, build_deliverer
@@ -277,10 +283,10 @@ class Router:
         the job to continue under its policy."""
         self._check_open()
         attempt = await self.store.get_attempt(attempt_id)
-        if attempt is None or attempt.state is not AttemptState.UNKNOWN:
-            state = attempt.state if attempt else "missing"
-            raise InvalidTransition(entity="attempt", entity_id=attempt_id, src=state, dst=outcome,
-                                    why="only an unknown attempt can be resolved")
+        if attempt is None:
+            raise AttemptNotFound(attempt_id)
+        # Only an unknown attempt may be resolved: the store checks that under the job's lock
+        # (this read could be stale), so the rule holds on every path that resolves.
         job = await self.get(attempt.job_id)
         if outcome == "succeeded":
             runtime = self.tasks.get(job.task)

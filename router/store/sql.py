@@ -211,12 +211,16 @@ class SqlStore(
         return job, attempt
 
     async def finish_attempt_cas(
-        self, attempt_id: str, output: Any, usage: AttemptUsage
-    ) -> FinishOutcome:
-        """The compare-and-swap of I2: the first finisher wins, later ones are recorded `lost`."""
+        self, attempt_id: str, output: Any, usage: AttemptUsage,
+        *, only_from: AttemptState | None = None,
+    ) -> FinishOutcome:  # fmt: skip
+        """The compare-and-swap of I2: the first finisher wins, later ones are recorded `lost`.
+        `only_from`: refuse (InvalidTransition) unless the attempt is in that state, under the
+        job's lock."""
         now = time.time()
         async with self.connector.write() as tx:
             job, attempt = await self._lock_attempt(tx, attempt_id)
+            _require_state(attempt, only_from, AttemptState.SUCCEEDED)
             if attempt.state.terminal:  # cancelled under it: nothing to record
                 return FinishOutcome(won=False, job=job, attempt=attempt)
             won_row = None
@@ -254,13 +258,16 @@ class SqlStore(
         error_kind: str | None,
         error: str | None,
         usage: AttemptUsage,
+        only_from: AttemptState | None = None,
     ) -> Attempt:
-        """An attempt ends without a result: failed, unknown or cancelled."""
+        """An attempt ends without a result: failed, unknown or cancelled (`only_from`: as in
+        finish_attempt_cas)."""
         if state is AttemptState.SUCCEEDED:
             raise ValueError("a success goes through finish_attempt_cas")
         now = time.time()
         async with self.connector.write() as tx:
             job, attempt = await self._lock_attempt(tx, attempt_id)
+            _require_state(attempt, only_from, state)
             if attempt.state.terminal or attempt.state is state:  # already recorded (cancel,
                 return attempt  # or a second sweeper): keep the first record
             done = await self._finish(tx, attempt, state, usage, now, error_kind, error)
@@ -326,13 +333,17 @@ class SqlStore(
     async def resolve_attempt(
         self, attempt_id: str, outcome: AttemptState, result: Any, note: str
     ) -> tuple[Job, Attempt]:
-        """An operator says what became of an `unknown` attempt (out of band)."""
+        """An operator says what became of an `unknown` attempt (out of band). Only an unknown
+        attempt: checked under the job's lock, so a sweeper or a late answer that changed it
+        meanwhile wins and the resolution is refused (InvalidTransition)."""
         if outcome is AttemptState.SUCCEEDED:
-            finished = await self.finish_attempt_cas(attempt_id, result, AttemptUsage())
+            finished = await self.finish_attempt_cas(
+                attempt_id, result, AttemptUsage(), only_from=AttemptState.UNKNOWN)
             return finished.job, finished.attempt
         attempt = await self.finish_attempt(
-            attempt_id, outcome, error_kind="resolved", error=note, usage=AttemptUsage()
-        )
+            attempt_id, outcome, error_kind="resolved", error=note, usage=AttemptUsage(),
+            only_from=AttemptState.UNKNOWN,
+        )  # fmt: skip
         job = await self.get_job(attempt.job_id)
         assert job is not None
         return job, attempt
@@ -448,7 +459,11 @@ class SqlStore(
             "payload": dumps(payload), "now": now})
 
 
-
+def _require_state(attempt: Attempt, only_from: AttemptState | None, dst: AttemptState) -> None:
+    if only_from is not None and attempt.state is not only_from:
+        why = f"only an attempt in state {only_from} may"
+        raise InvalidTransition(entity="attempt", entity_id=attempt.id, src=attempt.state,
+                                dst=dst, why=why)  # fmt: skip
 
 
 @lru_cache(maxsize=16)
