@@ -8,7 +8,9 @@ lost), a full engine (the job waits for a slot), an idempotency conflict, a half
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -140,16 +142,37 @@ async def test_a_job_committed_but_never_handed_over_is_taken_up_again(tmp_path:
         assert a.calls == [] and len(b.calls) == 1
 
 
+@dataclass
+class HeldCommit:
+    """The COMMIT of the transaction that holds the job with idempotency key `key` stops on its
+    thread (a slow disk) until `release` is set; `entered` says it got there. The test acts
+    while that COMMIT is under way: an event, not a guess at how long the way there takes."""
+
+    key: str
+    entered: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    async def wait_entered(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert await loop.run_in_executor(None, self.entered.wait, SETTLE), "no COMMIT held"
+
+
 @pytest.fixture
-def slow_commits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every SQLite COMMIT takes 0.3 s more (a slow disk): long enough to act while one runs."""
+def held_commit(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldCommit]:
+    held = HeldCommit(key="p1")
     real_commit = SqliteConnector._commit_or_rollback
 
     def slow_commit(self: SqliteConnector, broken: BaseException | None) -> None:
-        time.sleep(0.3)
+        mine = self._writer.execute(  # the transaction's own, uncommitted rows are visible here
+            "SELECT 1 FROM jobs WHERE idempotency_key = ?", (held.key,)).fetchone()
+        if mine is not None and not held.entered.is_set():
+            held.entered.set()
+            held.release.wait(SETTLE)
         real_commit(self, broken)
 
     monkeypatch.setattr(SqliteConnector, "_commit_or_rollback", slow_commit)
+    yield held
+    held.release.set()
 
 
 def post_and_load() -> RouterConfig:
@@ -160,9 +183,9 @@ def post_and_load() -> RouterConfig:
 
 
 async def test_a_submit_cancelled_during_its_commit_still_runs_the_job(
-    tmp_path: Path, slow_commits: None,
+    tmp_path: Path, held_commit: HeldCommit,
 ) -> None:
-    """The caller gives up while the COMMIT is on its thread (slowed to 0.3 s, a slow disk):
+    """The caller gives up while the COMMIT is on its thread (held there, a slow disk):
     the job and its first attempt are durable, so the job must reach a worker all the same,
     and its provider be called once, not left to expire to `unknown` though never sent."""
     a, hang = FakeProvider("a"), FakeProvider("h", default=Step(hang=True))
@@ -171,8 +194,9 @@ async def test_a_submit_cancelled_during_its_commit_still_runs_the_job(
         for key in ("l1", "l2"):  # two jobs in flight: COMMITs go to a thread (group commit)
             await submit(router, "load", key=key)
         submitting = asyncio.create_task(submit(router, "post", key="p1"))
-        await asyncio.sleep(0.1)  # its COMMIT is on the thread now
+        await held_commit.wait_entered()  # its COMMIT is on the thread now
         submitting.cancel()
+        held_commit.release.set()
         with pytest.raises(asyncio.CancelledError):
             await submitting
         job = await router.find("shop-1", "p1")
@@ -183,7 +207,7 @@ async def test_a_submit_cancelled_during_its_commit_still_runs_the_job(
 
 
 async def test_close_waits_for_a_submit_still_committing_and_stops_its_job(
-    tmp_path: Path, slow_commits: None,
+    tmp_path: Path, held_commit: HeldCommit,
 ) -> None:
     """close() while a submit's COMMIT is on its thread: close waits for it, the job created
     meanwhile is stopped like any job in hand, and no driver outlives close()."""
@@ -194,8 +218,11 @@ async def test_close_waits_for_a_submit_still_committing_and_stops_its_job(
     for key in ("l1", "l2"):
         await submit(router, "load", key=key)
     submitting = asyncio.create_task(submit(router, "post", key="p1"))
-    await asyncio.sleep(0.05)
-    await router.close()
+    await held_commit.wait_entered()  # its COMMIT is on the thread now
+    closing = asyncio.create_task(router.close())
+    await asyncio.sleep(0)  # close() is under way (the COMMIT still held) ...
+    held_commit.release.set()  # ... when the disk gets to it
+    await closing
     job = await submitting
     assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("job-")]
     async with open_router(tmp_path, cfg, {"a": a, "h": hang}, run_workers=False) as reader:
