@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from router.store import SqlStore, open_store
-from tests.store.pg import drop_databases, postgres_url
+from tests.store.pg import drop_databases, postgres_url, recycle
 
 UrlFactory = Callable[[Path], str]
 
@@ -33,7 +33,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     factory: UrlFactory = request.param
     url = factory(tmp_path)
     yield url
-    drop_databases([url])  # PostgreSQL: this test's database (SQLite's lives in tmp_path)
+    recycle(url)  # PostgreSQL: emptied for the next test (SQLite's file lives in tmp_path)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -31,7 +31,7 @@ from router.policy import Eligibility, Finish, TaskPolicy, decide
 from router.states import AttemptState, JobState
 from router.store import SqlStore, open_store
 from tests.store.conftest import BACKENDS, UrlFactory
-from tests.store.pg import postgres_url
+from tests.store.pg import EMPTY_TABLES, postgres_url
 
 T = TypeVar("T")
 
@@ -82,7 +82,7 @@ class StoreMachine(RuleBasedStateMachine):
         url = self.shared_url or self.url_factory(self.folder)
         self.store: SqlStore = self.run(open_store(url))
         if self.shared_url is not None:
-            self.run(self.store.connector.fetchall(EMPTY_POSTGRES, {}))
+            self.run(self.store.connector.fetchall(EMPTY_TABLES, {}))
         self.model = Model()
 
     def teardown(self) -> None:
@@ -366,13 +366,6 @@ class StoreMachine(RuleBasedStateMachine):
             assert row["lo"] == 1 and row["hi"] == row["n"] == row["event_seq"], row
 
 
-# Every table the store writes, emptied in one statement (schema_migrations stays).
-EMPTY_POSTGRES = """
-    DO $$ BEGIN
-      EXECUTE (SELECT 'TRUNCATE ' || string_agg(quote_ident(tablename), ', ') || ' CASCADE'
-               FROM pg_tables WHERE schemaname = current_schema()
-               AND tablename <> 'schema_migrations');
-    END $$"""
 
 
 # A guard against a hang only: hypothesis has no deadline here (deadline=None) and the work is
