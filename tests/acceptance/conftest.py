@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = Path(__file__).with_name("contracts") / "echo.yaml"
-STARTUP_S = 30.0
+STARTUP_S = 300.0  # a guard only: the server imports litellm, seconds of CPU under load
 
 CONFIG = """
 [database]
@@ -36,6 +36,11 @@ providers = ["fast"]
 [tasks.slow]
 contract = "{contract}"
 providers = ["slow"]
+
+[tasks.gate]
+contract = "{contract}"
+providers = ["gate"]
+attempt_timeout = 600
 
 [tasks.hang]
 contract = "{contract}"

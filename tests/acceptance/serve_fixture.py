@@ -5,7 +5,8 @@ behaviour over real HTTP is tested in tests/providers; here the HTTP layer is un
 binds 127.0.0.1 on a free port, prints `PORT <n>` on stdout and serves until SIGTERM.
 
 Providers: `fast` answers after 10 ms, `slow` after 0.8 s, `hang` never (its attempts time out
-and become `unknown`), `gated` once the file named by $JOBROUTER_TEST_GATE exists.
+and become `unknown`), `gated` once the file named by $JOBROUTER_TEST_GATE exists, `gate` once
+the file named by the input's `text` exists (the test decides when, by creating it).
 """
 
 from __future__ import annotations
@@ -47,8 +48,19 @@ class GatedEcho(DelayedEcho):
         return await super().complete(request)
 
 
+class InputGatedEcho(DelayedEcho):
+    """Answers once the file named by the input's `text` exists (one gate per job)."""
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        gate = Path(request.messages[-1].content.removeprefix("Echo "))  # contracts/echo.yaml
+        while not gate.exists():  # noqa: ASYNC110, ASYNC240 (polled: see GatedEcho)
+            await asyncio.sleep(0.01)
+        return await super().complete(request)
+
+
 PROVIDERS = {"fast": DelayedEcho("fast", 0.01), "slow": DelayedEcho("slow", 0.8),
-             "hang": DelayedEcho("hang", 3600.0), "gated": GatedEcho("gated", 0.0)}  # fmt: skip
+             "hang": DelayedEcho("hang", 3600.0), "gated": GatedEcho("gated", 0.0),
+             "gate": InputGatedEcho("gate", 0.0)}  # fmt: skip
 
 
 async def main(config: str) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import pytest
 
@@ -11,6 +13,8 @@ from providers import resilience
 from providers.config import RetryPolicy
 from providers.errors import NotSent, OutcomeUnknown, ProviderError, Rejected
 from providers.resilience import Bulkhead, RateLimiter, retrying
+
+T = TypeVar("T")
 
 
 class Script:
@@ -25,6 +29,24 @@ class Script:
         if self.errors:
             raise self.errors.pop(0)
         return "done"
+
+
+async def recorded_waits(monkeypatch: pytest.MonkeyPatch, call: Awaitable[T]) -> list[float]:
+    """Run `call` with every asyncio.sleep recorded (and not slept): the waits the retry layer
+    asked for, read as numbers instead of guessed from a clock on a busy machine."""
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def record(delay: float, result: Any = None) -> Any:
+        waits.append(delay)
+        return await real_sleep(0, result)
+
+    monkeypatch.setattr(asyncio, "sleep", record)
+    try:
+        await call
+    finally:
+        monkeypatch.setattr(asyncio, "sleep", real_sleep)
+    return waits
 
 
 def far() -> float:
@@ -55,25 +77,23 @@ async def test_retry_decisions(errors: tuple[ProviderError, ...], calls: int,
     assert script.calls == calls
 
 
-async def test_backoff_waits_when_not_testing() -> None:
+async def test_backoff_waits_when_not_testing(monkeypatch: pytest.MonkeyPatch) -> None:
     resilience.set_testing(no_backoff=False)
     script = Script(NOT_SENT, NOT_SENT)
-    started = time.monotonic()
-    await retrying(script, RetryPolicy(attempts=3, initial=0.05, max=0.05), deadline=far())
-    elapsed = time.monotonic() - started
+    waits = await recorded_waits(monkeypatch, retrying(
+        script, RetryPolicy(attempts=3, initial=0.05, max=0.05), deadline=far()))
     assert script.calls == 3
-    assert elapsed < 0.5  # full jitter: each wait is uniform in [0, 0.05]
+    assert len(waits) == 2 and all(0.0 <= w <= 0.05 for w in waits), waits  # full jitter
 
 
-async def test_no_wait_that_would_pass_the_deadline() -> None:
+async def test_no_wait_that_would_pass_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     resilience.set_testing(no_backoff=False)
-    script = Script(Rejected("slow", provider="p", status=429, retry_after=1.0))
-    deadline = asyncio.get_running_loop().time() + 0.2
-    started = time.monotonic()
+    script = Script(Rejected("slow", provider="p", status=429, retry_after=600.0))
+    deadline = asyncio.get_running_loop().time() + 60
     with pytest.raises(Rejected):
-        await retrying(script, RetryPolicy(attempts=3), deadline=deadline)
-    assert script.calls == 1
-    assert time.monotonic() - started < 0.1  # gave up at once instead of sleeping
+        await recorded_waits(monkeypatch, retrying(script, RetryPolicy(attempts=3),
+                                                   deadline=deadline))  # fmt: skip
+    assert script.calls == 1  # gave up at once: no wait (it would have been 600 s)
 
 
 async def test_retry_after_is_the_wait() -> None:
