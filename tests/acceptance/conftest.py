@@ -65,7 +65,7 @@ class Server:
             args.append("--operator")
         done = subprocess.run(
             [sys.executable, "-c", "from router.cli import main; main()", *args],
-            cwd=ROOT, capture_output=True, text=True, timeout=60, check=True,
+            cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
         )  # fmt: skip
         return done.stdout.strip()
 
@@ -105,7 +105,7 @@ def stop_server(server: Server) -> None:
     """SIGTERM, and the server must stop cleanly: streams closed, router closed, exit 0."""
     server.process.terminate()
     try:
-        code = server.process.wait(timeout=15)
+        code = server.process.wait(timeout=120)
     except subprocess.TimeoutExpired:
         server.process.kill()
         code = server.process.wait()

@@ -77,7 +77,7 @@ async def test_first_submit_202_with_url_then_replay_in_flight_and_finished(
         assert in_flight.json()["id"] == first.json()["id"]
         assert not in_flight.json()["terminal"]
         async with client(server, alice) as jobs:
-            done = await jobs.wait(first.json()["id"], timeout=10)
+            done = await jobs.wait(first.json()["id"], timeout=60)
         finished = await http.post("/v1/jobs", json=body, headers=auth(alice, key))
     assert done.state == "succeeded"
     assert finished.headers["Idempotent-Replayed"] == "true"

@@ -430,7 +430,7 @@ class FaultServer:
 
 
 @contextlib.contextmanager
-def start_fault_server(*extra_args: str, startup_timeout: float = 15.0) -> Iterator[FaultServer]:
+def start_fault_server(*extra_args: str, startup_timeout: float = 120.0) -> Iterator[FaultServer]:
     """Start the fault server as a subprocess on a free loopback port; kill it on exit."""
     root = Path(__file__).resolve().parents[2]
     process = subprocess.Popen(

@@ -178,16 +178,20 @@ async def test_trickling_body_outlives_read_timeout_but_not_the_deadline(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
     """LITELLM-NOTES: litellm's timeout is inactivity; our deadline is what bounds a call."""
-    fault.control(default={"kind": "trickle", "seconds": 2.0, "chunks": 8})
-    provider = make_provider(timeout={"read": 1.0}, retry={"attempts": 1})
+    # A chunk every 0.25 s, far inside the 2 s read timeout even on a loaded machine; the
+    # whole body takes 4 s, longer than the read timeout.
+    fault.control(default={"kind": "trickle", "seconds": 4.0, "chunks": 16})
+    provider = make_provider(timeout={"read": 2.0}, retry={"attempts": 1})
     started = time.monotonic()
-    completion = await provider.complete(REQUEST.model_copy(update={"timeout": 10.0}))
+    completion = await provider.complete(REQUEST.model_copy(update={"timeout": 60.0}))
     assert completion.text == '{"text": "ok"}'
-    assert time.monotonic() - started > 1.0  # longer than the read timeout, and it succeeded
+    assert time.monotonic() - started > 2.0  # longer than the read timeout, and it succeeded
+    # A 120 s trickle cut by a 1 s deadline: the bound tells the two apart by a wide margin.
+    fault.control(default={"kind": "trickle", "seconds": 120.0, "chunks": 480})
     started = time.monotonic()
     cut = REQUEST.model_copy(update={"timeout": 1.0})
     assert await fail_kind(provider, cut) is ErrorKind.UNKNOWN
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 60.0
 
 
 async def test_local_rate_limit_refuses_beyond_the_budget(

@@ -227,19 +227,28 @@ async def test_a_write_that_makes_sqlite_roll_everything_back_fails_its_batch_on
 
 
 async def test_a_writer_cancelled_twice_while_waiting_for_the_lock_leaves_no_transaction(
-    sqlite_store: SqlStore, tmp_path: Path,
+    sqlite_store: SqlStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Waiting on a thread for another process's write lock, the writer is cancelled twice:
-    its BEGIN must still be undone once it gets the lock, or every later write would fail."""
+    its BEGIN must still be undone once it gets the lock, or every later write would fail.
+    The lock is let go only after both cancels (not on a timer a busy machine could beat)."""
     conn = connector(sqlite_store)
     other = sqlite3.connect(tmp_path / "jobs.db", isolation_level=None, check_same_thread=False)
     other.execute("BEGIN IMMEDIATE")
-    asyncio.get_running_loop().call_later(0.4, other.commit)
+    entered = threading.Event()
+    real_wait = SqliteConnector._begin_waiting
+
+    def begin_waiting(self: SqliteConnector) -> None:
+        entered.set()
+        real_wait(self)
+
+    monkeypatch.setattr(SqliteConnector, "_begin_waiting", begin_waiting)
     waiting = asyncio.create_task(submit(sqlite_store, key="cancelled"))
-    await asyncio.sleep(0.1)
+    assert await asyncio.to_thread(entered.wait, 60)  # it waits for the lock on its thread
     waiting.cancel()
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0)
     waiting.cancel()
+    other.commit()
     with pytest.raises(asyncio.CancelledError):
         await waiting
     assert not conn._writer.in_transaction and conn._batch is None

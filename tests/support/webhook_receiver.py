@@ -54,7 +54,7 @@ class WebhookReceiver:
         """What a de-duplicating receiver keeps: one per event id."""
         return {request.event_id for request in self.requests}
 
-    async def wait_for(self, count: int, within: float = 10.0) -> list[Received]:
+    async def wait_for(self, count: int, within: float = 60.0) -> list[Received]:
         async with asyncio.timeout(within), self._arrived:
             await self._arrived.wait_for(lambda: len(self.requests) >= count)
         return list(self.requests)
@@ -113,7 +113,7 @@ class WebhookReceiver:
         server = uvicorn.Server(config)
         task = asyncio.create_task(server.serve(sockets=[sock]))
         try:
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(60):  # a guard only
                 while True:
                     if server.started:
                         break

@@ -71,7 +71,7 @@ def deliverer(store: SqlStore, receiver: WebhookReceiver, **changes: Any) -> Out
     return OutboxDeliverer(store, hooks, settings, jitter=no_jitter)
 
 
-async def until(predicate: Any, within: float = 10.0) -> None:
+async def until(predicate: Any, within: float = 60.0) -> None:
     async with asyncio.timeout(within):
         while True:
             if await predicate():
@@ -451,7 +451,7 @@ async def test_router_delivers_then_purge_then_the_same_key_starts_a_new_job(
     async with Router.open(url, config, providers=providers) as router:
         assert router.deliverer is not None
         first = await router.submit("shop", "order-42", "caption", {"product": "tea"})
-        assert (await router.wait(first.id, timeout=10)).state is JobState.SUCCEEDED
+        assert (await router.wait(first.id, timeout=60)).state is JobState.SUCCEEDED
         [request] = await receiver.wait_for(1)
         assert request.json["data"]["job_id"] == first.id
         assert verify_signature(SECRET, request.body, request.headers["x-jobrouter-signature"])
@@ -465,7 +465,7 @@ async def test_router_delivers_then_purge_then_the_same_key_starts_a_new_job(
 
         again = await router.submit("shop", "order-42", "caption", {"product": "tea"})
         assert again.created and again.id != first.id
-        assert (await router.wait(again.id, timeout=10)).state is JobState.SUCCEEDED
+        assert (await router.wait(again.id, timeout=60)).state is JobState.SUCCEEDED
         second = (await receiver.wait_for(2))[1]
         assert second.json["data"]["job_id"] == again.id
         assert second.event_id != request.event_id

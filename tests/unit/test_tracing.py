@@ -3,7 +3,6 @@ attempts nested in their job, carrying provider and final state."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from router import Router
 from router.config import RouterConfig, TaskConfig
+from router.states import AttemptState
 from tests.support.fakes import FakeProvider, Step
+from tests.unit.test_engine import until
 
 EXPORTER = InMemorySpanExporter()
 
@@ -26,17 +27,23 @@ def _sdk() -> None:
     trace.set_tracer_provider(provider)  # once per process: the global provider
 
 
+async def both_recorded(router: Router, job_id: str) -> bool:
+    states = {attempt.state for attempt in await router.attempts(job_id)}
+    return states == {AttemptState.SUCCEEDED, AttemptState.CANCELLED}
+
+
 async def test_a_hedged_job_is_one_job_span_with_two_attempt_spans(tmp_path: Path) -> None:
     EXPORTER.clear()
     config = RouterConfig(tasks={"t": TaskConfig(providers=["slow", "fast"], side_effects="none",
                                                  hedge_after=0.1)})
-    slow = FakeProvider("slow", default=Step(output={"text": "late"}, delay=2.0))
+    slow = FakeProvider("slow", default=Step(hang=True))  # the hedge wins, always
     fast = FakeProvider("fast", default=Step(output={"text": "first"}))
     async with Router.open(f"sqlite:///{tmp_path}/t.db", config,
                            providers={"slow": slow, "fast": fast}) as router:
         job = await router.submit("o", "k", "t", {"x": 1})
-        job = await router.wait(job.id, 10)
-        await asyncio.sleep(0.2)  # the hedge loser's span ends when its cancellation is recorded
+        job = await router.wait(job.id, 60)
+        # The hedge loser's span ends when its cancellation is recorded: wait for that row.
+        await until(lambda: both_recorded(router, job.id))
     spans = {s.name: [] for s in EXPORTER.get_finished_spans()}
     for s in EXPORTER.get_finished_spans():
         spans[s.name].append(s)

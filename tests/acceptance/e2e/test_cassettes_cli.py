@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def check(root: Path, config: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "router", "cassettes", "check", str(root), "--config", str(config)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
         env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
              "LITELLM_OFFLINE_MODE": "true"},
     )  # fmt: skip

@@ -100,7 +100,7 @@ def jobrouter(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "router", "contracts", *args,
                "--config", str(project / "jobrouter.toml")]  # fmt: skip
     env = {**os.environ, "COLUMNS": "200"}
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert "Traceback" not in done.stderr, done.stderr
     assert "\x1b[" not in done.stderr  # no progress bar drawn into a pipe
     return done

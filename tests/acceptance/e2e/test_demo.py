@@ -16,7 +16,7 @@ def test_the_demo_tells_the_whole_story_offline(tmp_path: Path) -> None:
     db = tmp_path / "demo.db"
     done = subprocess.run(
         [sys.executable, "-m", "router", "demo", "--database", f"sqlite:///{db}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "120",
              "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true"},
     )  # fmt: skip
