@@ -1,0 +1,79 @@
+"""What the store records besides the state: who ended an attempt and why, the data of the
+events an operator reads, the fields of a refusal. Written after mutation testing
+(docs/testing.md): each test kills mutants that survived the rest of the suite, named in its
+docstring (e.g. `cancel_job` recording no reason). On both backends."""
+
+from __future__ import annotations
+
+import pytest
+
+from router.errors import InvalidTransition
+from router.models import AttemptUsage
+from router.states import AttemptState, JobState
+from router.store import SqlStore
+from tests.store.test_store import attempt_of, start, submit
+
+NO_USAGE = AttemptUsage()
+
+
+async def test_a_cancel_records_why_on_every_open_attempt_and_in_the_log(store: SqlStore) -> None:
+    """Kills cancel_job mutants that drop or change the attempt's error_kind / error /
+    finished_at or the data of `attempt.cancelled` and `job.cancelled`."""
+    job = await submit(store)
+    attempt = await start(store, job, "a")
+    await store.cancel_job(job.id, "the customer withdrew the order")
+    cancelled = await attempt_of(store, attempt.id)
+    assert cancelled.state is AttemptState.CANCELLED
+    why = "the customer withdrew the order"
+    assert (cancelled.error_kind, cancelled.error) == ("cancelled", why)
+    assert cancelled.finished_at is not None and cancelled.finished_at >= cancelled.started_at
+    events = {event.kind: event.data for event in await store.list_events(job.id)}
+    assert events["attempt.cancelled"] == {"attempt_id": attempt.id,
+                                           "error": "the customer withdrew the order"}
+    assert events["job.cancelled"] == {"reason": "the customer withdrew the order"}
+
+
+async def test_a_settlement_logs_its_error_and_no_error_when_there_is_none(store: SqlStore) -> None:
+    """Kills settle_job mutants that always or never put `error` into the event's data."""
+    failed = await submit(store, key="failed")
+    await store.settle_job(failed.id, JobState.FAILED, error="a: HTTP 500; b: HTTP 503")
+    attention = await submit(store, key="attention")
+    await start(store, attention, "a")  # running: may go to unknown
+    await store.settle_job(attention.id, JobState.UNKNOWN, error=None)
+    [failed_event] = [e for e in await store.list_events(failed.id) if e.kind == "job.failed"]
+    assert failed_event.data == {"error": "a: HTTP 500; b: HTTP 503"}
+    [unknown_event] = [e for e in await store.list_events(attention.id)
+                       if e.kind == "job.unknown"]  # fmt: skip
+    assert unknown_event.data == {}
+
+
+async def test_a_resolution_keeps_the_operators_note(store: SqlStore) -> None:
+    """Kills the resolve_attempt mutant that drops the note."""
+    job = await submit(store)
+    attempt = await start(store, job, "a", exclusive=True)
+    await store.finish_attempt(attempt.id, AttemptState.UNKNOWN, error_kind="unknown",
+                               error="read timeout", usage=NO_USAGE)  # fmt: skip
+    _, resolved = await store.resolve_attempt(attempt.id, AttemptState.FAILED, None,
+                                              "checked the shop: nothing was posted")  # fmt: skip
+    assert (resolved.error_kind, resolved.error) == (
+        "resolved", "checked the shop: nothing was posted")
+
+
+async def test_an_expired_lease_says_which_worker_stopped(store: SqlStore) -> None:
+    """Kills the expire_attempts mutant that records no error."""
+    job = await submit(store)
+    await start(store, job, "a", lease_s=-1.0)  # already expired
+    [expired] = await store.expire_attempts()
+    assert expired.error == "lease expired: worker w1 stopped before the attempt ended"
+
+
+async def test_an_exclusive_refusal_names_the_job_and_the_open_attempt(store: SqlStore) -> None:
+    """Kills _refuse_if_open mutants that drop the refusal's entity, id, target or reason."""
+    job = await submit(store)
+    first = await start(store, job, "a", exclusive=True)
+    with pytest.raises(InvalidTransition) as caught:
+        await start(store, job, "b", exclusive=True)
+    refusal = caught.value
+    assert (refusal.entity, refusal.entity_id, refusal.dst) == ("job", job.id, "new attempt")
+    assert refusal.src == f"attempt {first.id} started"
+    assert str(refusal).endswith(": an exclusive task waits until that attempt is resolved")
