@@ -282,15 +282,18 @@ async def test_a_second_router_process_sees_the_open_circuit(
     had it not seen the circuit open, it would have called `bad`."""
     solo = TaskConfig(providers=["bad"], side_effects="none", deadline=1.0)
     cfg = config({"bad": provider(fault.a.api_base), "good": provider(fault.b.api_base)},
-                 {"t": FAILOVER, "solo": solo}, threshold=3, cooldown=60.0)  # fmt: skip
+                 {"t": FAILOVER, "solo": solo}, threshold=3, cooldown=3600.0)  # fmt: skip
     async with Router.open(db_url(tmp_path), cfg) as router:
         await open_circuit(router, tmp_path, fault, prefix="a")
         (tmp_path / "config.json").write_text(cfg.model_dump_json())
         done = await asyncio.to_thread(
             subprocess.run,
             [sys.executable, "-m", "tests.support.router_once", "--db", db_url(tmp_path),
-             "--config", str(tmp_path / "config.json"), "--task", "solo", "--key", "from-b"],
-            cwd=ROOT, capture_output=True, text=True, timeout=60,
+             "--config", str(tmp_path / "config.json"), "--task", "solo", "--key", "from-b",
+             "--timeout", str(SETTLE)],
+            # Guards only: a fresh process imports litellm (seconds of CPU; minutes under heavy
+            # load), and the circuit's cooldown above outlasts any such wait.
+            cwd=ROOT, capture_output=True, text=True, timeout=SETTLE * 5,
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
