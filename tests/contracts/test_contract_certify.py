@@ -382,6 +382,15 @@ async def test_is_valid_for_reasons(contract: Contract) -> None:
         cert.is_valid_for(fp, "fake-v1", datetime(2025, 3, 1))  # naive on purpose
 
 
+async def test_a_failed_record_without_evidence_says_so(contract: Contract) -> None:
+    """A record that did not pass and names no failure is still refused, with a reason (kills
+    the is_valid_for mutants that change the fallback reason)."""
+    cert = await certify(FakeProvider(GOOD_ANSWERS), contract, now=NOW)
+    bare = cert.model_copy(update={"passed": False, "cases": (), "failures": ()})
+    assert bare.is_valid_for(bare.contract_fingerprint, "fake-v1", NOW) == (
+        False, "failed: no passing evidence")
+
+
 async def test_naive_now_is_refused(contract: Contract) -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         await certify(FakeProvider(GOOD_ANSWERS), contract, now=datetime(2025, 3, 1))

@@ -27,7 +27,9 @@ from router.outbox import (
     DeliverySettings,
     OutboxDeliverer,
     Webhook,
+    _retry_after,
     build_deliverer,
+    full_jitter,
     retry_delay,
     sign,
     verify_signature,
@@ -105,6 +107,27 @@ def test_retry_delay_is_exponential_capped_and_fully_jittered() -> None:
     assert bounds == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
     samples = [retry_delay(3, initial=1.0, cap=10.0) for _ in range(200)]
     assert all(0.0 <= s <= 4.0 for s in samples) and len(set(samples)) > 100
+    # Full jitter starts at zero, even under one second (kills `uniform(1.0, bound)`).
+    small = [full_jitter(0.5) for _ in range(200)]
+    assert all(0.0 <= s <= 0.5 for s in small) and min(small) < 0.1
+
+
+def test_signature_at_the_edge_of_the_tolerance_is_accepted() -> None:
+    """`tolerance_s` is inclusive (kills `>=` for `>`)."""
+    header = sign(SECRET, b"{}", 1_000_000)
+    assert verify_signature(SECRET, b"{}", header, now=1_000_000 + 300.0, tolerance_s=300.0)
+    assert not verify_signature(SECRET, b"{}", header, now=1_000_000 + 300.5, tolerance_s=300.0)
+
+
+@pytest.mark.parametrize(("value", "seconds"), [
+    ("0", 0.0), ("0.5", 0.5), ("120", 120.0), ("-1", None), ("soon", None), (None, None),
+    ("Wed, 21 Oct 2026 07:28:00 GMT", None)])  # fmt: skip
+def test_a_receivers_retry_after_is_read_in_seconds(
+    value: str | None, seconds: float | None
+) -> None:
+    """Retry-After of a webhook: seconds, zero included; anything else is ignored (kills the
+    _retry_after mutants that drop zero, small values or the parse)."""
+    assert _retry_after(value) == seconds
 
 
 # ---- delivery ------------------------------------------------------------------------------------
