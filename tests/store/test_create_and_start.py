@@ -59,3 +59,24 @@ async def test_concurrent_double_submits_start_exactly_one_attempt(store: SqlSto
     started = [attempt for _, attempt in results if attempt is not None]
     assert len(jobs) == 1 and len(started) == 1
     assert len(await store.list_attempts(jobs.pop())) == 1
+
+
+async def test_the_started_job_is_version_two_with_a_live_lease_and_a_gapless_log(
+    store: SqlStore,
+) -> None:
+    """What the one-transaction start writes is what two transactions would have: version 2
+    (created, then started), the attempt's lease running from now, the event counter at the
+    last event, `attempt.started` naming its attempt. Kills the `_insert_started` mutants that
+    change the version, the event counter, the lease's sign or the event's data."""
+    job, attempt = await create(store)
+    assert attempt is not None
+    assert job.version == 2
+    assert attempt.lease_until is not None and attempt.lease_until > attempt.started_at
+    events = await store.list_events(job.id)
+    assert [e.seq for e in events] == [1, 2, 3]
+    started = events[-1]
+    assert started.data == {"attempt_id": attempt.id, "provider": "a", "seq": 1}
+    # The next event follows the last one: the job's counter was left at 3.
+    await store.note(job.id, [NewEvent(kind="job.waiting", data={})])
+    assert [e.seq for e in await store.list_events(job.id)] == [1, 2, 3, 4]
+    assert (await store.expire_attempts()) == []  # the lease is alive

@@ -33,6 +33,7 @@ from router.outbox import (
     retry_delay,
     sign,
     verify_signature,
+    webhooks_from_config,
 )
 from router.retention import cutoff_for, purge
 from router.states import JobState
@@ -445,6 +446,27 @@ def test_depth_gauges_follow_the_store_and_drop_to_zero() -> None:
 def secret_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("SHOP_WEBHOOK_SECRET", SECRET.decode())
     yield "SHOP_WEBHOOK_SECRET"
+
+
+def test_settings_and_secrets_come_from_the_config_and_the_given_environment() -> None:
+    """Every [outbox] key reaches the deliverer; the secret is read from the environment passed
+    in (not os.environ) and the refusal names its key. Kills the DeliverySettings.from_config
+    and webhooks_from_config mutants that drop a value or read the wrong environment."""
+    config = RouterConfig(
+        webhooks={"shop": WebhookConfig(url="http://127.0.0.1:9/x",
+                                        secret_env="JR_TEST_ONLY_HERE")},
+        outbox=OutboxConfig(max_tries=5, backoff_initial=2.0, backoff_max=90.0, timeout=7.0,
+                            claim=40.0, poll_interval=0.5, batch=9),
+    )  # fmt: skip
+    assert DeliverySettings.from_config(config) == DeliverySettings(
+        max_tries=5, backoff_initial_s=2.0, backoff_max_s=90.0, timeout_s=7.0, claim_s=40.0,
+        poll_s=0.5, batch=9)  # fmt: skip
+    hooks = webhooks_from_config(config, {"JR_TEST_ONLY_HERE": "s3cret"})
+    assert hooks == {"shop": Webhook(owner="shop", url="http://127.0.0.1:9/x", secret=b"s3cret")}
+    with pytest.raises(ConfigError) as refused:
+        webhooks_from_config(config, {"JR_TEST_ONLY_HERE": ""})
+    assert refused.value.key == "webhooks.shop.secret_env"
+    assert "JR_TEST_ONLY_HERE" in str(refused.value) and "not set or empty" in str(refused.value)
 
 
 async def test_a_missing_secret_refuses_to_start(store: SqlStore) -> None:
