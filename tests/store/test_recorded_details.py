@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from router.errors import InvalidTransition
-from router.models import AttemptUsage
+from router.models import AttemptUsage, NewEvent
 from router.states import AttemptState, JobState
 from router.store import SqlStore
 from tests.store.test_store import attempt_of, start, submit
@@ -77,3 +77,16 @@ async def test_an_exclusive_refusal_names_the_job_and_the_open_attempt(store: Sq
     assert (refusal.entity, refusal.entity_id, refusal.dst) == ("job", job.id, "new attempt")
     assert refusal.src == f"attempt {first.id} started"
     assert str(refusal).endswith(": an exclusive task waits until that attempt is resolved")
+
+
+@pytest.mark.parametrize("change", ["note", "cancel"])
+async def test_a_note_or_a_cancel_wakes_the_jobs_watchers(store: SqlStore, change: str) -> None:
+    """Someone watching the job (`Router.watch`, the HTTP event stream) is woken by the change,
+    not left to its next poll. Kills the `_notify(None)` mutants of note and cancel_job."""
+    job = await submit(store)
+    with store.watching(job.id) as changed:
+        if change == "note":
+            await store.note(job.id, [NewEvent(kind="job.waiting", data={})])
+        else:
+            await store.cancel_job(job.id, "withdrawn")
+        assert changed.event.is_set()
