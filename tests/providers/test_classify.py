@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import email.utils
 import itertools
+import time
 
 import aiohttp
 import httpx
@@ -92,3 +93,11 @@ def test_retry_after_forms() -> None:
     assert parse_retry_after({"retry-after": "soon"}) is None
     assert parse_retry_after({}) is None
     assert parse_retry_after(None) is None
+    # Zero and below-one waits are kept as they are; a past date is no wait; a date without
+    # `now` is measured from the clock (kills the parse_retry_after survivors of mutmut).
+    assert parse_retry_after({"retry-after": "0"}) == 0.0
+    assert parse_retry_after({"retry-after": "0.2"}) == 0.2
+    assert parse_retry_after({"retry-after": "-3"}) == 0.0
+    assert parse_retry_after({"retry-after": email.utils.formatdate(0, usegmt=True)}) == 0.0
+    future = email.utils.formatdate(time.time() + 3600, usegmt=True)
+    assert 3000.0 < (parse_retry_after({"retry-after": future}) or 0.0) <= 3600.0
