@@ -90,3 +90,23 @@ async def test_a_note_or_a_cancel_wakes_the_jobs_watchers(store: SqlStore, chang
         else:
             await store.cancel_job(job.id, "withdrawn")
         assert changed.event.is_set()
+
+
+async def test_a_lost_race_names_the_winner_and_the_winner_its_finish(store: SqlStore) -> None:
+    """Kills finish_attempt_cas mutants that drop the loser's error, the winner's finished_at
+    or the data of `attempt.succeeded`, `job.succeeded` and `attempt.lost`."""
+    job = await submit(store)
+    first = await start(store, job, "a")
+    second = await start(store, job, "b")
+    won = await store.finish_attempt_cas(second.id, {"text": "b"}, NO_USAGE)
+    lost = await store.finish_attempt_cas(first.id, {"text": "a"}, NO_USAGE)
+    assert won.won and not lost.won
+    assert won.attempt.finished_at is not None and won.attempt.finished_at >= second.started_at
+    assert (await attempt_of(store, second.id)).finished_at == won.attempt.finished_at
+    assert lost.attempt.state is AttemptState.LOST
+    assert lost.attempt.error == f"finished after {second.id} won"
+    events = {event.kind: event.data for event in await store.list_events(job.id)}
+    assert events["attempt.succeeded"] == {"attempt_id": second.id, "provider": "b"}
+    assert events["job.succeeded"] == {"winner_attempt_id": second.id}
+    assert events["attempt.lost"] == {"attempt_id": first.id, "provider": "a",
+                                      "winner_attempt_id": second.id}
