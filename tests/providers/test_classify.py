@@ -53,7 +53,21 @@ def status_error(status: int, headers: dict[str, str] | None = None) -> httpx.HT
     ],
 )
 def test_chain_rules(exc: BaseException, kind: ErrorKind) -> None:
-    assert classify(exc, "p").kind is kind
+    error = classify(exc, "p")
+    assert error.kind is kind
+    # Every verdict names its provider and says what happened, outermost text and the deciding
+    # link's type (kills the classify mutants that drop either).
+    assert error.provider == "p"
+    assert f"{type(_deciding(exc)).__name__}: " in error.message
+    assert str(exc).strip().split()[0] in error.message
+
+
+def _deciding(exc: BaseException) -> BaseException:
+    """The link whose type the message names: the first one classify can decide on."""
+    for link in cause_chain(exc):
+        if isinstance(link, (httpx.HTTPError, aiohttp.ClientError, OSError)):
+            return link
+    return exc
 
 
 def test_status_and_retry_after_come_from_the_real_response() -> None:
