@@ -79,16 +79,22 @@ async def test_an_exclusive_refusal_names_the_job_and_the_open_attempt(store: Sq
     assert str(refusal).endswith(": an exclusive task waits until that attempt is resolved")
 
 
-@pytest.mark.parametrize("change", ["note", "cancel"])
-async def test_a_note_or_a_cancel_wakes_the_jobs_watchers(store: SqlStore, change: str) -> None:
+@pytest.mark.parametrize("change", ["note", "cancel", "win"])
+async def test_a_note_a_cancel_or_a_win_wakes_the_jobs_watchers(
+    store: SqlStore, change: str
+) -> None:
     """Someone watching the job (`Router.watch`, the HTTP event stream) is woken by the change,
-    not left to its next poll. Kills the `_notify(None)` mutants of note and cancel_job."""
+    not left to its next poll. Kills the `_notify(None)` mutants of note, cancel_job and
+    finish_attempt_cas."""
     job = await submit(store)
+    attempt = await start(store, job, "a")
     with store.watching(job.id) as changed:
         if change == "note":
             await store.note(job.id, [NewEvent(kind="job.waiting", data={})])
-        else:
+        elif change == "cancel":
             await store.cancel_job(job.id, "withdrawn")
+        else:
+            await store.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
         assert changed.event.is_set()
 
 
