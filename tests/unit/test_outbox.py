@@ -398,6 +398,34 @@ async def test_delivery_outcomes_are_counted(store: SqlStore, receiver: WebhookR
     assert {o: after[o] - before[o] for o in before} == {"delivered": 1, "retry": 1, "dead": 0}
 
 
+async def test_a_round_that_fails_does_not_stop_the_delivery_loop(
+    store: SqlStore, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """The store fails once while claiming (a dropped connection): the loop logs it and goes
+    on. Kills the `_run` mutant that leaves the round's count unset when the round raises."""
+    job = await job_in(store, JobState.SUCCEEDED, key="order-1")
+    real_claim = store.claim_outbox
+    calls = 0
+
+    async def claim_failing_once(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise ConnectionResetError("the database went away")
+        return await real_claim(*args, **kwargs)
+
+    monkeypatch.setattr(store, "claim_outbox", claim_failing_once)
+    sender = deliverer(store, receiver)
+    sender.start()
+    try:
+        await until(lambda: delivered(store, job.id))
+    finally:
+        await sender.stop()
+    assert calls >= 2
+    assert any("delivering outbox events failed" in r.getMessage() for r in caplog.records)
+
+
 async def test_stop_between_the_delivered_write_and_the_counter_still_counts(
     store: SqlStore, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
