@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from tests.acceptance.conftest import CONTRACT, ROOT
-from tests.acceptance.test_cli_serve import CLI, free_port
+from tests.acceptance.e2e.test_cli_serve import CLI, free_port
 from tests.providers.fault_server import start_fault_server
 from tests.support.webhook_receiver import WebhookReceiver
 

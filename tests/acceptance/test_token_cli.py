@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from tests.acceptance.conftest import ROOT
-from tests.acceptance.test_cli_serve import CLI
+from tests.acceptance.e2e.test_cli_serve import CLI
 
 
 def _run(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
