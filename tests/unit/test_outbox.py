@@ -433,7 +433,7 @@ async def test_stop_between_the_delivered_write_and_the_counter_still_counts(
     Fails on the old `_deliver` (write and count in the round that stop() cancels: the cancel
     arrives at the write's return and the counter is skipped), the race the issue saw under
     load in test_delivery_outcomes_are_counted."""
-    before = sample("jobrouter_outbox_deliveries_total", owner="shop", outcome="delivered")
+    before = sample("jobrouter_outbox_deliveries_total", outcome="delivered")
     job = await job_in(store, JobState.SUCCEEDED, key="order-1")
     written, stopping = asyncio.Event(), asyncio.Event()
     real_write = store.outbox_delivered
@@ -453,7 +453,7 @@ async def test_stop_between_the_delivered_write_and_the_counter_still_counts(
     finally:
         await sender.stop()
     assert await delivered(store, job.id)
-    after = sample("jobrouter_outbox_deliveries_total", owner="shop", outcome="delivered")
+    after = sample("jobrouter_outbox_deliveries_total", outcome="delivered")
     assert after - before == 1
 
 
