@@ -16,9 +16,10 @@ from router.build import build_engine, build_tasks, resolve_config, warm_up
 from router.config import RouterConfig
 from router.engine import Engine
 from router.errors import ConfigError, InvalidTransition, JobNotFound, RouterClosed
+from router.fleet import Delivery, build_delivery, build_leader
 from router.gate import Gate
+from router.leader import Leader
 from router.models import Attempt, Job, JobEvent, JsonObject
-from router.outbox import OutboxDeliverer, build_deliverer
 from router.states import AttemptState, JobState
 from router.store import SqlStore, open_store
 from router.tasks import TaskRuntime
@@ -38,7 +39,7 @@ class Router:
     def __init__(
         self, store: SqlStore, config: RouterConfig, tasks: Mapping[str, TaskRuntime],
         engine: Engine | None, providers: Mapping[str, Provider], gate: Gate,
-        deliverer: OutboxDeliverer | None = None,
+        deliverer: Delivery | None = None, leader: Leader | None = None,
     ) -> None:  # fmt: skip
         self.store = store
         self.config = config
@@ -47,6 +48,7 @@ class Router:
         self.providers = dict(providers)
         self.gate = gate
         self.deliverer = deliverer  # sends completion events to [webhooks.<owner>], if any
+        self.leader = leader  # elects this process (or not) to run the periodic work
         self._closed = False
         self._starting: asyncio.Task[None] | None = None  # see `open(start_in_background=...)`
 
@@ -80,10 +82,12 @@ class Router:
     ) -> Router:  # fmt: skip
         settings = resolve_config(config)
         tasks = build_tasks(settings)
-        store = await open_store(database_url or settings.database.url)
+        url = database_url or settings.database.url
+        store = await open_store(url)
         try:
             engine, provider_map, gate = build_engine(store, settings, tasks, providers)
-            deliverer = build_deliverer(store, settings) if run_workers else None
+            deliverer = build_delivery(store, settings) if run_workers else None
+            leader = build_leader(store, settings, url, engine) if run_workers else None
             if run_workers and not start_in_background:  # before the first claim
                 await warm_up(provider_map.values())
                 await store.follow("runnable")
@@ -91,7 +95,7 @@ class Router:
             await store.close()
             raise
         router = cls(store, settings, tasks, engine if run_workers else None, provider_map, gate,
-                     deliverer)
+                     deliverer, leader)
         if run_workers and start_in_background:
             router._starting = asyncio.create_task(router._warm_up_then_start(),
                                                    name="jobrouter-warm-up")
@@ -115,6 +119,8 @@ class Router:
     def _start_workers(self) -> None:
         if self.engine is not None:
             self.engine.start()
+        if self.leader is not None:
+            self.leader.start()
         if self.deliverer is not None:
             self.deliverer.start()
 
@@ -135,6 +141,8 @@ class Router:
             await self.engine.stop(grace_s)
         if self.deliverer is not None:
             await self.deliverer.stop()
+        if self.leader is not None:
+            await self.leader.stop()
         for provider in self.providers.values():
             closer = getattr(provider, "close", None)
             if closer is not None:

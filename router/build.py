@@ -104,7 +104,7 @@ def build_engine(
     gate = Gate(store, providers, breakers, required=config.certification.required)
     settings = EngineSettings(
         workers=config.engine.workers, claim_s=config.engine.claim, lease_s=config.engine.lease,
-        poll_s=config.engine.poll_interval, sweep_s=config.engine.sweep_interval,
+        poll_s=config.engine.poll_interval,
     )  # fmt: skip
     timeouts = {name: cfg.timeout.read for name, cfg in config.providers.items()}
     engine = Engine(

@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from providers.config import ProviderConfig
+from router.config_fleet import DeliveryConfig, LeaderConfig, TelemetryConfig
 from router.errors import ConfigError
 
 DEFAULT_CONFIG = "jobrouter.toml"
@@ -66,6 +67,8 @@ class BreakerConfig(_Strict):
 class CertificationConfig(_Strict):
     required: bool = Field(default=True, description="fail over only to certified providers")
     ttl_days: float = Field(default=7.0, gt=0)
+    warn_before_days: float = Field(default=2.0, gt=0, description="the leader warns this "
+                                    "long before a certification expires")  # fmt: skip
 
 
 class HttpConfig(_Strict):
@@ -124,6 +127,9 @@ class RetentionConfig(_Strict):
     """How long finished jobs (and so their idempotency keys) are kept; `jobrouter purge`."""
 
     days: float = Field(default=7.0, ge=1.0, description="at least one day")
+    purge_interval: float | None = Field(
+        default=None, gt=0,
+        description="hours between purges run by the leader; unset: only `jobrouter purge`")
 
 
 class RouterConfig(_Strict):
@@ -137,6 +143,9 @@ class RouterConfig(_Strict):
     webhooks: dict[str, WebhookConfig] = Field(default_factory=dict, description="by owner")
     outbox: OutboxConfig = Field(default_factory=OutboxConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
+    leader: LeaderConfig = Field(default_factory=LeaderConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     # Where relative contract paths resolve; set from the file's folder when loaded from a file.
     base_dir: Path | None = Field(default=None, exclude=True)
 

@@ -3,8 +3,8 @@
 A job submitted here is created already claimed by this process and handed to a local worker
 (no polling on the hot path). Jobs of other processes, jobs parked until a provider recovers,
 and jobs of a crashed process are found by the poller once their claim has expired. A heartbeat
-renews this process's claims and attempt leases; the sweeper turns attempts whose lease expired
-(their worker died) into `unknown` (I7).
+renews this process's claims and attempt leases. Turning attempts whose lease expired (their
+worker died) into `unknown` (I7) is periodic work, run by one leader (router/periodic.py).
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ class EngineSettings:
     claim_s: float = 60.0  # how long a job stays with a process that stops heart-beating
     lease_s: float = 30.0  # grace on top of an attempt's timeout before it counts as abandoned
     poll_s: float = 0.5  # how often to look for jobs of other processes or parked jobs
-    sweep_s: float = 5.0
 
 
 def make_worker_id() -> str:
@@ -195,8 +194,7 @@ class Engine:
             asyncio.create_task(self._dispatch(), name="jobrouter-dispatch"),
             asyncio.create_task(self._poll(), name="jobrouter-poll"),
             asyncio.create_task(self._heartbeat(), name="jobrouter-heartbeat"),
-            asyncio.create_task(self._sweep(), name="jobrouter-sweep"),
-        ]
+        ]  # the sweep of expired leases is periodic work: the leader runs it (router/periodic.py)
 
     async def stop(self, grace_s: float = 0.0) -> None:
         """Stop taking work, let jobs in hand finish for up to `grace_s`, then stop them: an
@@ -325,15 +323,3 @@ class Engine:
                                        self.settings.lease_s, self.settings.claim_s)
             except Exception:
                 log.exception("heartbeat failed")
-
-    async def _sweep(self) -> None:
-        while True:
-            try:
-                expired = await self.store.expire_attempts()
-                if expired:
-                    log.warning("%d attempts had an expired lease and are now unknown",
-                                len(expired))
-                    self.wake()
-            except Exception:
-                log.exception("sweeping expired attempts failed")
-            await asyncio.sleep(self.settings.sweep_s)
