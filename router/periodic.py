@@ -3,6 +3,7 @@
     sweep                 attempts whose lease expired become `unknown` (I7);
                           every [engine] sweep_interval
     outbox-reclaim        claims of delivery processes that died are freed; every [outbox] claim/2
+                          (with webhooks only)
     retention-purge       `jobrouter purge` with the configured retention; every [retention]
                           purge_interval hours (off unless set)
     certification-expiry  a warning before a passed certification expires (within [certification]
@@ -64,8 +65,9 @@ def periodic_tasks(
         return await warn_expiring(store, config.certification.warn_before_days * 86_400.0)
 
     tasks = [PeriodicTask("sweep", config.engine.sweep_interval, sweep),
-             PeriodicTask("outbox-reclaim", config.outbox.claim / 2, reclaim),
              PeriodicTask("certification-expiry", CERT_CHECK_S, certifications)]  # fmt: skip
+    if config.webhooks:  # only delivery claims outbox events
+        tasks.append(PeriodicTask("outbox-reclaim", config.outbox.claim / 2, reclaim))
     if config.retention.purge_interval is not None:
         tasks.append(PeriodicTask("retention-purge", config.retention.purge_interval * HOUR_S,
                                   purge))  # fmt: skip
