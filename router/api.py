@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from providers import Provider
+from router import telemetry
 from router.build import build_engine, build_tasks, resolve_config, warm_up
 from router.config import RouterConfig
 from router.engine import Engine
@@ -51,6 +52,7 @@ class Router:
         self.leader = leader  # elects this process (or not) to run the periodic work
         self._closed = False
         self._starting: asyncio.Task[None] | None = None  # see `open(start_in_background=...)`
+        self._telemetry = False  # this router holds the process's OTLP export ([telemetry])
 
     @classmethod
     def open(
@@ -91,11 +93,13 @@ class Router:
             if run_workers and not start_in_background:  # before the first claim
                 await warm_up(provider_map.values())
                 await store.follow("runnable")
+            exporting = telemetry.acquire(settings.telemetry)
         except BaseException:
             await store.close()
             raise
         router = cls(store, settings, tasks, engine if run_workers else None, provider_map, gate,
                      deliverer, leader)
+        router._telemetry = exporting
         if run_workers and start_in_background:
             router._starting = asyncio.create_task(router._warm_up_then_start(),
                                                    name="jobrouter-warm-up")
@@ -148,6 +152,8 @@ class Router:
             if closer is not None:
                 await closer()
         await self.store.close()
+        if self._telemetry:  # the last flush is blocking HTTP: not on the event loop
+            await asyncio.get_running_loop().run_in_executor(None, telemetry.release)
 
     # ---- jobs ----------------------------------------------------------------------------------
 
