@@ -274,3 +274,36 @@ async def test_a_proxy_that_cuts_the_nats_connection_loses_nothing(
     print(f"proxy {during}; requests {len(receiver.requests)}, "
           f"duplicates absorbed by the receiver {duplicates(receiver)}")
     assert duplicates(receiver) <= during.cut_before + during.dropped_after
+
+
+async def test_bounded_tries_end_in_the_dead_letters_and_a_replay_is_delivered(
+    store: SqlStore, bus: BusSettings
+) -> None:
+    """A receiver that always fails: the `max_tries`-th failed delivery buries the event in
+    outbox_dead (same path as the database delivery) and ends the message. Replayed within the
+    duplicate window, it is published under a message id of its own and delivered once."""
+    async with WebhookReceiver(always_fail=True).running() as failing:
+        ids = await make_events(store, 1)
+        (event_id,) = ids
+        running = delivery(store, failing, bus)
+        running.start()
+        try:
+            async with asyncio.timeout(WAIT_S):
+                while not await store.dead_letters():  # noqa: ASYNC110 (a row, not an event)
+                    await asyncio.sleep(0.05)
+        finally:
+            await running.stop()
+        (dead,) = await store.dead_letters()
+        assert dead.id == event_id and dead.tries == SETTINGS.max_tries
+        assert len(failing.requests) == SETTINGS.max_tries
+        assert await stream_messages(bus) == 0  # terminated: no longer redelivered
+
+    assert await store.replay_dead(event_id)
+    async with WebhookReceiver().running() as healed:
+        running = delivery(store, healed, bus)
+        running.start()
+        try:
+            await all_delivered(store, ids)
+        finally:
+            await running.stop()
+        assert [request.event_id for request in healed.requests] == [event_id]
