@@ -23,6 +23,8 @@ down (flushed) when the last such router closes.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -91,7 +93,9 @@ def install(endpoint: str, config: TelemetryConfig,
     except ImportError as exc:
         raise ConfigError("OTLP export needs the extra: pip install 'jobrouter[otel]'",
                           key="telemetry.otlp_endpoint") from exc
-    resource = Resource.create({"service.name": config.service_name})
+    # service.instance.id tells the processes apart (Prometheus shows it as `instance`)
+    resource = Resource.create({"service.name": config.service_name,
+                                "service.instance.id": f"{socket.gethostname()}:{os.getpid()}"})
     tracer_provider = TracerProvider(resource=resource)
     tracer_provider.add_span_processor(
         BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")))
