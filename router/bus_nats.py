@@ -2,7 +2,8 @@
 'jobrouter[nats]'`). Without the setting nothing here is imported, and nats-py is not needed.
 
     job terminal ──(same transaction, I8)──> outbox row
-    relay:    claim unpublished rows ─> publish (Nats-Msg-Id = event id) ─> PubAck ─> published_at
+    relay:    claim unpublished rows ─> publish each (Nats-Msg-Id = event id) ─> PubAcks
+              ─> published_at on the acknowledged ones, in one transaction
     consumer: durable pull consumer, explicit acks ─> POST webhook (as router/outbox.py does)
               ─> 2xx: delivered_at, then ack │ failure: a try noted, nak with backoff
               │ the `[outbox] max_tries`-th failure: dead letter (outbox_dead), term
@@ -197,7 +198,12 @@ class NatsDelivery:
                     self.webhooks, self.worker_id, claim_s=self.settings.claim_s,
                     limit=self.settings.batch)  # fmt: skip
                 claimed = len(events)
-                await asyncio.gather(*(self._publish(js, event) for event in events))
+                acked = await asyncio.gather(*(self._publish(js, event) for event in events))
+                # A crash before this mark is what JetStream's de-duplication is for: the
+                # claims expire, the events are published again and the copies dropped.
+                if any(acked):
+                    await self.store.outbox_published(
+                        event.id for event, ok in zip(events, acked, strict=True) if ok)
             except Exception:
                 log.exception("relaying outbox events to NATS failed")
             if claimed < self.settings.batch:
@@ -206,7 +212,8 @@ class NatsDelivery:
                         await self._wake.wait()
                 self._wake.clear()
 
-    async def _publish(self, js: JetStreamContext, event: OutboxEvent) -> None:
+    async def _publish(self, js: JetStreamContext, event: OutboxEvent) -> bool:
+        """Publish one event; True once the stream acknowledged it."""
         headers = {MSG_ID_HEADER: message_id(event), OWNER_HEADER: event.owner}
         try:
             ack = await js.publish(self.bus.subject, encode(event), headers=headers,
@@ -216,12 +223,11 @@ class NatsDelivery:
                         event.id, type(exc).__name__, exc)  # fmt: skip
             with contextlib.suppress(Exception):
                 await self.store.outbox_unclaim(event.id, self.worker_id)
-            return
-        # A crash here is the case JetStream's de-duplication is for: published again, dropped.
-        await self.store.outbox_published(event.id)
+            return False
         if ack.duplicate:
             log.info("outbox event %s was already on the stream (a relay died before marking it)",
                      event.id)  # fmt: skip
+        return True
 
     # ---- consumer: stream to webhooks ----------------------------------------------------------
 

@@ -56,12 +56,12 @@ class BusMethods:
             rows = await tx.fetchall(self._bq["claim_unpublished"], params)
         return sorted((_event(row) for row in rows), key=lambda e: (e.created_at, e.id))
 
-    async def outbox_published(self, event_id: str) -> bool:
-        """The stream acknowledged the event: it is on the bus (False: it already was)."""
+    async def outbox_published(self, event_ids: Iterable[str]) -> int:
+        """The stream acknowledged these events: they are on the bus, in one transaction.
+        Returns how many were not marked yet."""
+        ids = json.dumps(sorted(set(event_ids)))
         async with self.connector.write() as tx:
-            count = await tx.execute(self._bq["outbox_published"],
-                                     {"id": event_id, "now": time.time()})  # fmt: skip
-        return count > 0
+            return await tx.execute(self._bq["outbox_published"], {"ids": ids, "now": time.time()})
 
     async def outbox_unclaim(self, event_id: str, worker: str) -> None:
         """A publish failed: hand the event back, to be published again at the next round."""

@@ -27,9 +27,13 @@ WHERE id IN (
 RETURNING *
 
 -- name: outbox_published
--- After the stream acknowledged the publish; the claim is given up with it.
+-- After the stream acknowledged the publishes (:ids, a JSON array); the claims are given up.
 UPDATE outbox SET published_at = :now, claimed_by = NULL, claim_until = NULL
-WHERE id = :id AND published_at IS NULL
+WHERE id IN (SELECT value FROM json_each(:ids)) AND published_at IS NULL
+
+-- name: outbox_published__postgres
+UPDATE outbox SET published_at = :now, claimed_by = NULL, claim_until = NULL
+WHERE id IN (SELECT json_array_elements_text(CAST(:ids AS json))) AND published_at IS NULL
 
 -- name: outbox_unclaim
 UPDATE outbox SET claimed_by = NULL, claim_until = NULL WHERE id = :id AND claimed_by = :worker
