@@ -14,7 +14,8 @@ one copy per id, the same `Idempotency-Key` and signature as the database outbox
   published again under the same message id and JetStream drops the copy (its PubAck says
   `duplicate`), as long as that happens within the stream's duplicate window: `[outbox] claim`
   must be shorter than `[delivery] dedupe_window` (checked when the router starts).
-- A consumer that dies before its ack gets the message redelivered after `ack_wait`. Before
+- A consumer that dies before its ack gets the message redelivered after `ack_wait` (a live
+  one working on a message tells the server so every third of `ack_wait`). Before
   POSTing, a consumer reads the row: a message whose event is already delivered (the consumer
   died between recording and acking) is acked without a second POST. Only a consumer that dies
   between the receiver's 2xx and the row's update makes the receiver see an event twice.
@@ -237,7 +238,7 @@ class NatsDelivery:
         while True:
             try:
                 messages = await sub.fetch(self.settings.batch, timeout=self.settings.poll_s)
-            except nats.errors.TimeoutError:
+            except (nats.errors.TimeoutError, TimeoutError):  # nothing came within poll_s
                 continue
             except Exception as exc:  # a lost connection: the client reconnects by itself
                 log.warning("fetching from NATS failed (%s: %s)", type(exc).__name__, exc)
@@ -247,14 +248,26 @@ class NatsDelivery:
 
     async def _handle(self, msg: Msg) -> None:
         began = time.monotonic()
+        alive = asyncio.create_task(self._in_progress(msg))
         try:
             event = decode(msg.data, msg.metadata.num_delivered)
             outcome = await self._deliver(msg, event)
         except Exception:  # not acked: the stream redelivers it after ack_wait
             log.exception("delivering a NATS message failed; it will be redelivered")
             return
+        finally:
+            alive.cancel()
         if outcome is not None:
             record_delivery(event.owner, outcome, time.monotonic() - began)
+
+    async def _in_progress(self, msg: Msg) -> None:
+        """While this process works on a message, tell the server so every third of ack_wait:
+        only a consumer that died (or lost its connection) has its message redelivered, never
+        one whose webhook or database is merely slow (that would send the event twice)."""
+        while True:
+            await asyncio.sleep(self.bus.ack_wait_s / 3)
+            with contextlib.suppress(Exception):
+                await msg.in_progress()
 
     async def _deliver(self, msg: Msg, event: OutboxEvent) -> str | None:
         row = await self.store.outbox_event(event.id)

@@ -73,7 +73,7 @@ async def receiver() -> AsyncIterator[WebhookReceiver]:
 
 
 SETTINGS = DeliverySettings(max_tries=5, backoff_initial_s=0.05, backoff_max_s=0.2,
-                            timeout_s=2.0, claim_s=1.0, poll_s=0.05, batch=16)  # fmt: skip
+                            timeout_s=5.0, claim_s=1.0, poll_s=0.05, batch=16)  # fmt: skip
 
 
 def delivery(
@@ -307,3 +307,24 @@ async def test_bounded_tries_end_in_the_dead_letters_and_a_replay_is_delivered(
         finally:
             await running.stop()
         assert [request.event_id for request in healed.requests] == [event_id]
+
+
+async def test_a_webhook_slower_than_ack_wait_is_not_sent_twice(
+    store: SqlStore, bus: BusSettings
+) -> None:
+    """Two processes share the consumer, one event; the receiver answers after 2.5 x ack_wait.
+    The in-progress signals of the process working on the message keep the stream from
+    redelivering it to the other, idle one, which would send it a second time. (Without them
+    this fails with a duplicate.)"""
+    async with WebhookReceiver(delay=bus.ack_wait_s * 2.5).running() as slow:
+        ids = await make_events(store, 1)
+        both = [delivery(store, slow, bus), delivery(store, slow, bus)]
+        for running in both:
+            running.start()
+        try:
+            await all_delivered(store, ids)
+        finally:
+            for running in both:
+                await running.stop()
+        assert slow.delivered_ids == ids
+        assert duplicates(slow) == 0
