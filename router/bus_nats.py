@@ -60,6 +60,7 @@ log = logging.getLogger("jobrouter.bus")
 MSG_ID_HEADER = "Nats-Msg-Id"
 OWNER_HEADER = "Jobrouter-Owner"
 RECONNECT_WAIT_S = 0.5
+MAX_RETRY_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,24 @@ class NatsDelivery:
     # ---- connection ----------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        """Serve until stopped; a failure to set up (no JetStream, a stream made elsewhere with
+        other subjects) or an unexpected error is logged and retried with backoff, never left
+        to end delivery silently."""
+        delay = RECONNECT_WAIT_S
+        while True:
+            try:
+                await self._serve()
+            except Exception:
+                log.exception("delivery through NATS %s failed; again in %.1fs", self.bus.url,
+                              delay)  # fmt: skip
+            if self._nc is not None:
+                nc, self._nc = self._nc, None
+                with contextlib.suppress(Exception):
+                    await nc.close()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MAX_RETRY_WAIT_S)
+
+    async def _serve(self) -> None:
         js = await self._connect()
         sub = await self._subscribe(js)
         self.ready.set()
@@ -175,7 +194,7 @@ class NatsDelivery:
             except Exception as exc:
                 log.warning("NATS %s unreachable (%s); again in %.1fs", self.bus.url, exc, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
+                delay = min(delay * 2, MAX_RETRY_WAIT_S)
         js = self._nc.jetstream(timeout=self.bus.publish_timeout_s)
         await ensure_stream(js, self.bus)
         return js

@@ -136,6 +136,11 @@ def relay_only(running: NatsDelivery) -> NatsDelivery:
     return running
 
 
+def setup_failed(caplog: pytest.LogCaptureFixture) -> bool:
+    return any("delivery through NATS" in r.message and "failed" in r.message
+               for r in caplog.records)  # fmt: skip
+
+
 def duplicates(receiver: WebhookReceiver) -> int:
     return len(receiver.requests) - len(receiver.delivered_ids)
 
@@ -328,3 +333,29 @@ async def test_a_webhook_slower_than_ack_wait_is_not_sent_twice(
                 await running.stop()
         assert slow.delivered_ids == ids
         assert duplicates(slow) == 0
+
+
+async def test_a_stream_it_cannot_use_is_logged_and_retried_until_fixed(
+    store: SqlStore, receiver: WebhookReceiver, bus: BusSettings,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """A stream of that name made elsewhere for other subjects: setting up fails, is logged and
+    retried (delivery does not end silently); once an operator fixes the stream, events flow."""
+    from nats.js.api import StreamConfig
+
+    nc = await nats.connect(NATS_URL)
+    js = nc.jetstream()
+    await js.add_stream(StreamConfig(name=bus.stream, subjects=[f"{bus.subject}.other"]))
+    ids = await make_events(store, 3)
+    running = delivery(store, receiver, bus)
+    running.start()
+    try:
+        async with asyncio.timeout(WAIT_S):
+            while not setup_failed(caplog):  # noqa: ASYNC110 (log lines: no event to await)
+                await asyncio.sleep(0.05)
+        await js.update_stream(StreamConfig(name=bus.stream, subjects=[bus.subject]))
+        await all_delivered(store, ids)
+    finally:
+        await running.stop()
+        await nc.close()
+    assert receiver.delivered_ids == ids and duplicates(receiver) == 0
