@@ -114,6 +114,7 @@ class NatsDelivery:
         self._jitter = jitter
         self._nc: Client | None = None
         self._main: asyncio.Task[None] | None = None
+        self._closing = False  # a close of ours is no disconnection to warn about
         self._wake = asyncio.Event()
         self.ready = asyncio.Event()  # set once the stream and the consumer are in place
 
@@ -137,11 +138,18 @@ class NatsDelivery:
                 await self.store.release_outbox_claims(self.worker_id)
             except Exception:  # the claims expire by themselves
                 log.exception("handing back claimed outbox events failed")
+        await self._close()
+        await self.sender.stop()
+
+    async def _close(self) -> None:
         if self._nc is not None:
             nc, self._nc = self._nc, None
-            with contextlib.suppress(Exception):
-                await nc.close()
-        await self.sender.stop()
+            self._closing = True
+            try:
+                with contextlib.suppress(Exception):
+                    await nc.close()
+            finally:
+                self._closing = False
 
     # ---- connection ----------------------------------------------------------------------------
 
@@ -156,10 +164,7 @@ class NatsDelivery:
             except Exception:
                 log.exception("delivery through NATS %s failed; again in %.1fs", self.bus.url,
                               delay)  # fmt: skip
-            if self._nc is not None:
-                nc, self._nc = self._nc, None
-                with contextlib.suppress(Exception):
-                    await nc.close()
+            await self._close()
             await asyncio.sleep(delay)
             delay = min(delay * 2, MAX_RETRY_WAIT_S)
 
@@ -177,7 +182,8 @@ class NatsDelivery:
         import nats
 
         async def disconnected() -> None:
-            log.warning("NATS %s: disconnected; reconnecting", self.bus.url)
+            if not self._closing:
+                log.warning("NATS %s: disconnected; reconnecting", self.bus.url)
 
         async def error(exc: Exception) -> None:
             log.warning("NATS %s: %s: %s", self.bus.url, type(exc).__name__, exc)
