@@ -8,12 +8,20 @@ goes back to the pool, and the lock with it):
 
 - every `heartbeat` seconds a follower tries the lock; the one that gets it is the leader;
 - the leader runs `SELECT 1` on that connection every `heartbeat` seconds, bounded by the same
-  time; a failed or silent heartbeat deposes it: its periodic tasks are cancelled and awaited
-  first, and only then is the connection dropped (which frees the lock), so the next leader
-  cannot start a task while the old one still runs it;
+  time; a failed or silent heartbeat, or the connection seen closed, deposes it: its periodic
+  tasks are cancelled and awaited first, and only then is the connection dropped (which frees
+  the lock), so the next leader cannot start a task while the old one still runs it;
 - a leader that dies (SIGKILL, a lost machine) loses its session, and PostgreSQL frees the lock
   as soon as it notices: at once for a killed process on a live machine (the kernel closes its
-  socket), after TCP keepalive for a vanished one. A follower takes it at its next try.
+  socket), after about 11 s of TCP keepalive (set on that session) for a vanished one; a
+  partitioned leader's own heartbeat fails sooner, so it has stopped by then. A follower takes
+  the lock at its next try.
+
+A session ended by the server itself (`pg_terminate_backend`, a server restart) frees the lock
+at the moment the leader sees its connection close; a follower may then start within those
+milliseconds, before the old leader's tasks are cancelled. No fencing token closes that window;
+it is harmless because every periodic task is idempotent (each change guarded by its WHERE
+clause: an attempt already unknown, a claim already freed, a job already purged).
 
 The lock connection's `application_name` is `jobrouter-leader:<worker id>`, so any process can
 name the leader from `pg_locks` (`/health/ready`, `jobrouter_leader` in /metrics).
@@ -45,6 +53,10 @@ log = logging.getLogger("jobrouter.leader")
 LEADER_LOCK = 0x6A72_4C44  # "jrLD"
 APP_NAME_PREFIX = "jobrouter-leader:"
 PG_APP_NAME_MAX = 63  # PostgreSQL truncates application_name to NAMEDATALEN - 1
+# The server frees the lock of a leader whose machine vanished once TCP keepalive gives up on
+# its connection: 5 s idle, then 3 probes 2 s apart, instead of the system default (hours).
+SERVER_KEEPALIVE = {"tcp_keepalives_idle": "5", "tcp_keepalives_interval": "2",
+                    "tcp_keepalives_count": "3"}  # fmt: skip
 
 IS_LEADER = Gauge(
     "jobrouter_leader", "1 while this process is the leader that runs periodic work, else 0.",
@@ -79,6 +91,10 @@ class LeaderLock(Protocol):
         """The worker id of the process that holds the lock, as the database sees it."""
         ...
 
+    def on_lost(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` as soon as the session holding the lock is seen to end."""
+        ...
+
 
 @dataclass(frozen=True)
 class PeriodicTask:
@@ -105,6 +121,9 @@ class SoleLock:
     async def holder(self) -> str | None:
         return self.worker_id
 
+    def on_lost(self, callback: Callable[[], None]) -> None:
+        return None
+
 
 class PgAdvisoryLock:
     """`pg_try_advisory_lock(LEADER_LOCK)` on a dedicated asyncpg connection."""
@@ -115,6 +134,7 @@ class PgAdvisoryLock:
         self.store = store  # its pool answers `holder` while the lock connection is busy
         self.timeout_s = timeout_s
         self._conn: Any = None  # asyncpg.Connection, imported lazily with the extra
+        self._lost: list[Callable[[], None]] = []
 
     async def try_acquire(self) -> bool:
         import asyncpg
@@ -123,7 +143,9 @@ class PgAdvisoryLock:
             if self._conn is None or self._conn.is_closed():
                 app = (APP_NAME_PREFIX + self.worker_id)[:PG_APP_NAME_MAX]
                 self._conn = await asyncpg.connect(
-                    self.dsn, timeout=self.timeout_s, server_settings={"application_name": app})
+                    self.dsn, timeout=self.timeout_s,
+                    server_settings={"application_name": app, **SERVER_KEEPALIVE})
+                self._conn.add_termination_listener(self._terminated)
             return bool(await self._conn.fetchval("SELECT pg_try_advisory_lock($1)", LEADER_LOCK))
 
     async def check(self) -> None:
@@ -131,6 +153,14 @@ class PgAdvisoryLock:
             raise ConnectionError("the leader's lock connection is closed")
         async with asyncio.timeout(self.timeout_s):
             await self._conn.fetchval("SELECT 1")
+
+    def on_lost(self, callback: Callable[[], None]) -> None:
+        self._lost.append(callback)
+
+    def _terminated(self, conn: object) -> None:
+        if conn is self._conn:  # not a connection we let go ourselves
+            for callback in self._lost:
+                callback()
 
     async def release(self) -> None:
         conn, self._conn = self._conn, None
@@ -169,6 +199,8 @@ class Leader:
         self._running: list[asyncio.Task[None]] = []
         self._loop: asyncio.Task[None] | None = None
         self.changed = asyncio.Event()  # set on every election and deposition (tests wait on it)
+        self._check_now = asyncio.Event()
+        lock.on_lost(self._check_now.set)  # a lost session: stop the periodic work at once
 
     def start(self) -> None:
         if self._loop is not None:
@@ -205,7 +237,10 @@ class Leader:
                     log.warning("leader election: %s: %s", type(exc).__name__, exc)
                 await self._depose("lock session lost")  # tasks end before the lock goes
                 await self.lock.release()
-            await asyncio.sleep(self.heartbeat_s)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.heartbeat_s):
+                    await self._check_now.wait()
+            self._check_now.clear()
 
     def _elect(self) -> None:
         self.is_leader = True

@@ -4,7 +4,7 @@ leader's session dies, and the periodic work that only the leader runs."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import asyncpg
@@ -76,6 +76,9 @@ class CountingLock:
 
     async def holder(self) -> str | None:
         return await self.lock.holder()
+
+    def on_lost(self, callback: Callable[[], None]) -> None:
+        self.lock.on_lost(callback)
 
 
 @pytest.fixture
