@@ -159,9 +159,12 @@ class NatsDelivery:
         to end delivery silently."""
         delay = RECONNECT_WAIT_S
         while True:
+            began = time.monotonic()
             try:
                 await self._serve()
             except Exception:
+                if time.monotonic() - began > MAX_RETRY_WAIT_S:  # it had been working: afresh
+                    delay = RECONNECT_WAIT_S
                 log.exception("delivery through NATS %s failed; again in %.1fs", self.bus.url,
                               delay)  # fmt: skip
             await self._close()
