@@ -116,8 +116,11 @@ async def test_the_single_process_on_sqlite_leads(tmp_path: Path) -> None:
 async def test_one_leader_and_hand_over_when_its_session_dies(
     pg_stores: tuple[str, list[SqlStore]],
 ) -> None:
-    """B waits while A leads; A's lock session is killed by the server: A steps down (its task
-    stopped first) and B takes over. The probe never runs in both at once."""
+    """B waits while A leads; A's lock session is killed by the server: A steps down and B
+    takes over. (When the server ends the session, B may start within the milliseconds before
+    A's tasks are cancelled: the window router/leader.py documents, covered by idempotent
+    tasks; the order of a leader's own step-down is the next test, the election between
+    processes killed with SIGKILL is tests/acceptance/test_leader.py.)"""
     db_url, (store_a, store_b) = pg_stores
     probe = Probe()
     a = make_leader(store_a, db_url, "a", probe)
@@ -153,4 +156,47 @@ async def test_one_leader_and_hand_over_when_its_session_dies(
     finally:
         await a.stop()
         await b.stop()
-    assert probe.most_at_once == 1
+
+
+class FailingCheck(CountingLock):
+    """A lock whose heartbeat fails once elected; it records the order of what happens."""
+
+    def __init__(self, lock: LeaderLock, order: list[str]) -> None:
+        super().__init__(lock)
+        self.order = order
+
+    async def check(self) -> None:
+        self.order.append("check failed")
+        raise ConnectionError("no answer")
+
+    async def release(self) -> None:
+        self.order.append("released")
+        await self.lock.release()
+
+
+async def test_a_leader_that_loses_its_heartbeat_stops_its_tasks_before_letting_go(
+    tmp_path: Path,
+) -> None:
+    """Its periodic task (held inside a run) is cancelled and has ended before the lock is
+    released, so no other process can start it meanwhile. (Fails when the release comes first.)"""
+    store = await open_store(f"sqlite:///{tmp_path / 'jobs.db'}")
+    order: list[str] = []
+    inside = asyncio.Event()
+
+    async def held_run() -> None:
+        inside.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            order.append("task ended")
+
+    lock = FailingCheck(leader_lock(store, "sqlite", "a", timeout_s=1.0), order)
+    leader = Leader(lock, "a", [PeriodicTask("held", 1.0, held_run)], heartbeat_s=0.05)
+    leader.start()
+    try:
+        await asyncio.wait_for(inside.wait(), WAIT_S)
+        await deposed(leader)
+    finally:
+        await leader.stop()
+        await store.close()
+    assert order[:3] == ["check failed", "task ended", "released"]

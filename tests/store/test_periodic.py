@@ -19,7 +19,8 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 async def save(store: SqlStore, provider: str, expires_in: timedelta, passed: bool) -> None:
-    case = CaseEvidence(name="tea", passed=passed, rendering=RenderingEvidence(ok=True), runs=1)
+    case = CaseEvidence(name="tea", passed=passed, verdict="pass" if passed else "fail",
+                        rendering=RenderingEvidence(ok=True), runs=1)  # fmt: skip
     record = Certification(
         provider=provider, provider_fingerprint="p", contract="caption", contract_version=1,
         contract_fingerprint="c", passed=passed, cases=(case,),
