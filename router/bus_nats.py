@@ -272,7 +272,7 @@ class NatsDelivery:
                 log.warning("fetching from NATS failed (%s: %s)", type(exc).__name__, exc)
                 await asyncio.sleep(RECONNECT_WAIT_S)
                 continue
-            await asyncio.gather(*(self._handle(message) for message in messages))
+            await asyncio.gather(*(self._handle(message) for message in latest(messages)))
 
     async def _handle(self, msg: Msg) -> None:
         began = time.monotonic()
@@ -333,6 +333,19 @@ class NatsDelivery:
         log.error("outbox event %s (job %s, owner %s) failed %d times and is a dead letter: %s",
                   event.id, event.job_id, event.owner, tries, error)  # fmt: skip
         return "dead"
+
+
+def latest(messages: list[Msg]) -> list[Msg]:
+    """One delivery per stream message: a batch may hold a stale delivery (pulled for a fetch
+    that had timed out, then redelivered after ack_wait) beside the fresh one, and handling
+    both at once would send the event twice."""
+    newest: dict[int, Msg] = {}
+    for message in messages:
+        seq = message.metadata.sequence.stream
+        known = newest.get(seq)
+        if known is None or message.metadata.num_delivered > known.metadata.num_delivered:
+            newest[seq] = message
+    return list(newest.values())
 
 
 async def ensure_stream(js: JetStreamContext, bus: BusSettings) -> None:

@@ -116,11 +116,11 @@ async def test_the_single_process_on_sqlite_leads(tmp_path: Path) -> None:
 async def test_one_leader_and_hand_over_when_its_session_dies(
     pg_stores: tuple[str, list[SqlStore]],
 ) -> None:
-    """B waits while A leads; A's lock session is killed by the server: A steps down and B
-    takes over. (When the server ends the session, B may start within the milliseconds before
-    A's tasks are cancelled: the window router/leader.py documents, covered by idempotent
-    tasks; the order of a leader's own step-down is the next test, the election between
-    processes killed with SIGKILL is tests/acceptance/test_leader.py.)"""
+    """B waits while A leads; A's lock session is killed by the server: A steps down, and once
+    it is gone B takes over. (When the server ends the session, B may start within the
+    milliseconds before A's tasks are cancelled: the window router/leader.py documents,
+    covered by idempotent tasks. The order of a leader's own step-down is the next test; the
+    election between processes killed with SIGKILL is tests/acceptance/test_leader.py.)"""
     db_url, (store_a, store_b) = pg_stores
     probe = Probe()
     a = make_leader(store_a, db_url, "a", probe)
@@ -147,6 +147,7 @@ async def test_one_leader_and_hand_over_when_its_session_dies(
             await admin.close()
         assert killed
         await deposed(a)
+        await a.stop()  # else A, alive, may well win the lock back before B tries again
         await elected(b)
         assert await b.holder() == "b"
         probe.runs.clear()
