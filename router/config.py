@@ -143,9 +143,12 @@ class RouterConfig(_Strict):
     webhooks: dict[str, WebhookConfig] = Field(default_factory=dict, description="by owner")
     outbox: OutboxConfig = Field(default_factory=OutboxConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
-    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
-    leader: LeaderConfig = Field(default_factory=LeaderConfig)
-    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig, description="optional: "
+                                     "completion events through NATS JetStream")
+    leader: LeaderConfig = Field(default_factory=LeaderConfig, description="the one process "
+                                 "that runs the periodic work (PostgreSQL advisory lock)")
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig, description="optional: "
+                                       "OTLP export of traces and metrics")
     # Where relative contract paths resolve; set from the file's folder when loaded from a file.
     base_dir: Path | None = Field(default=None, exclude=True)
 

@@ -24,9 +24,13 @@ class DeliveryConfig(_Strict):
     """`nats_url` moves webhook delivery onto a JetStream stream (docs/operations.md)."""
 
     nats_url: str | None = Field(default=None, description="nats://host:port; unset: database")
-    stream: str = Field(default="JOBROUTER_EVENTS", pattern=r"^[A-Za-z0-9_-]+$")
-    subject: str = Field(default="jobrouter.events", pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
-    consumer: str = Field(default="jobrouter-webhooks", pattern=r"^[A-Za-z0-9_-]+$")
+    stream: str = Field(default="JOBROUTER_EVENTS", pattern=r"^[A-Za-z0-9_-]+$",
+                        description="the JetStream stream, made if missing (work queue)")
+    subject: str = Field(default="jobrouter.events",
+                         pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$",
+                         description="the subject events are published on")
+    consumer: str = Field(default="jobrouter-webhooks", pattern=r"^[A-Za-z0-9_-]+$",
+                          description="the durable pull consumer every process shares")
     dedupe_window: float = Field(default=120.0, gt=0, description="seconds JetStream remembers "
                                  "a message id")  # fmt: skip
     ack_wait: float | None = Field(
@@ -56,7 +60,7 @@ class TelemetryConfig(_Strict):
     """OTLP/HTTP export of traces and metrics, with `pip install 'jobrouter[otel]'`."""
 
     otlp_endpoint: str | None = Field(default=None, description="http(s)://collector:4318")
-    service_name: str = "jobrouter"
+    service_name: str = Field(default="jobrouter", description="the resource's service.name")
     export_interval: float = Field(default=15.0, gt=0, description="seconds between metric "
                                    "exports")  # fmt: skip
 
