@@ -34,13 +34,16 @@ from typing import Any, Literal
 
 import yaml
 
+from providers.redact import find_secrets
+
 SCRUBBED = "[scrubbed]"
 MATCH_ON = ("method", "scheme", "host", "port", "path", "query", "body")
 SECRET_HEADERS = frozenset({
     "authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key",
     "anthropic-api-key", "openai-organization", "openai-project", "cookie", "set-cookie",
+    "ocp-apim-subscription-key",
 })
-SECRET_QUERY = ("key", "api_key", "api-key", "access_token", "token")
+SECRET_QUERY = ("key", "api_key", "api-key", "access_token", "token", "sig", "signature")
 # JSON keys (compared case-insensitively, "-" as "_") whose values are credentials.
 SECRET_KEYS = frozenset({
     "api_key", "apikey", "x_api_key", "access_token", "refresh_token", "client_secret",
@@ -179,31 +182,6 @@ class Expected:
 
     providers: Mapping[str, str]
     contracts: Mapping[str, str]
-
-
-_SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("OpenAI/Anthropic-style key", re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}")),
-    ("bearer token", re.compile(r"\bBearer\s+[A-Za-z0-9._~+/\-]{12,}=*", re.I)),
-    ("AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
-    ("GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b")),
-    ("Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}")),
-    ("private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
-    ("credential field", re.compile(
-        r"""["']?\b(?:api[_-]?key|x-api-key|access[_-]?token|refresh[_-]?token|client[_-]?secret|"""
-        r"""secret[_-]?key|aws_secret_access_key|password|authorization)["']?\s*[:=]\s*"""
-        r"""(?:\n\s*-\s*)?["']?(?!\[scrubbed\])([^\s"',}\]]{12,})""", re.I)),
-)
-
-
-def find_secrets(text: str) -> list[str]:
-    """Descriptions (kind + a redacted hint) of secret-looking values in `text`."""
-    found = []
-    for label, pattern in _SECRET_PATTERNS:
-        for match in pattern.finditer(text):
-            value = match.group(match.lastindex or 0)
-            found.append(f"{label} ({value[:4]}... {len(value)} chars)")
-    return found
 
 
 def check_cassettes(root: Path, expected: Expected | None = None) -> list[Problem]:

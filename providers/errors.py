@@ -8,7 +8,8 @@
     └── OutcomeUnknown kind=unknown    the request was sent and no answer came back: it may have run
 
 `providers/` is the only place where third-party exceptions are translated into these; the
-router records `kind` on the attempt and never sees a litellm type.
+router records `kind` on the attempt and never sees a litellm type. Every message is scrubbed
+of credentials when the error is built (`providers.redact`).
 
     CassetteMiss                       NOT a ProviderError: a replayed test met a request that
                                        its cassette does not hold. Nothing was sent and nothing
@@ -19,6 +20,8 @@ router records `kind` on the attempt and never sees a litellm type.
 from __future__ import annotations
 
 from enum import StrEnum
+
+from providers.redact import scrub
 
 
 class ErrorKind(StrEnum):
@@ -38,6 +41,9 @@ class ProviderError(Exception):
         status: int | None = None,
         retry_after: float | None = None,
     ) -> None:
+        # Scrubbed here, where every provider error is built: its text is stored, sent to the
+        # job's owner and logged, and a provider may have echoed the key it was sent.
+        message = scrub(message)
         super().__init__(message)
         self.message = message
         self.provider = provider
@@ -79,6 +85,7 @@ class CassetteMiss(Exception):
     """A vcrpy cassette in replay mode has no recording for this request (a test-setup error)."""
 
     def __init__(self, message: str, *, provider: str) -> None:
+        message = scrub(message)
         super().__init__(message)
         self.message = message
         self.provider = provider

@@ -27,6 +27,7 @@ from providers.chat_formats import FORMATS, fold_system
 from providers.classify import classify
 from providers.config import ProviderConfig, provider_fingerprint
 from providers.errors import NotSent, OutcomeUnknown, ProviderError, Rejected
+from providers.redact import register_secret
 from providers.resilience import Bulkhead, RateLimiter, retrying
 
 # Sent as the key when `api_key_env` is None (a keyless local server). The openai SDK refuses
@@ -71,6 +72,7 @@ class LiteLLMProvider:
         if not key:
             raise NotSent(f"environment variable {env} (api_key_env) is not set or empty",
                           provider=self._name)
+        register_secret(key)  # a provider may echo it: scrubbed from every error text
         return key
 
     def _system_role(self) -> bool:

@@ -85,7 +85,8 @@ class Router:
         settings = resolve_config(config)
         tasks = build_tasks(settings)
         url = database_url or settings.database.url
-        store = await open_store(url)
+        store = await open_store(url, command_timeout=settings.database.command_timeout,
+                                 acquire_timeout=settings.database.acquire_timeout)
         try:
             engine, provider_map, gate = build_engine(store, settings, tasks, providers)
             deliverer = build_delivery(store, settings) if run_workers else None

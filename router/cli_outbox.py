@@ -15,7 +15,7 @@ from rich.text import Text
 
 from router.cli import ConfigOpt, DatabaseOpt, app, console, err, run, settings
 from router.cli_output import print_json
-from router.config import RouterConfig
+from router.config import RouterConfig, config_path
 from router.retention import DEFAULT_BATCH, MIN_DAYS, cutoff_for, plan_purge, purge
 from router.store import SqlStore, open_store
 from router.store.outbox import OutboxCounts, OutboxEvent
@@ -102,15 +102,23 @@ def purge_command(
     ] = None,
     batch: Annotated[int, typer.Option(min=1, help="jobs per transaction")] = DEFAULT_BATCH,
     dry_run: Annotated[bool, typer.Option(help="count what would go, delete nothing")] = False,
+    drop_parked: Annotated[bool, typer.Option(
+        "--drop-parked", help="also delete jobs whose event is parked (never tried, owner "
+        "without a webhook), with that event")] = False,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
-    """Delete finished jobs older than the retention, in batches.
+    """Delete finished jobs older than the retention, in batches. Needs a configuration file:
+    which events are owed depends on its webhooks.
 
-    Their attempts, events, outbox rows, and so their idempotency keys go with them. Jobs not
-    finished, `unknown` ones included, and jobs whose completion event is still owed to a
-    configured webhook (pending, or a dead letter) are kept; events parked for owners without a
-    webhook are dropped with their jobs."""
+    Their attempts, events, outbox rows, and so their idempotency keys go with them. Kept: jobs
+    not finished (`unknown` included), jobs whose completion event is owed to a configured
+    webhook (pending, or a dead letter), jobs whose event was tried and never delivered, and,
+    unless --drop-parked, jobs whose event is parked for an owner without a webhook."""
+    if not config_path(config).is_file():  # built-in defaults have no webhooks: every event
+        err.print(f"error: no configuration file {config_path(config)}; purge deletes by what "
+                  "it says (webhooks, retention): pass --config PATH", markup=False)
+        raise typer.Exit(2)
     cfg = settings(config)
     days = cfg.retention.days if older_than is None else older_than
     cutoff = cutoff_for(days)
@@ -118,18 +126,19 @@ def purge_command(
 
     async def step() -> None:
         async with _store(cfg, database) as store:
-            plan = await plan_purge(store, cutoff, owners=owners)
+            plan = await plan_purge(store, cutoff, owners=owners, drop_parked=drop_parked)
             before = _when(cutoff)
             console.print(
                 f"{plan.purgeable} finished jobs older than {days:g} days (before "
                 f"{before}) can be purged; {plan.kept_undelivered} are kept because "
-                "their completion event is not delivered to its webhook yet (pending or a "
-                "dead letter: see `jobrouter outbox`)"
+                "their completion event is not delivered yet (pending, tried, a dead letter"
+                + ("" if drop_parked else ", or parked: see --drop-parked")
+                + "; see `jobrouter outbox`)"
             )
             if plan.parked:
                 console.print(
                     f"{plan.parked} of the purgeable jobs have a parked event of an owner "
-                    "without a webhook: it goes with its job"
+                    "without a webhook: it goes with its job (--drop-parked)"
                 )
             if dry_run or not plan.purgeable:
                 return
@@ -138,7 +147,8 @@ def purge_command(
             def progress(n: int) -> None:
                 console.print(f"purged {n} of {plan.purgeable}", end=end)
 
-            total = await purge(store, cutoff, owners=owners, batch=batch, progress=progress)
+            total = await purge(store, cutoff, owners=owners, batch=batch, progress=progress,
+                                drop_parked=drop_parked)
             console.print(f"purged {total.jobs} jobs" + (" " * 20 if end == "\r" else ""))
             if total.parked:
                 console.print(

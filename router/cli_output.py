@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from router.listing import JobPage
@@ -19,6 +19,12 @@ from router.models import Attempt, Job, JobEvent
 from router.states import JobState
 
 _COLOR = {JobState.SUCCEEDED: "green", JobState.FAILED: "red", JobState.UNKNOWN: "yellow"}
+
+
+def _id_column(header: str) -> Column:
+    """An id column: printed whole (32 characters) however narrow the terminal, since an id cut
+    to `01a2318…` cannot be passed to `show` or `resolve`; the other columns give way."""
+    return Column(header, no_wrap=True, min_width=32)
 
 
 def _dump(value: BaseModel) -> dict[str, Any]:
@@ -53,8 +59,8 @@ def print_job(console: Console, job: Job, attempts: Sequence[Attempt]) -> None:
         console.print(Text(json.dumps(job.result, ensure_ascii=False, indent=2)))
     if job.error:
         console.print(Text(job.error, style="red"))
-    table = Table("seq", "attempt id", "provider", "state", "error kind", "latency ms", "error",
-                  title="attempts")  # fmt: skip
+    table = Table("seq", _id_column("attempt id"), "provider", "state", "error kind", "latency ms",
+                  "error", title="attempts")  # fmt: skip
     for a in attempts:
         winner = " (winner)" if a.id == job.winner_attempt_id else ""
         latency = f"{a.latency_ms:.0f}" if a.latency_ms is not None else ""
@@ -73,7 +79,8 @@ def print_events(console: Console, events: Sequence[JobEvent]) -> None:
 
 
 def print_page(console: Console, page: JobPage) -> None:
-    table = Table("job id", "created (UTC)", "owner", "task", "state", "key", "error",
+    table = Table(_id_column("job id"), "created (UTC)", "owner", "task",
+                  Column("state", no_wrap=True, min_width=9), "key", "error",
                   title="jobs, newest first")  # fmt: skip
     for job in page.items:
         table.add_row(

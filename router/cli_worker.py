@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 from typing import Annotated
 
@@ -11,6 +10,7 @@ import typer
 
 from router.api import Router
 from router.cli import ConfigOpt, DatabaseOpt, app, console, run, settings
+from router.logs import setup_logging
 
 
 @app.command()
@@ -27,7 +27,7 @@ def worker(
     Start several (on several machines with PostgreSQL): each claims runnable jobs, and a job
     whose worker died is taken over once its claim expires; its attempt in flight becomes
     `unknown`."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    setup_logging()
     cfg = settings(config)
     if concurrency is not None:
         cfg = cfg.model_copy(update={"engine": cfg.engine.model_copy(

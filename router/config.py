@@ -35,6 +35,12 @@ class _Strict(BaseModel):
 
 class DatabaseConfig(_Strict):
     url: str = "sqlite:///jobrouter.db"
+    # PostgreSQL only (SQLite's waits are bounded by its busy timeout): a stalled server fails
+    # a request with 503 after this long instead of holding it (and readiness) indefinitely.
+    command_timeout: float = Field(default=30.0, gt=0, description="seconds one statement "
+                                   "may take (PostgreSQL)")
+    acquire_timeout: float = Field(default=10.0, gt=0, description="seconds to wait for a "
+                                   "pooled connection (PostgreSQL)")
 
 
 class TaskConfig(_Strict):
@@ -78,6 +84,8 @@ class HttpConfig(_Strict):
     port: int = Field(default=8000, ge=0, le=65535)
     max_body_bytes: int = Field(default=1_048_576, ge=1024, description="larger bodies get 413")
     heartbeat: float = Field(default=15.0, gt=0, description="seconds between SSE comment lines")
+    max_streams_per_token: int = Field(default=100, ge=1, description="event streams one token "
+                                       "may hold open at once; more get 429")
 
 
 class WebhookConfig(_Strict):
@@ -114,6 +122,10 @@ class OutboxConfig(_Strict):
     claim: float = Field(default=60.0, gt=0, description="seconds a claimed batch stays ours")
     poll_interval: float = Field(default=1.0, gt=0)
     batch: int = Field(default=16, ge=1, description="events sent at once")
+    max_response_bytes: int = Field(
+        default=4096, ge=0, le=1_048_576,
+        description="bytes of a webhook's answer read, at most (an error's excerpt); the rest "
+        "is never read: the connection is dropped")
 
     @model_validator(mode="after")
     def _claim_outlives_a_send(self) -> OutboxConfig:

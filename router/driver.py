@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from providers import Completion, ErrorKind, OutcomeUnknown, ProviderError
 from providers.errors import CassetteMiss
+from providers.redact import scrub
 from router import tracing
 from router.errors import InvalidTransition
 from router.models import Attempt, AttemptUsage, Job, NewEvent
@@ -213,7 +214,7 @@ class JobDriver:
             self.answered.add(attempt.id)
             log.exception("provider %s raised unexpectedly", attempt.provider)
             await self._end(attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began,
-                            f"provider raised {type(exc).__name__}: {exc}")
+                            scrub(f"provider raised {type(exc).__name__}: {exc}"))
         else:
             self.answered.add(attempt.id)
             await self.engine.record_health(attempt.provider, None)

@@ -7,7 +7,8 @@
     ├── AttemptNotFound             no such attempt (attempt_id)
     ├── InvalidTransition           a state change the tables forbid (entity, id, src, dst)
     ├── NoEligibleProvider          no provider may run this job (job_id, reasons per provider)
-    ├── StoreError                  the database could not be used (url, reason)
+    ├── InvalidText                 an id, key or name the database cannot hold (field, reason)
+    ├── StoreError                  the database could not be used (url, reason, transient)
     ├── ListingError                a job listing asked for what cannot be answered (reason)
     └── RouterClosed                the router was used after close()
 
@@ -76,11 +77,25 @@ class NoEligibleProvider(JobRouterError):
         self.reasons = dict(reasons)
 
 
+class InvalidText(JobRouterError):
+    """A text value no row can hold as sent (a NUL character: PostgreSQL refuses it, SQLite
+    would keep a key that no other backend could): refused before any statement runs."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
 class StoreError(JobRouterError):
-    def __init__(self, reason: str, *, url: str | None = None) -> None:
+    """`transient`: the cause may pass by itself (database down or stalled, disk full, file
+    read-only, lock held): retry later. Not transient: a damaged file, a wrong URL."""
+
+    def __init__(self, reason: str, *, url: str | None = None, transient: bool = True) -> None:
         super().__init__(f"{url}: {reason}" if url else reason)
         self.url = url
         self.reason = reason
+        self.transient = transient
 
 
 class RouterClosed(JobRouterError):

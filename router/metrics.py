@@ -61,23 +61,33 @@ CIRCUITS = Enum(
     ["provider"], states=CIRCUIT_STATES, registry=REGISTRY,
 )  # fmt: skip
 
+# Label values come only from the configuration or a fixed list, never from a caller: /metrics
+# needs no token, so an owner's name must not show there, and a random HTTP method or path must
+# not make a new series (3,000 methods made 3,021 series before issue 14). Per-owner outbox
+# depth is `jobrouter outbox` (an operator's command).
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 OUTBOX_PENDING = Gauge(
-    "jobrouter_outbox_pending", "Undelivered completion events by owner, parked ones included "
-    "(refreshed on scrape).", ["owner"], registry=REGISTRY,
+    "jobrouter_outbox_pending", "Undelivered completion events, parked ones included "
+    "(refreshed on scrape).", registry=REGISTRY,
 )  # fmt: skip
 OUTBOX_DEAD = Gauge(
-    "jobrouter_outbox_dead", "Dead-lettered completion events by owner (refreshed on scrape).",
-    ["owner"], registry=REGISTRY,
+    "jobrouter_outbox_dead", "Dead-lettered completion events (refreshed on scrape).",
+    registry=REGISTRY,
 )  # fmt: skip
 OUTBOX_DELIVERIES = Counter(
-    "jobrouter_outbox_deliveries", "Webhook delivery tries by owner and outcome: delivered, "
-    "retry (failed, due again later), dead (failed for the last time).",
-    ["owner", "outcome"], registry=REGISTRY,
+    "jobrouter_outbox_deliveries", "Webhook delivery tries by outcome: delivered, retry "
+    "(failed, due again later), dead (failed for the last time).",
+    ["outcome"], registry=REGISTRY,
 )  # fmt: skip
 OUTBOX_LATENCY = Histogram(
     "jobrouter_outbox_delivery_duration_seconds", "Time of one webhook request, any outcome.",
-    ["owner"], buckets=LATENCY_BUCKETS, registry=REGISTRY,
+    buckets=LATENCY_BUCKETS, registry=REGISTRY,
 )  # fmt: skip
+
+
+def http_method_label(method: str) -> str:
+    """The request's method as a label value: one of the methods the API knows, else `other`."""
+    return method if method in HTTP_METHODS else "other"
 
 
 def record_attempt(attempt: Attempt, timed_out: bool) -> None:
@@ -108,21 +118,17 @@ def set_gauges(open_jobs: dict[str, int], circuits: Iterable[tuple[str, str]]) -
 
 
 def record_delivery(owner: str, outcome: str, seconds: float) -> None:
-    """The outbox deliverer's metric hook: one webhook try ended (delivered, retry or dead)."""
-    OUTBOX_DELIVERIES.labels(owner=owner, outcome=outcome).inc()
-    OUTBOX_LATENCY.labels(owner=owner).observe(seconds)
+    """The outbox deliverer's metric hook: one webhook try ended (delivered, retry or dead).
+    `owner` is not a label (see above): the hook keeps it for the deliverer's log lines."""
+    del owner
+    OUTBOX_DELIVERIES.labels(outcome=outcome).inc()
+    OUTBOX_LATENCY.observe(seconds)
 
 
 def set_outbox_gauges(counts: OutboxCounts) -> None:
-    """Outbox depth from the store; an owner whose events are gone drops to 0, not stale."""
-    _set_by_owner(OUTBOX_PENDING, {depth.owner: depth.pending for depth in counts.pending})
-    _set_by_owner(OUTBOX_DEAD, counts.dead)
-
-
-def _set_by_owner(gauge: Gauge, counts: dict[str, int]) -> None:
-    shown = {sample.labels["owner"] for metric in gauge.collect() for sample in metric.samples}
-    for owner in shown | counts.keys():
-        gauge.labels(owner=owner).set(counts.get(owner, 0))
+    """Outbox depth from the store, summed over owners."""
+    OUTBOX_PENDING.set(sum(depth.pending for depth in counts.pending))
+    OUTBOX_DEAD.set(sum(counts.dead.values()))
 
 
 def exposition() -> bytes:

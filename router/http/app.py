@@ -14,7 +14,8 @@ from router import metrics
 from router.api import Router
 from router.config import HttpConfig
 from router.http import health, jobs, listing, openapi, problems
-from router.http.limits import BodyLimit
+from router.http.feeds import JobFeeds
+from router.http.limits import BodyLimit, NoNul
 
 DESCRIPTION = """Durable AI jobs on several LLM providers.
 
@@ -30,10 +31,12 @@ def create_app(router: Router, settings: HttpConfig | None = None) -> FastAPI:
     app = FastAPI(title="jobrouter", version="1", description=DESCRIPTION)
     app.state.router = router
     app.state.http = settings
+    app.state.feeds = JobFeeds(router, settings.max_streams_per_token)  # SSE: one watcher a job
     problems.install(app)
     app.include_router(listing.routes)  # before jobs: /v1/jobs/counts is not a job id
     app.include_router(jobs.routes)
     app.include_router(health.routes)
+    app.add_middleware(NoNul)  # inside BodyLimit: the body has been read when it answers
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(Timing)
     openapi.install(app, router.tasks)
@@ -67,5 +70,6 @@ class Timing:
         finally:
             route = scope.get("route")
             template = getattr(route, "path", "unmatched")
-            metrics.HTTP_LATENCY.labels(method=scope["method"], route=template,
+            metrics.HTTP_LATENCY.labels(method=metrics.http_method_label(scope["method"]),
+                                        route=template,
                                         status=str(status)).observe(time.perf_counter() - began)

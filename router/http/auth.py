@@ -23,6 +23,7 @@ bearer = HTTPBearer(
 class Principal:
     owner: str
     operator: bool
+    token_id: str = ""  # which token: open event streams are counted per token
 
     def may_see(self, owner: str) -> bool:
         return self.operator or owner == self.owner
@@ -41,11 +42,13 @@ async def authenticate(
     if credentials is None:
         raise ProblemError(401, "token-missing", "send `Authorization: Bearer <token>`; create a "
                            "token with `jobrouter token create OWNER`", headers=challenge)
-    record = await router.store.authenticate(credentials.credentials)
-    if record is None:
-        raise ProblemError(401, "token-invalid", "the bearer token is unknown or revoked; create "
-                           "a new one with `jobrouter token create OWNER`", headers=challenge)
-    return Principal(owner=record.owner, operator=record.operator)
+    record = await router.store.find_token(credentials.credentials)
+    status = "unknown" if record is None else record.status()
+    if record is None or status != "live":
+        # The true reason: whoever presents a revoked or expired token once held it.
+        raise ProblemError(401, f"token-{status}", f"the bearer token is {status}; ask for a "
+                           "new one (`jobrouter token create OWNER`)", headers=challenge)
+    return Principal(owner=record.owner, operator=record.operator, token_id=record.id)
 
 
 async def require_operator(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:

@@ -1,13 +1,15 @@
-"""`jobrouter serve` and `jobrouter token create`: registered on the CLI by `router.cli.main`."""
+"""`jobrouter serve` and `jobrouter token create | list | revoke`: registered on the CLI by
+`router.cli.main`."""
 
 from __future__ import annotations
 
-import logging
+import time
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
 
-from router.cli import ConfigOpt, DatabaseOpt, app, err, run, settings
+from router.cli import ConfigOpt, DatabaseOpt, app, run, settings
 
 token_app = typer.Typer(help="API tokens for `jobrouter serve`.", no_args_is_help=True)
 app.add_typer(token_app, name="token")
@@ -23,9 +25,10 @@ def serve(
     database: DatabaseOpt = None,
 ) -> None:
     """Serve the HTTP API (and run jobs) until Ctrl-C."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     from router.http.server import serve_config  # FastAPI and uvicorn: only for this command
+    from router.logs import setup_logging
 
+    setup_logging()
     run(lambda: serve_config(settings(config), host=host, port=port, database_url=database))
 
 
@@ -34,14 +37,77 @@ def token_create(
     owner: Annotated[str, typer.Argument(help="the owner the token acts for")],
     operator: Annotated[bool, typer.Option("--operator", help="may also read, cancel and "
                                            "resolve the jobs of every owner")] = False,
+    expires: Annotated[str | None, typer.Option(
+        help="stop working after this long: 90m, 12h, 30d, or seconds; default: never "
+        "(until `jobrouter token revoke`)")] = None,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
     """Create a token and print it once: only its hash is stored, it cannot be shown again."""
-    from router.http.server import create_token
+    from router.http.server import create_token  # FastAPI: only for these commands
 
+    expires_in = _duration(expires) if expires is not None else None
     token = run(lambda: create_token(settings(config), owner, operator=operator,
-                                     database_url=database))
+                                     database_url=database, expires_in=expires_in))
     typer.echo(token)
-    err.print(f"token for owner {owner!r}{' (operator)' if operator else ''}: store it now, "
-              "it is not shown again")
+    until = "" if expires_in is None else f", expires {_when(time.time() + expires_in)}"
+    typer.echo(f"token for owner {owner!r}{' (operator)' if operator else ''}{until}: store it "
+               "now, it is not shown again", err=True)
+
+
+@token_app.command("list")
+def token_list(config: ConfigOpt = None, database: DatabaseOpt = None) -> None:
+    """Every token: id, owner, operator or not, created, status (live, revoked, expired).
+    Tokens themselves are never stored, so never shown."""
+    from router.http.server import list_tokens
+
+    records = run(lambda: list_tokens(settings(config), database_url=database))
+    typer.echo("ID                                OWNER                 OPERATOR  CREATED"
+               "               STATUS")
+    for record in records:
+        status = record.status()
+        if status == "live" and record.expires_at is not None:
+            status = f"live until {_when(record.expires_at)}"
+        elif status != "live":
+            at = record.revoked_at if status == "revoked" else record.expires_at
+            status = f"{status} {_when(at or 0)}"
+        typer.echo(f"{record.id:<33} {record.owner:<21} {'yes' if record.operator else 'no':<9} "
+                   f"{_when(record.created_at)}  {status}")
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: Annotated[str, typer.Argument(help="the token's ID, from `jobrouter token list`")],
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+) -> None:
+    """Revoke a token: its next request is refused (401 "revoked")."""
+    from router.http.server import revoke_token
+
+    if not run(lambda: revoke_token(settings(config), token_id, database_url=database)):
+        typer.echo(f"no unrevoked token {token_id}; see `jobrouter token list`", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"revoked token {token_id}")
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def _duration(text: str) -> float:
+    """`90m`, `12h`, `30d`, `2w` or plain seconds. Four units need no library (pytimeparse
+    and friends parse far more than a flag should accept)."""
+    value = text.strip().lower()
+    unit = _UNITS.get(value[-1:], 0)
+    number = value[:-1] if unit else value
+    try:
+        seconds = float(number) * (unit or 1)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise typer.BadParameter(f"{text!r}: give a positive duration such as 90m, 12h, 30d, "
+                                 "or seconds", param_hint="--expires")
+    return seconds
+
+
+def _when(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%SZ")

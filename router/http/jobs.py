@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
@@ -10,6 +10,7 @@ from fastapi.responses import StreamingResponse
 from router.api import Router
 from router.errors import AttemptNotFound, JobNotFound
 from router.http.auth import Caller, Operator, Principal, RouterDep
+from router.http.feeds import CountedStream, JobFeeds
 from router.http.openapi import SSE_EVENT
 from router.http.problems import (
     KEY_HEADER,
@@ -24,6 +25,8 @@ from router.http.schemas import (
     JobResource,
     ResolveAttempt,
     SubmitJob,
+    json_answer,
+    plain,
 )
 from router.http.sse import HEADERS, event_stream
 from router.models import Job
@@ -60,9 +63,9 @@ JOB_LINKS = {  # OpenAPI links: where a client (or a stateful API fuzzer) goes n
                **documented(400, 401, 413, 422, 503)},
 )  # fmt: skip
 async def submit_job(
-    body: SubmitJob, idempotency_key: KeyHeader, request: Request, response: Response,
-    router: RouterDep, caller: Caller,
-) -> JobResource:  # fmt: skip
+    body: SubmitJob, idempotency_key: KeyHeader, request: Request, router: RouterDep,
+    caller: Caller,
+) -> Response:  # fmt: skip
     """Accept a job. The same key with the same payload answers the same job (in flight or
     finished) with `Idempotent-Replayed: true`; the same key with another payload is refused
     (422). The input is checked against the task's contract before a job is created."""
@@ -70,15 +73,13 @@ async def submit_job(
     _check_input(router, body)
     job = await router.submit(caller.owner, key, body.task, body.input, body.params)
     url = str(request.url_for("get_job", job_id=job.id))
-    response.headers["Location"] = url
-    if not job.created:
-        response.headers[REPLAY_HEADER] = "true"
-    return JobResource.of(job, url)
+    headers = {"Location": url} if job.created else {"Location": url, REPLAY_HEADER: "true"}
+    return json_answer(JobResource.body(job, url), 202, headers)
 
 
 @routes.get("/jobs/{job_id}", response_model=JobResource, name="get_job", operation_id="get_job",
             summary="Read a job", responses=documented(401, 404, 422, 503))
-async def get_job(job_id: str, request: Request, router: RouterDep, caller: Caller) -> JobResource:
+async def get_job(job_id: str, request: Request, router: RouterDep, caller: Caller) -> Response:
     return _resource(request, await _visible_job(router, caller, job_id))
 
 
@@ -88,9 +89,9 @@ async def get_job(job_id: str, request: Request, router: RouterDep, caller: Call
                 "operationId": "resolve_attempt",
                 "parameters": {"attempt_id": "$response.body#/items/0/id"}}}},
                 **documented(401, 404, 422, 503)})  # fmt: skip
-async def list_attempts(job_id: str, router: RouterDep, caller: Caller) -> AttemptList:
+async def list_attempts(job_id: str, router: RouterDep, caller: Caller) -> Response:
     await _visible_job(router, caller, job_id)
-    return AttemptList(items=await router.attempts(job_id))
+    return json_answer({"items": [plain(attempt) for attempt in await router.attempts(job_id)]})
 
 
 @routes.post("/jobs/{job_id}/cancel", response_model=JobResource, name="cancel_job",
@@ -99,7 +100,7 @@ async def list_attempts(job_id: str, router: RouterDep, caller: Caller) -> Attem
 async def cancel_job(
     job_id: str, request: Request, router: RouterDep, caller: Caller,
     body: Annotated[CancelJob | None, Body()] = None,
-) -> JobResource:  # fmt: skip
+) -> Response:  # fmt: skip
     """Cancel a job that has not finished (cancelling a cancelled job answers it again; a
     succeeded or failed job cannot be cancelled: 409)."""
     await _visible_job(router, caller, job_id)
@@ -113,7 +114,7 @@ async def cancel_job(
              responses=documented(400, 401, 403, 404, 409, 413, 422, 503))  # fmt: skip
 async def resolve_attempt(
     attempt_id: str, body: ResolveAttempt, request: Request, router: RouterDep, _op: Operator
-) -> JobResource:
+) -> Response:
     if await router.store.get_attempt(attempt_id) is None:
         raise AttemptNotFound(attempt_id)
     job = await router.resolve(attempt_id, body.outcome, body.result, body.note)
@@ -127,7 +128,7 @@ async def resolve_attempt(
     responses={200: {"description": "`text/event-stream`: `id` is the event's seq, `event` its "
                      "kind, `data` the event as JSON; ends after the event that settles the job",
                      "content": {"text/event-stream": {"schema": SSE_EVENT}}},
-               **documented(401, 404, 422, 503)},
+               **documented(401, 404, 422, 429, 503)},
 )  # fmt: skip
 async def job_events(
     job_id: str, request: Request, router: RouterDep, caller: Caller,
@@ -138,8 +139,15 @@ async def job_events(
     await _visible_job(router, caller, job_id)
     start = last_event_id if last_event_id is not None else after
     heartbeat: float = request.app.state.http.heartbeat
-    return StreamingResponse(event_stream(router, job_id, start, heartbeat),
-                             media_type="text/event-stream", headers=HEADERS)
+    feeds: JobFeeds = request.app.state.feeds
+    release = feeds.admit(caller.token_id)
+    if release is None:
+        raise ProblemError(429, "too-many-streams", f"this token has "
+                           f"{feeds.max_streams_per_token} event streams open, the most it may; "
+                           "close one, or follow jobs with GET /v1/jobs/{id}",
+                           headers={"Retry-After": "5"})
+    return CountedStream(event_stream(feeds, job_id, start, heartbeat), release=release,
+                         media_type="text/event-stream", headers=HEADERS)
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -176,5 +184,9 @@ async def _visible_job(router: Router, caller: Principal, job_id: str) -> Job:
     return job
 
 
-def _resource(request: Request, job: Job) -> JobResource:
-    return JobResource.of(job, str(request.url_for("get_job", job_id=job.id)))
+def _body(request: Request, job: Job) -> dict[str, Any]:
+    return JobResource.body(job, str(request.url_for("get_job", job_id=job.id)))
+
+
+def _resource(request: Request, job: Job) -> Response:
+    return json_answer(_body(request, job))

@@ -1,5 +1,6 @@
-"""Request size limit: a pure ASGI middleware, so an oversized body is refused before any of it
-is parsed or kept in memory, whether it declares a Content-Length or arrives chunked."""
+"""Request limits, as pure ASGI middleware: the body size (an oversized body is refused before any
+of it is parsed or kept in memory, whether it declares a Content-Length or arrives chunked), and
+no NUL character in the path or the query (`NoNul`)."""
 
 from __future__ import annotations
 
@@ -84,3 +85,30 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+class NoNul:
+    """A NUL character (`%00`) in the path or the query is refused with a 422 problem before any
+    route sees it: PostgreSQL refuses NUL in text (an error the route would turn into a 500),
+    SQLite accepts it, and a request must get the same answer from either backend."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (
+            b"%00" in scope.get("raw_path", b"") or "\x00" in scope.get("path", "")
+            or b"%00" in scope.get("query_string", b"")
+        ):  # fmt: skip
+            problem = {
+                "type": TYPE_PREFIX + "request-invalid", "title": "Unprocessable Entity",
+                "status": 422, "detail": "the path or the query holds a NUL character (%00); "
+                "no id, name or key contains one", "instance": scope.get("path", ""),
+            }  # fmt: skip
+            payload = json.dumps(problem).encode()
+            await send({"type": "http.response.start", "status": 422, "headers": [
+                (b"content-type", PROBLEM_JSON.encode()),
+                (b"content-length", str(len(payload)).encode())]})  # fmt: skip
+            await send({"type": "http.response.body", "body": payload})
+            return
+        await self.app(scope, receive, send)

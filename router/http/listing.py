@@ -5,15 +5,15 @@ filters through `job_filter`, so an owner token can never widen its view on eith
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from router.errors import ListingError
 from router.http.auth import Caller, Principal, RouterDep
 from router.http.problems import KEY_MAX_LENGTH, ProblemError, documented
-from router.http.schemas import JobResource
+from router.http.schemas import JobResource, json_answer
 from router.listing import DEFAULT_PAGE, MAX_PAGE, JobFilter, checked_cursor
 from router.models import Job
 from router.states import JobState
@@ -83,7 +83,7 @@ async def list_jobs(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="jobs per page")] = DEFAULT_PAGE,
     cursor: Annotated[str | None, Query(max_length=64,
                                         description="`next_cursor` of the previous page")] = None,
-) -> JobPageResource:  # fmt: skip
+) -> Response:  # fmt: skip
     """Pages are keyset pages on the time-ordered job id: as fast deep in a million jobs as on
     the first page, and a job created meanwhile never shifts a page."""
     if idempotency_key is not None:
@@ -91,7 +91,7 @@ async def list_jobs(
             raise ProblemError(422, "listing-invalid", "`idempotency_key` finds one job; send "
                                "it alone, without other filters")
         job = await router.find(caller.owner, idempotency_key)
-        return JobPageResource(items=[_resource(request, job)] if job else [])
+        return _page([_body(request, job)] if job else [], None, None)
     where = job_filter(caller, owner=owner, state=state, needs_attention=needs_attention,
                        task=task, provider=provider, created_after=created_after,
                        created_before=created_before)
@@ -102,8 +102,7 @@ async def list_jobs(
     following = None
     if page.next_cursor is not None:
         following = str(request.url.include_query_params(cursor=page.next_cursor))
-    return JobPageResource(items=[_resource(request, job) for job in page.items],
-                           next_cursor=page.next_cursor, next=following)
+    return _page([_body(request, job) for job in page.items], page.next_cursor, following)
 
 
 @routes.get("/jobs/counts", response_model=JobCounts, name="count_jobs",
@@ -121,5 +120,10 @@ async def count_jobs(
     return JobCounts(counts=counts, total=sum(counts.values()))
 
 
-def _resource(request: Request, job: Job) -> JobResource:
-    return JobResource.of(job, str(request.url_for("get_job", job_id=job.id)))
+def _body(request: Request, job: Job) -> dict[str, Any]:
+    return JobResource.body(job, str(request.url_for("get_job", job_id=job.id)))
+
+
+def _page(items: list[dict[str, Any]], next_cursor: str | None, following: str | None) -> Response:
+    """A JobPageResource, encoded by `json` (deeply nested input reads back: schemas.plain)."""
+    return json_answer({"items": items, "next_cursor": next_cursor, "next": following})

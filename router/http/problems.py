@@ -21,6 +21,7 @@ from starlette.routing import Match
 from router.errors import (
     AttemptNotFound,
     IdempotencyConflict,
+    InvalidText,
     InvalidTransition,
     JobNotFound,
     JobRouterError,
@@ -163,9 +164,18 @@ async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
         return problem_response(request, 404, "attempt-not-found",
                                 f"no attempt {exc.attempt_id}; list them with "
                                 "GET /v1/jobs/{id}/attempts")
+    if isinstance(exc, InvalidText):
+        if exc.field == "idempotency_key" and KEY_HEADER in request.headers:  # the header
+            return problem_response(request, 400, "idempotency-key-invalid",
+                                    f"{KEY_INVALID}, without NUL characters")
+        return problem_response(request, 422, "text-invalid", f"{exc.field} {exc.reason}")
     if isinstance(exc, InvalidTransition):
         return problem_response(request, 409, "invalid-transition", str(exc),
                                 current_state=str(exc.src))
+    if isinstance(exc, StoreError) and not exc.transient:  # the detail is in the log only:
+        log.error("service unavailable: %s", exc)  # it names the database
+        return problem_response(request, 503, "store-broken", "the job store cannot be used "
+                                "until an operator repairs it; see the server log")
     if isinstance(exc, StoreError | RouterClosed):
         log.error("service unavailable: %s", exc)
         return problem_response(request, 503, "unavailable",

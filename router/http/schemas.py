@@ -6,6 +6,7 @@ import math
 from datetime import datetime
 from typing import Any, Literal
 
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from router.models import Attempt, Job
@@ -91,6 +92,35 @@ class JobResource(BaseModel):
         fields = job.model_dump(exclude={"created"})
         return cls(**fields, terminal=job.state.terminal,
                    needs_attention=job.state.needs_attention, url=url)
+
+    @staticmethod
+    def body(job: Job, url: str) -> dict[str, Any]:
+        """The resource as JSON-ready data (see `plain`), without a pydantic round trip."""
+        return plain(job, terminal=job.state.terminal,
+                     needs_attention=job.state.needs_attention, url=url)
+
+
+# Free-form JSON (a job's input, params and result, an attempt's output, an event's data) is
+# serialized by the standard library's encoder, not pydantic's: pydantic-core stops at a fixed
+# depth ("Maximum serialization depth exceeded"), below what `json` accepts, and data that was
+# accepted and stored must always read back (before issue 14 every answer about a job whose
+# input nested ~300 levels was a 500). What the door accepts is decided at submit.
+FREE_JSON = frozenset({"input", "params", "result", "output", "data"})
+
+
+def plain(model: BaseModel, **extra: Any) -> dict[str, Any]:
+    """`model.model_dump(mode="json")`, its free-form JSON fields copied as they are."""
+    free = FREE_JSON & type(model).model_fields.keys()
+    data = model.model_dump(mode="json", exclude=set(free))
+    data.update({name: getattr(model, name) for name in free})
+    data.update(extra)
+    return data
+
+
+def json_answer(content: Any, status_code: int = 200,
+                headers: dict[str, str] | None = None) -> JSONResponse:
+    """An answer whose body is encoded by `json` (see FREE_JSON)."""
+    return JSONResponse(content, status_code=status_code, headers=headers)
 
 
 class JobList(BaseModel):

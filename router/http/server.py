@@ -7,7 +7,7 @@ import logging
 import signal
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import uvicorn
@@ -15,6 +15,8 @@ import uvicorn
 from router.api import Router
 from router.config import HttpConfig, RouterConfig
 from router.http.app import create_app
+from router.store import SqlStore
+from router.store.tokens import ApiToken
 
 log = logging.getLogger("jobrouter.http")
 
@@ -68,16 +70,38 @@ async def serve_config(
 
 
 async def create_token(
-    config: RouterConfig | Path, owner: str, *, operator: bool, database_url: str | None = None
+    config: RouterConfig | Path, owner: str, *, operator: bool, database_url: str | None = None,
+    expires_in: float | None = None,
 ) -> str:  # fmt: skip
     """`jobrouter token create`: a new token for `owner` (printed once; only its hash is kept)."""
+    async with _token_store(config, database_url) as store:
+        token, _ = await store.create_token(owner, operator=operator, expires_in=expires_in)
+    return token
+
+
+async def list_tokens(config: RouterConfig | Path, database_url: str | None = None
+                      ) -> list[ApiToken]:
+    """`jobrouter token list`: every token's record, never a token."""
+    async with _token_store(config, database_url) as store:
+        return await store.list_tokens()
+
+
+async def revoke_token(config: RouterConfig | Path, token_id: str,
+                       database_url: str | None = None) -> bool:
+    """`jobrouter token revoke ID`: False when no unrevoked token has that id."""
+    async with _token_store(config, database_url) as store:
+        return await store.revoke_token(token_id)
+
+
+@contextlib.asynccontextmanager
+async def _token_store(config: RouterConfig | Path,
+                       database_url: str | None) -> AsyncIterator[SqlStore]:
     from router.build import resolve_config
     from router.store import open_store
 
     settings = resolve_config(config)
     store = await open_store(database_url or settings.database.url)
     try:
-        token, _ = await store.create_token(owner, operator=operator)
+        yield store
     finally:
         await store.close()
-    return token

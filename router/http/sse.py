@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncGenerator, AsyncIterator
 
-from router.api import Router
+from router.http.feeds import JobFeeds
+from router.http.schemas import plain
 from router.models import JobEvent
 
 RECONNECT_MS = 1000
@@ -21,35 +23,39 @@ HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def format_event(event: JobEvent) -> bytes:
-    # model_dump_json writes one line: `data:` needs no splitting.
-    return f"id: {event.seq}\nevent: {event.kind}\ndata: {event.model_dump_json()}\n\n".encode()
+    # Compact json.dumps writes one line: `data:` needs no splitting. The stdlib encoder, not
+    # pydantic's, so deeply nested data reads back (see `schemas.FREE_JSON`).
+    data = json.dumps(plain(event), ensure_ascii=False, separators=(",", ":"))
+    return f"id: {event.seq}\nevent: {event.kind}\ndata: {data}\n\n".encode()
 
 
 async def event_stream(
-    router: Router, job_id: str, after: int, heartbeat: float
+    feeds: JobFeeds, job_id: str, after: int, heartbeat: float
 ) -> AsyncIterator[bytes]:
-    """The SSE body: stored events after `after`, then new ones, with heartbeats between."""
+    """The SSE body: stored events after `after`, then new ones, with heartbeats between. The
+    events come from the job's shared feed (one watcher per job, see `feeds`)."""
     yield f"retry: {RECONNECT_MS}\n\n".encode()
-    events = router.watch(job_id, after)
-    pending: asyncio.Future[JobEvent] | None = None
-    try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(events))
-            done, _ = await asyncio.wait({pending}, timeout=heartbeat)
-            if not done:
-                yield b": keep-alive\n\n"
-                continue
-            try:
-                event = pending.result()
-            except StopAsyncIteration:
-                return
-            pending = None
-            yield format_event(event)
-    finally:
-        if pending is not None and not pending.done():
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                await pending
-        if isinstance(events, AsyncGenerator):
-            await events.aclose()
+    async with feeds.subscribe(job_id) as feed:
+        events = feed.after(after)
+        pending: asyncio.Future[JobEvent] | None = None
+        try:
+            while True:
+                if pending is None:
+                    pending = asyncio.ensure_future(anext(events))
+                done, _ = await asyncio.wait({pending}, timeout=heartbeat)
+                if not done:
+                    yield b": keep-alive\n\n"
+                    continue
+                try:
+                    event = pending.result()
+                except StopAsyncIteration:
+                    return
+                pending = None
+                yield format_event(event)
+        finally:
+            if pending is not None and not pending.done():
+                pending.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await pending
+            if isinstance(events, AsyncGenerator):
+                await events.aclose()

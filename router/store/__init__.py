@@ -26,17 +26,27 @@ def check_database_url(url: str) -> None:
                      "sqlite:////absolute.db or postgresql://user@host:port/db", url=url)
 
 
-async def open_store(url: str) -> SqlStore:
-    """`sqlite:///file.db` (default, embedded) or `postgresql://user@host:port/db`."""
+async def open_store(
+    url: str, *, command_timeout: float | None = None, acquire_timeout: float | None = None
+) -> SqlStore:
+    """`sqlite:///file.db` (default, embedded) or `postgresql://user@host:port/db`.
+    The timeouts (seconds, PostgreSQL only; None: the connector's defaults) bound one statement
+    and the wait for a pooled connection: see `[database]` in the configuration."""
     check_database_url(url)
     if url.startswith(("postgres://", "postgresql://")):
         try:
-            from router.store.postgres import PostgresConnector
+            from router.store.postgres import (
+                ACQUIRE_TIMEOUT_S,
+                COMMAND_TIMEOUT_S,
+                PostgresConnector,
+            )
         except ImportError as exc:
             raise StoreError(
                 "PostgreSQL needs the extra: pip install 'jobrouter[postgres]'", url=url
             ) from exc
-        return SqlStore(await PostgresConnector.open(url))
+        return SqlStore(await PostgresConnector.open(
+            url, command_timeout=command_timeout or COMMAND_TIMEOUT_S,
+            acquire_timeout=acquire_timeout or ACQUIRE_TIMEOUT_S))  # fmt: skip
     from router.store.sqlite import SqliteConnector
 
     return SqlStore(await SqliteConnector.open(url))

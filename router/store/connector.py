@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol, runtime_checkable
 
+from router.errors import InvalidText
+
 Row = dict[str, Any]
 Params = Mapping[str, Any]
 
@@ -114,6 +116,18 @@ async def until_done(task: asyncio.Future[Any]) -> bool:
         except asyncio.CancelledError:
             cancelled = True
     return cancelled
+
+
+def check_params(params: Params) -> Params:
+    """Refuse a NUL character in any text parameter, on every backend alike (`InvalidText`).
+    PostgreSQL cannot store one (its driver fails with a DataError deep in a transaction);
+    SQLite would store it, making a key that works on one backend and not the other. JSON
+    columns are unaffected: `json.dumps` writes a NUL as the escape \\u0000."""
+    for name, value in params.items():
+        if isinstance(value, str) and "\x00" in value:
+            raise InvalidText(name, "contains a NUL character (\\x00), which no id, key, name "
+                              "or reason may hold")
+    return params
 
 
 def run_callbacks(callbacks: list[Callable[[], None]]) -> None:

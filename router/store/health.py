@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 from router.store.connector import Connector, load_migrations
@@ -18,6 +19,12 @@ class HealthMethods:
         applied = {int(row["version"]) for row in rows}
         known = [number for number, _, _ in load_migrations(self.connector.dialect)]
         return [number for number in known if number not in applied]
+
+    async def prove_write(self) -> None:
+        """Write and commit one row: raises (a `StoreError` when the cause is the database:
+        down, stalled, disk full, read-only) unless the database takes writes right now."""
+        async with self.connector.write() as tx:
+            await tx.execute(self._q["prove_write"], {"now": time.time()})
 
     async def open_job_counts(self) -> dict[str, int]:
         """Queued and running jobs, by state: the queue depth."""

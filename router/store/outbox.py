@@ -184,11 +184,14 @@ class OutboxMethods:
 
     # ---- retention -----------------------------------------------------------------------------
 
-    async def count_purgeable(self, cutoff: float, *, owners: Iterable[str]) -> PurgeCounts:
+    async def count_purgeable(self, cutoff: float, *, owners: Iterable[str],
+                              drop_parked: bool = False) -> PurgeCounts:
         """Finished jobs last changed before `cutoff`, given the `owners` that have a webhook:
         purgeable now (and how many of those have a parked event), and kept because their
-        completion event is still owed (undelivered to an owner in `owners`, or a dead letter)."""
-        params = {"cutoff": cutoff, "owners": _owners_json(owners)}
+        completion event may still be owed (undelivered to an owner in `owners`, tried or
+        claimed, a dead letter, or parked unless `drop_parked`)."""
+        params = {"cutoff": cutoff, "owners": _owners_json(owners),
+                  "drop_parked": int(drop_parked)}
         purgeable = await self.connector.fetchone(self._q["count_purgeable"], params)
         kept = await self.connector.fetchone(self._q["count_kept_undelivered"], params)
         return PurgeCounts(
@@ -197,11 +200,14 @@ class OutboxMethods:
             parked=int(purgeable["parked"] or 0) if purgeable else 0,
         )
 
-    async def purge_batch(self, cutoff: float, limit: int, *, owners: Iterable[str]) -> Purged:
+    async def purge_batch(self, cutoff: float, limit: int, *, owners: Iterable[str],
+                          drop_parked: bool = False) -> Purged:
         """Delete up to `limit` purgeable jobs (with their attempts, events and outbox row,
-        delivered or parked) in one short transaction. `owners` are those with a webhook: their
-        undelivered events keep their jobs. Returns how many jobs and parked events went."""
-        params = {"cutoff": cutoff, "limit": limit, "owners": _owners_json(owners)}
+        delivered, or parked when `drop_parked`) in one short transaction. `owners` are those
+        with a webhook: their undelivered events keep their jobs, as does any event that has
+        been tried. Returns how many jobs and parked events went."""
+        params = {"cutoff": cutoff, "limit": limit, "owners": _owners_json(owners),
+                  "drop_parked": int(drop_parked)}
         async with self.connector.write() as tx:
             rows = await tx.fetchall(self._q["purge_jobs"], params)
             ids = [row["id"] for row in rows]

@@ -35,11 +35,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
+from providers.redact import scrub
 from router.errors import StoreError
 from router.store.connector import (
     ConnectorStats,
     Params,
     Row,
+    check_params,
     load_migrations,
     load_queries,
     run_callbacks,
@@ -72,6 +74,18 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     # asyncpg is stuck consuming the error and refuses the next statement with this.
     asyncpg.InternalClientError,
 )
+# The database cannot serve now, though the connection may be fine: a command or an acquire
+# that ran out of time (a stalled server), a full disk, no memory, a read-only server. They
+# become a transient StoreError too (HTTP 503 with Retry-After), never an unexpected error.
+UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
+    *CONNECTION_ERRORS,
+    TimeoutError,
+    asyncpg.InsufficientResourcesError,
+    asyncpg.ReadOnlySQLTransactionError,
+    asyncpg.QueryCanceledError,
+)
+COMMAND_TIMEOUT_S = 30.0
+ACQUIRE_TIMEOUT_S = 10.0
 COMMIT_LOST = "connection lost during COMMIT: the transaction may or may not have committed"
 # At open every failure (bad database name, refused password, unreachable host) means the same.
 OPEN_ERRORS: tuple[type[BaseException], ...] = (
@@ -92,16 +106,29 @@ _TOKEN = re.compile(
 )
 
 
+SECRET_PARAMS = frozenset({"password", "sslpassword"})  # libpq keys whose values are secrets
+_USERINFO_PASSWORD = re.compile(r"(://[^:/?#@]*):[^@/?#]*@")
+_PARAM_PASSWORD = re.compile(r"(?i)\b(password|sslpassword)=[^&#\s]*")
+
+
 def redact(url: str) -> str:
-    """The URL with its password (in the authority or as `?password=`) masked."""
-    parts = urlsplit(url)
+    """The URL with its password (in the authority, as `?password=` or `?sslpassword=`)
+    masked. A URL too malformed to parse is masked by pattern instead: never an exception,
+    since this runs while reporting another error."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises on a malformed port: the pattern path below then)
+    except ValueError:
+        masked = _USERINFO_PASSWORD.sub(r"\1:***@", url)
+        return _PARAM_PASSWORD.sub(r"\1=***", masked)
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, host = netloc.rsplit("@", 1)
         if ":" in userinfo:
             netloc = f"{userinfo.split(':', 1)[0]}:***@{host}"
     query = urlencode(
-        [(k, "***" if k == "password" else v) for k, v in parse_qsl(parts.query)], safe="*"
+        [(k, "***" if k.lower() in SECRET_PARAMS else v) for k, v in parse_qsl(parts.query)],
+        safe="*",
     )
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
@@ -123,6 +150,7 @@ def translate(query: str) -> tuple[str, tuple[str, ...]]:
 
 
 def bind(query: str, params: Params) -> tuple[str, list[Any]]:
+    check_params(params)
     sql, names = translate(query)
     missing = [name for name in names if name not in params]
     if missing:
@@ -143,8 +171,8 @@ def translated_errors(
     """Re-raise `errors` as StoreError (chained), naming the URL without its password."""
     try:
         yield
-    except errors as exc:
-        raise StoreError(f"{doing}: {type(exc).__name__}: {exc}", url=url) from exc
+    except errors as exc:  # the driver's message may quote the URL it was given
+        raise StoreError(f"{doing}: {type(exc).__name__}: {scrub(str(exc))}", url=url) from exc
 
 
 def lost(conn: Connection) -> bool:
@@ -157,7 +185,7 @@ def lost(conn: Connection) -> bool:
 
 async def _rollback(tx: asyncpg.transaction.Transaction) -> None:
     # A lost connection has rolled back by itself; the caller re-raises the original error.
-    with contextlib.suppress(asyncpg.InterfaceError, *CONNECTION_ERRORS):
+    with contextlib.suppress(asyncpg.InterfaceError, *CONNECTION_ERRORS, TimeoutError):
         await tx.rollback()
 
 
@@ -190,21 +218,28 @@ class _PostgresTx:
 class PostgresConnector:
     dialect = "postgres"
 
-    def __init__(self, url: str, pool: asyncpg.Pool[asyncpg.Record], listener: Listener) -> None:
+    def __init__(self, url: str, pool: asyncpg.Pool[asyncpg.Record], listener: Listener,
+                 acquire_timeout: float = ACQUIRE_TIMEOUT_S) -> None:
         self.url = url  # password masked: this one is shown in messages and logs
         self.queries: Mapping[str, str] = load_queries(self.dialect)
         self._pool = pool
+        self._acquire_timeout = acquire_timeout
         self._listener = listener
         self.stats = ConnectorStats()
 
     @classmethod
     async def open(
-        cls, url: str, *, min_size: int = POOL_MIN_SIZE, max_size: int = POOL_MAX_SIZE
-    ) -> PostgresConnector:
+        cls, url: str, *, min_size: int = POOL_MIN_SIZE, max_size: int = POOL_MAX_SIZE,
+        command_timeout: float = COMMAND_TIMEOUT_S, acquire_timeout: float = ACQUIRE_TIMEOUT_S,
+    ) -> PostgresConnector:  # fmt: skip
+        """`command_timeout`: seconds any one statement may take; `acquire_timeout`: seconds to
+        wait for a pooled connection. A stalled server then fails a request (503) instead of
+        holding it, and readiness with it, for as long as the stall lasts."""
         safe = redact(url)
         with translated_errors(safe, "cannot open PostgreSQL database", OPEN_ERRORS):
             pool = await asyncpg.create_pool(
                 url, min_size=min_size, max_size=max_size, timeout=CONNECT_TIMEOUT_S,
+                command_timeout=command_timeout,
                 server_settings={"application_name": "jobrouter"}, reset=_keep_session,
             )  # fmt: skip
         try:
@@ -215,12 +250,12 @@ class PostgresConnector:
         except BaseException:
             await pool.close()
             raise
-        return cls(safe, pool, listener)
+        return cls(safe, pool, listener, acquire_timeout)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[_PostgresTx]:
-        with translated_errors(self.url, "PostgreSQL write failed", CONNECTION_ERRORS):
-            async with self._pool.acquire() as conn:
+        with translated_errors(self.url, "PostgreSQL write failed", UNAVAILABLE_ERRORS):
+            async with self._pool.acquire(timeout=self._acquire_timeout) as conn:
                 self.stats.write_transactions += 1
                 self.stats.commits += 1
                 self.stats.round_trips += 2  # BEGIN and COMMIT
@@ -240,23 +275,25 @@ class PostgresConnector:
                     raise
                 try:
                     await _uncancelled(tx.commit(), committed=written.callbacks)
-                except Exception as exc:
-                    if lost(conn) or isinstance(exc, CONNECTION_ERRORS):
+                except Exception as exc:  # a COMMIT that timed out may have committed too
+                    if lost(conn) or isinstance(exc, (*CONNECTION_ERRORS, TimeoutError)):
                         raise StoreError(COMMIT_LOST, url=self.url) from exc
                     raise
 
     async def fetchone(self, query: str, params: Params) -> Row | None:
         sql, args = bind(query, params)
         self.stats.round_trips += 1
-        with translated_errors(self.url, "PostgreSQL read failed", CONNECTION_ERRORS):
-            record = await self._pool.fetchrow(sql, *args)
+        with translated_errors(self.url, "PostgreSQL read failed", UNAVAILABLE_ERRORS):
+            async with self._pool.acquire(timeout=self._acquire_timeout) as conn:
+                record = await conn.fetchrow(sql, *args)
         return dict(record) if record is not None else None
 
     async def fetchall(self, query: str, params: Params) -> list[Row]:
         sql, args = bind(query, params)
         self.stats.round_trips += 1
-        with translated_errors(self.url, "PostgreSQL read failed", CONNECTION_ERRORS):
-            records = await self._pool.fetch(sql, *args)
+        with translated_errors(self.url, "PostgreSQL read failed", UNAVAILABLE_ERRORS):
+            async with self._pool.acquire(timeout=self._acquire_timeout) as conn:
+                records = await conn.fetch(sql, *args)
         return [dict(record) for record in records]
 
     def on_change(self, callback: Callable[[str, Row | None], None]) -> None:

@@ -167,11 +167,22 @@ WHERE provider = :provider
 RETURNING *
 
 -- name: insert_token
-INSERT INTO api_tokens (id, token_hash, owner, operator, created_at)
-VALUES (:id, :token_hash, :owner, :operator, :now)
+INSERT INTO api_tokens (id, token_hash, owner, operator, created_at, expires_at)
+VALUES (:id, :token_hash, :owner, :operator, :now, :expires_at)
 
 -- name: find_token
-SELECT * FROM api_tokens WHERE token_hash = :token_hash AND revoked_at IS NULL
+-- Revoked and expired ones too: the 401 says which (the caller holds the token, so this tells
+-- nobody anything new).
+SELECT * FROM api_tokens WHERE token_hash = :token_hash
+
+-- name: list_tokens
+SELECT id, owner, operator, created_at, revoked_at, expires_at FROM api_tokens
+ORDER BY created_at, id
+
+-- name: prove_write
+-- /health/ready: one real row write, committed, proves the database takes writes.
+INSERT INTO readiness (id, checked_at) VALUES (1, :now)
+ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at
 
 -- name: revoke_token
 UPDATE api_tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL
@@ -258,10 +269,12 @@ SELECT * FROM outbox_dead ORDER BY dead_at DESC, id LIMIT :limit
 -- ---- retention (router/store/outbox.py, `jobrouter purge`) ----------------------------------
 -- The state list is JobState's terminal set (states.py; a unit test holds them equal), spelled
 -- out so the jobs_finished partial index applies. A terminal job older than :cutoff is kept
--- while its completion event is still owed to a webhook that exists: an undelivered row of an
--- owner in :owners (the owners with a `[webhooks.<owner>]` section, a JSON-array text), or a
--- dead letter. Otherwise it is purgeable, and its outbox row goes with it: delivered, or parked
--- (undelivered, of an owner without a webhook: nobody would ever deliver it).
+-- while its completion event may still be owed: an undelivered row of an owner in :owners (the
+-- owners with a `[webhooks.<owner>]` section, a JSON-array text), an undelivered row that has
+-- been tried or is claimed (whatever the configuration says now: a webhook removed from it does
+-- not make a tried event droppable), a dead letter, or (unless :drop_parked = 1, the explicit
+-- `--drop-parked`) any undelivered row. Otherwise it is purgeable, and its outbox row goes with
+-- it: delivered, or parked (never tried, of an owner without a webhook).
 
 -- name: count_purgeable
 -- n: purgeable jobs; parked: of those, how many have a parked event that goes with them.
@@ -273,7 +286,8 @@ FROM jobs j
 WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
   AND NOT EXISTS (SELECT 1 FROM outbox o
                   WHERE o.job_id = j.id AND o.delivered_at IS NULL
-                    AND o.owner IN (SELECT value FROM json_each(:owners)))
+                    AND (o.owner IN (SELECT value FROM json_each(:owners))
+                         OR o.tries > 0 OR o.claimed_by IS NOT NULL OR :drop_parked = 0))
   AND NOT EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id)
 
 -- name: count_kept_undelivered
@@ -281,7 +295,8 @@ SELECT COUNT(*) AS n FROM jobs j
 WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
   AND (EXISTS (SELECT 1 FROM outbox o
                WHERE o.job_id = j.id AND o.delivered_at IS NULL
-                 AND o.owner IN (SELECT value FROM json_each(:owners)))
+                 AND (o.owner IN (SELECT value FROM json_each(:owners))
+                         OR o.tries > 0 OR o.claimed_by IS NOT NULL OR :drop_parked = 0))
        OR EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id))
 
 -- name: purge_jobs
@@ -291,7 +306,8 @@ DELETE FROM jobs WHERE id IN (
     WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
       AND NOT EXISTS (SELECT 1 FROM outbox o
                       WHERE o.job_id = j.id AND o.delivered_at IS NULL
-                        AND o.owner IN (SELECT value FROM json_each(:owners)))
+                        AND (o.owner IN (SELECT value FROM json_each(:owners))
+                         OR o.tries > 0 OR o.claimed_by IS NOT NULL OR :drop_parked = 0))
       AND NOT EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id)
     ORDER BY j.updated_at
     LIMIT :limit)

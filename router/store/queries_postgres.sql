@@ -56,7 +56,8 @@ FROM jobs j
 WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
   AND NOT EXISTS (SELECT 1 FROM outbox o
                   WHERE o.job_id = j.id AND o.delivered_at IS NULL
-                    AND o.owner IN (SELECT json_array_elements_text(CAST(:owners AS json))))
+                    AND (o.owner IN (SELECT json_array_elements_text(CAST(:owners AS json)))
+                         OR o.tries > 0 OR o.claimed_by IS NOT NULL OR :drop_parked = 0))
   AND NOT EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id)
 
 -- name: count_kept_undelivered
@@ -64,7 +65,8 @@ SELECT COUNT(*) AS n FROM jobs j
 WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
   AND (EXISTS (SELECT 1 FROM outbox o
                WHERE o.job_id = j.id AND o.delivered_at IS NULL
-                 AND o.owner IN (SELECT json_array_elements_text(CAST(:owners AS json))))
+                 AND (o.owner IN (SELECT json_array_elements_text(CAST(:owners AS json)))
+                         OR o.tries > 0 OR o.claimed_by IS NOT NULL OR :drop_parked = 0))
        OR EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id))
 
 -- name: purge_jobs
@@ -73,7 +75,8 @@ DELETE FROM jobs WHERE id IN (
     WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
       AND NOT EXISTS (SELECT 1 FROM outbox o
                       WHERE o.job_id = j.id AND o.delivered_at IS NULL
-                        AND o.owner IN (SELECT json_array_elements_text(CAST(:owners AS json))))
+                        AND (o.owner IN (SELECT json_array_elements_text(CAST(:owners AS json)))
+                         OR o.tries > 0 OR o.claimed_by IS NOT NULL OR :drop_parked = 0))
       AND NOT EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id)
     ORDER BY j.updated_at
     LIMIT :limit)

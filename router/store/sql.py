@@ -306,15 +306,19 @@ class SqlStore(
             job = await self._lock_job(tx, job_id)
             if job.state is JobState.CANCELLED:
                 return job
-            events = []
+            events, unknown = [], []
             for row in await tx.fetchall(self._q["open_attempts_of_job"], {"job_id": job_id}):
                 attempt = attempt_from_row(row)
+                if attempt.state is AttemptState.UNKNOWN:  # it may have happened: cancelling
+                    unknown.append(attempt.id)  # the job does not undo that, so the attempt
+                    continue  # keeps saying so (an operator may still resolve it)
                 await self._finish(tx, attempt, AttemptState.CANCELLED, AttemptUsage(), now,
                                    error_kind="cancelled", error=reason)
                 events.append(NewEvent(kind="attempt.cancelled",
                                        data={"attempt_id": attempt.id, "error": reason}))
             job = await self._move_job(tx, job, JobState.CANCELLED, now=now, error=reason)
-            events.append(NewEvent(kind="job.cancelled", data={"reason": reason}))
+            events.append(NewEvent(kind="job.cancelled", data={
+                "reason": reason, **({"unknown_attempts": unknown} if unknown else {})}))
             await self._append(tx, job_id, job.state, events, now)
             await self._outbox(tx, job, now)
         self._notify(job_id)

@@ -29,6 +29,14 @@ time (`_body_lock`), so two of them never interleave statements. If a COMMIT fai
 rolls a transaction back by itself (a full disk, an I/O error, an interrupt), every writer in
 that batch gets the error: none of them was committed.
 
+Errors: SQLite result codes that mean "the database cannot be used now" (busy, locked, read-only,
+I/O error, disk full, cannot open) become a transient `StoreError`, so every edge answers
+"unavailable, retry" (HTTP 503) rather than "unexpected"; a damaged file (`SQLITE_CORRUPT`,
+`SQLITE_NOTADB`) is a `StoreError` that is not transient and names the command to inspect it.
+A constraint violation keeps its type: the store handles it (idempotency keys). At open,
+`PRAGMA quick_check` runs first: a damaged index answers lookups with nothing, and a resubmitted
+key would then create a second job, so a damaged file is refused before any use.
+
 Where the COMMIT runs: on a worker thread while the router has more than one job in flight (so
 others can join the next batch meanwhile); inline with at most one, where nobody could join and
 the two handovers to a thread and back cost more than the fsync (see `_commit_when_idle`). The
@@ -43,7 +51,7 @@ import asyncio
 import contextlib
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -53,6 +61,7 @@ from router.store.connector import (
     ConnectorStats,
     Params,
     Row,
+    check_params,
     load_migrations,
     load_queries,
     run_callbacks,
@@ -61,6 +70,12 @@ from router.store.connector import (
 
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 10_000
+# Primary result codes (sqlite_errorcode & 0xff): the database cannot be used right now ...
+UNAVAILABLE_CODES = {5: "busy", 6: "locked", 7: "out of memory", 8: "read-only",
+                     10: "I/O error", 13: "disk full", 14: "cannot open", 15: "lock protocol"}
+# ... or not at all until someone repairs the file.
+DAMAGED_CODES = {11: "SQLITE_CORRUPT", 26: "SQLITE_NOTADB"}
+QUICK_CHECK_LINES = 5  # problems quick_check lists at most (it stops there: faster)
 PRAGMAS = (
     "PRAGMA journal_mode=WAL",
     "PRAGMA synchronous=FULL",
@@ -95,7 +110,7 @@ class _SqliteTx:
 
     async def execute(self, query: str, params: Params) -> int:
         self._stats.round_trips += 1
-        cursor = self._conn.execute(query, params)
+        cursor = self._conn.execute(query, check_params(params))
         count = cursor.rowcount
         cursor.close()
         return count
@@ -106,7 +121,8 @@ class _SqliteTx:
 
     async def fetchall(self, query: str, params: Params) -> list[Row]:
         self._stats.round_trips += 1
-        return [dict(row) for row in self._conn.execute(query, params).fetchall()]
+        rows = self._conn.execute(query, check_params(params)).fetchall()
+        return [dict(row) for row in rows]
 
 
 class _Batch:
@@ -136,6 +152,7 @@ class SqliteConnector:
 
     def __init__(self, url: str, writer: sqlite3.Connection, reader: sqlite3.Connection):
         self.url = url
+        self._path = sqlite_path(url)
         self.queries: Mapping[str, str] = load_queries(self.dialect)
         self._writer = writer
         self._reader = reader
@@ -155,16 +172,26 @@ class SqliteConnector:
         if str(path) != ":memory:" and not path.parent.exists():
             raise StoreError(f"folder {path.parent} does not exist; create it first", url=url)
         try:
-            writer = await asyncio.to_thread(_connect, path)
-            await asyncio.to_thread(_migrate, writer)
-            reader = await asyncio.to_thread(_connect, path)
-            writer.execute("PRAGMA busy_timeout=0")  # see _begin_now
+            with translated_errors(url, path):
+                writer = await asyncio.to_thread(_connect, path)
+                await asyncio.to_thread(_quick_check, writer, path)
+                await asyncio.to_thread(_migrate, writer)
+                reader = await asyncio.to_thread(_connect, path)
+                writer.execute("PRAGMA busy_timeout=0")  # see _begin_now
+        except StoreError:
+            raise
         except Exception as exc:  # sqlite3.Error and OSError alike: name the file
             raise StoreError(f"cannot open SQLite database {path}: {exc}", url=url) from exc
         return cls(url, writer, reader)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[_SqliteTx]:
+        with translated_errors(self.url, self._path):
+            async with self._write() as tx:
+                yield tx
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[_SqliteTx]:
         self._queued += 1
         try:
             await self._body_lock.acquire()
@@ -301,10 +328,12 @@ class SqliteConnector:
             raise
 
     async def fetchone(self, query: str, params: Params) -> Row | None:
-        return await self._read_tx.fetchone(query, params)
+        with translated_errors(self.url, self._path):
+            return await self._read_tx.fetchone(query, params)
 
     async def fetchall(self, query: str, params: Params) -> list[Row]:
-        return await self._read_tx.fetchall(query, params)
+        with translated_errors(self.url, self._path):
+            return await self._read_tx.fetchall(query, params)
 
     async def close(self) -> None:
         # Writers still queued commit their batch themselves; wait until the last COMMIT is over.
@@ -356,6 +385,41 @@ def _connect(path: Path) -> sqlite3.Connection:
     for pragma in PRAGMAS:
         conn.execute(pragma)
     return conn
+
+
+@contextlib.contextmanager
+def translated_errors(url: str, path: Path) -> Iterator[None]:
+    """SQLite errors about the database itself as `StoreError` (see the module docstring)."""
+    try:
+        yield
+    except sqlite3.IntegrityError:
+        raise
+    except sqlite3.DatabaseError as exc:
+        code = getattr(exc, "sqlite_errorcode", None)
+        primary = code & 0xFF if isinstance(code, int) else None
+        if primary in UNAVAILABLE_CODES:
+            raise StoreError(f"SQLite database {UNAVAILABLE_CODES[primary]}: {exc}",
+                             url=url) from exc  # fmt: skip
+        if primary in DAMAGED_CODES:
+            raise StoreError(damaged(path, f"{DAMAGED_CODES[primary]}: {exc}"), url=url,
+                             transient=False) from exc  # fmt: skip
+        raise
+
+
+def damaged(path: Path, detail: str) -> str:
+    return (f"the SQLite database {path} is damaged ({detail}); it is not used, because a "
+            "damaged index answers lookups with nothing (a resubmitted idempotency key would "
+            f"create a second job). Inspect it with: sqlite3 '{path}' 'PRAGMA integrity_check'; "
+            f"then restore a backup, or recover what is readable: sqlite3 '{path}' .recover")
+
+
+def _quick_check(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse a damaged file (`PRAGMA quick_check`: every page and index entry is well-formed;
+    it skips only the cross-check of index contents against their tables)."""
+    found = [str(row[0]) for row in conn.execute(f"PRAGMA quick_check({QUICK_CHECK_LINES})")]
+    if found != ["ok"]:
+        raise StoreError(damaged(path, "PRAGMA quick_check: " + "; ".join(found)),
+                         transient=False)
 
 
 def _migrate(conn: sqlite3.Connection) -> None:

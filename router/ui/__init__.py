@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from router.ui import ops, pages
-from router.ui.render import templates
+from router.ui.render import PAGE_HEADERS, templates
 from router.ui.session import CsrfRefused, SignInRequired
 
 STATIC = Path(__file__).with_name("static")
@@ -40,7 +40,7 @@ async def _csrf_refused(request: Request, exc: Exception) -> Response:
         request, "message.html", {"title": "Refused", "who": None,
                                   "message": "This form was not sent from this console "
                                   "(missing or wrong CSRF field). Reload the page and retry."},
-        status_code=403)  # fmt: skip
+        status_code=403, headers=PAGE_HEADERS)  # fmt: skip
 
 
 def _quote(path: str) -> str:

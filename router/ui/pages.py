@@ -19,7 +19,7 @@ from router.http.problems import ProblemError
 from router.listing import JobFilter, checked_cursor
 from router.models import Job
 from router.states import AttemptState, JobState
-from router.ui.render import templates
+from router.ui.render import PAGE_HEADERS, templates
 from router.ui.session import COOKIE, Poster, Viewer, csrf_of, is_https
 
 routes = APIRouter(prefix="/ui", include_in_schema=False)
@@ -32,7 +32,7 @@ def page(request: Request, name: str, who: Principal | None, status: int = 200,
          **context: Any) -> HTMLResponse:  # fmt: skip
     csrf = getattr(request.state, "csrf", "")
     return templates.TemplateResponse(request, name, {"who": who, "csrf": csrf, **context},
-                                      status_code=status)
+                                      status_code=status, headers=PAGE_HEADERS)
 
 
 # ---- sign-in ----------------------------------------------------------------------------------
@@ -96,6 +96,15 @@ def _moment(value: str) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _flag(value: str) -> bool:
+    """A yes/no query value read as `/v1` reads it (`false`, `0`, `off`, `no` are no)."""
+    if value.lower() in ("", "0", "false", "off", "no", "n", "f"):
+        return False
+    if value.lower() in ("1", "true", "on", "yes", "y", "t"):
+        return True
+    raise ListingError(f"{value!r} is not yes or no (true, false, 1, 0)")
+
+
 def _filter(who: Principal, query: dict[str, str]) -> JobFilter:
     state = query.get("state") or None
     if state is not None and state not in {s.value for s in JobState}:
@@ -103,7 +112,7 @@ def _filter(who: Principal, query: dict[str, str]) -> JobFilter:
     try:
         return job_filter(who, owner=query.get("owner") or None,
                           state=JobState(state) if state else None,
-                          needs_attention=bool(query.get("needs_attention")),
+                          needs_attention="needs_attention" in query,
                           task=query.get("task") or None, provider=query.get("provider") or None,
                           created_after=_moment(query.get("created_after", "")),
                           created_before=_moment(query.get("created_before", "")))
@@ -115,6 +124,8 @@ async def _listing(request: Request, router: RouterDep, who: Principal) -> dict[
     query = {k: v for k, v in request.query_params.items() if k in FILTERS and v}
     cursor = request.query_params.get("cursor") or None
     try:
+        if not _flag(query.get("needs_attention", "")):
+            query.pop("needs_attention", None)  # also unticks the box
         where = _filter(who, query)
         listed = await router.store.list_jobs(where, limit=PAGE, cursor=checked_cursor(cursor))
         counts = await router.store.count_jobs_by_state(where.any_state())
@@ -202,12 +213,13 @@ async def resolve(
 ) -> Response:  # fmt: skip
     """Operators only, with a note saying what was checked (as `jobrouter resolve` asks)."""
     attempt = await router.store.get_attempt(attempt_id)
-    if attempt is None:
+    job = await router.store.get_job(attempt.job_id) if attempt else None
+    if attempt is None or job is None or not who.may_see(job.owner):
+        # another owner's attempt is missing, not forbidden (and names no job of theirs)
         return page(request, "message.html", who, 404, title="No such attempt",
                     message=f"There is no attempt {attempt_id}.")
     problem = _resolve_problem(who, outcome, note, result)
     if problem:
-        job = await _visible(router, who, attempt.job_id)
         return page(request, "job.html", who, 403 if not who.operator else 422, error=problem,
                     **await _job_context(router, job))
     value = json.loads(result) if outcome == "succeeded" else None

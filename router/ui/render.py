@@ -31,4 +31,9 @@ def _ms(value: float | None) -> str:
     return "" if value is None else f"{value:.0f} ms"
 
 
+# Every console page: never framed (its buttons cancel and resolve jobs: click-jacking), never
+# kept by the browser (a page of jobs must not outlive the sign-out).
+PAGE_HEADERS = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'",
+                "Cache-Control": "no-store", "Referrer-Policy": "same-origin"}  # fmt: skip
+
 templates.env.filters.update(when=_when, pretty=_pretty, money=_money, ms=_ms)

@@ -69,10 +69,15 @@ class Server:
             return int(conn.execute(sql, params).fetchone()[0])
 
 
-def start_server(folder: Path, *, heartbeat: float = 0.2, extra_config: str = "") -> Server:
+def start_server(folder: Path, *, heartbeat: float = 0.2, extra_config: str = "",
+                 database_url: str | None = None) -> Server:
+    """The server on a SQLite file in `folder`, or on `database_url` (PostgreSQL)."""
     db = folder / "jobs.db"
     config = folder / "jobrouter.toml"
-    config.write_text(CONFIG.format(db=db, contract=CONTRACT, heartbeat=heartbeat) + extra_config)
+    text = CONFIG.format(db=db, contract=CONTRACT, heartbeat=heartbeat) + extra_config
+    if database_url is not None:
+        text = text.replace(f'url = "sqlite:///{db}"', f'url = "{database_url}"')
+    config.write_text(text)
     with (folder / "server.log").open("wb") as log:  # the child keeps its own descriptor
         process = subprocess.Popen(
             [sys.executable, "-m", "tests.acceptance.serve_fixture", "--config", str(config)],

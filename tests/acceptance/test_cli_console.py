@@ -177,3 +177,16 @@ max_attempts = 1
                         cwd=tmp_path, stdin='{"text": "other"}')
     assert refused.returncode == Exit.REFUSED, refused.stderr
     assert "k1" in refused.stderr
+
+
+def test_ids_are_printed_whole_in_an_80_column_terminal(tmp_path: Path) -> None:
+    """`show` and `jobs list` exist to give the ids `resolve` and `show` need: at rich's
+    default 80 columns (a pipe, a CI log) they were cut to `01a2318…`."""
+    db = tmp_path / "jobs.db"
+    job_id, attempt_id = make_job_with_nasty_error(db)
+    narrow = {"COLUMNS": "80"}
+    shown = jobrouter("show", job_id, "-d", f"sqlite:///{db}", cwd=tmp_path, env=narrow)
+    listed = jobrouter("jobs", "list", "-d", f"sqlite:///{db}", cwd=tmp_path, env=narrow)
+    assert shown.returncode == listed.returncode == 0, shown.stderr + listed.stderr
+    assert attempt_id in shown.stdout
+    assert job_id in listed.stdout

@@ -27,7 +27,10 @@ or JSON) overrides both for that one request.
                   the `usage` field out (a server that does not report it)
     delay         sleep `seconds`, then answer
     hang          never answer (until the client goes away)
-    status        answer HTTP `status` with an OpenAI error body; `retry_after` sets Retry-After
+    status        answer HTTP `status` with an OpenAI error body; `retry_after` sets Retry-After;
+                  `echo: true` echoes the request's credentials the way careless upstreams do:
+                  the Authorization header and the bare key in the error message and body,
+                  and the header again in the answer's headers
     close_before  read the request, close the connection without computing anything
     drop_after    read the request, compute the answer (counted as completed), close unanswered
     reset         read the request, then abort the connection with a TCP RST
@@ -145,9 +148,17 @@ def _completion_body(request: dict[str, Any], content: str, *, usage: bool = Tru
     return json.dumps(body).encode()
 
 
-def _error_body(status: int) -> bytes:
-    return json.dumps({"error": {"message": f"fault server says {status}", "type": "fault",
-                                 "code": status}}).encode()
+def _error_body(status: int, echo: dict[str, str] | None = None) -> bytes:
+    message = f"fault server says {status}"
+    error: dict[str, Any] = {"message": message, "type": "fault", "code": status}
+    if echo is not None:
+        auth = echo.get("authorization", "")
+        key = auth.split(" ", 1)[-1]
+        error["message"] = (f"{message}: Incorrect API key provided: {key}. "
+                            f"You sent Authorization: {auth}")
+        error["request_headers"] = echo
+        error["api_key"] = key
+    return json.dumps({"error": error}).encode()
 
 
 def _head(status: int, length: int, extra: dict[str, str] | None = None) -> bytes:
@@ -247,8 +258,11 @@ async def _chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path
         return False
     if kind == "status":
         status = int(spec.get("status", 500))
-        extra = {"Retry-After": str(spec["retry_after"])} if "retry_after" in spec else None
-        await _send(writer, status, _error_body(status), extra)
+        extra = {"Retry-After": str(spec["retry_after"])} if "retry_after" in spec else {}
+        echo = headers if spec.get("echo") else None
+        if echo is not None:
+            extra["X-Echo-Authorization"] = headers.get("authorization", "")
+        await _send(writer, status, _error_body(status, echo), extra)
         return True
     if kind == "proxy":
         return await _serve_proxy(writer, path, headers, body)

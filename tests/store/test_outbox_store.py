@@ -186,9 +186,12 @@ async def test_without_webhooks_old_terminal_jobs_are_purged_with_their_parked_e
     await age_jobs(store, 30 * DAY_S)
     cutoff = time.time() - 7 * DAY_S
 
-    plan = await plan_purge(store, cutoff, owners=[])
+    kept = await plan_purge(store, cutoff, owners=[])  # parked events keep their jobs ...
+    assert (kept.purgeable, kept.kept_undelivered, kept.parked) == (0, 4, 0)
+    assert await purge(store, cutoff, owners=[]) == (0, 0)
+    plan = await plan_purge(store, cutoff, owners=[], drop_parked=True)  # ... unless told
     assert (plan.purgeable, plan.kept_undelivered, plan.parked) == (3, 1, 3)
-    assert await purge(store, cutoff, owners=[], batch=2) == (3, 3)
+    assert await purge(store, cutoff, owners=[], batch=2, drop_parked=True) == (3, 3)
 
     for job in finished:
         assert await store.get_job(job.id) is None
@@ -199,8 +202,8 @@ async def test_without_webhooks_old_terminal_jobs_are_purged_with_their_parked_e
     for job in unfinished:
         kept = await store.get_job(job.id)
         assert kept is not None and kept.state is job.state
-    assert await store.count_purgeable(cutoff, owners=[]) == (0, 1, 0)
-    assert await purge(store, cutoff, owners=[]) == (0, 0)
+    assert await store.count_purgeable(cutoff, owners=[], drop_parked=True) == (0, 1, 0)
+    assert await purge(store, cutoff, owners=[], drop_parked=True) == (0, 0)
 
 
 async def test_an_undelivered_event_keeps_its_job_only_when_its_owner_has_a_webhook(
@@ -216,8 +219,9 @@ async def test_an_undelivered_event_keeps_its_job_only_when_its_owner_has_a_webh
     await age_jobs(store, 30 * DAY_S)
     cutoff = time.time() - 7 * DAY_S
 
-    assert await store.count_purgeable(cutoff, owners=["a"]) == (1, 2, 1)
-    assert await purge(store, cutoff, owners=iter(["a"]), batch=1) == (1, 1)
+    assert await store.count_purgeable(cutoff, owners=["a"]) == (0, 3, 0)
+    assert await store.count_purgeable(cutoff, owners=["a"], drop_parked=True) == (1, 2, 1)
+    assert await purge(store, cutoff, owners=iter(["a"]), batch=1, drop_parked=True) == (1, 1)
     assert await store.get_job(without.id) is None
     assert await count(store, "outbox", without.id) == 0
     for job in (with_hook, retrying):
@@ -230,6 +234,28 @@ async def test_an_undelivered_event_keeps_its_job_only_when_its_owner_has_a_webh
         assert await store.outbox_delivered((await event_of(store, job)).id)
     assert await purge(store, cutoff, owners=["a"]) == (2, 0)
     assert await count(store, "jobs") == 0 and await count(store, "outbox") == 0
+
+
+async def test_a_tried_event_keeps_its_job_even_when_its_webhook_is_gone(
+    store: SqlStore,
+) -> None:
+    """Issue 14: an event that has been tried is never dropped by a purge, whatever the config
+    says now (`--drop-parked` included). Before, a purge run without the webhook's section (no
+    config file: built-in defaults) deleted jobs whose events were still being retried."""
+    retrying = await job_in(store, JobState.SUCCEEDED, owner="a", key="k1")
+    claimed = await job_in(store, JobState.FAILED, owner="a", key="k2")
+    events = {e.job_id: e for e in await store.claim_outbox(["a"], "w1", claim_s=30, limit=10)}
+    assert await store.outbox_retry(events[retrying.id].id, "w1", error="HTTP 503",
+                                    next_attempt_at=0.0)  # fmt: skip
+    # the other stays claimed by w1 (a send in flight, not counted as tried yet)
+    await age_jobs(store, 30 * DAY_S)
+    cutoff = time.time() - 7 * DAY_S
+    for drop_parked in (False, True):
+        assert await store.count_purgeable(cutoff, owners=[], drop_parked=drop_parked) == (0, 2, 0)
+        assert await purge(store, cutoff, owners=[], drop_parked=drop_parked) == (0, 0)
+    for job in (retrying, claimed):
+        assert await store.get_job(job.id) is not None
+        assert await count(store, "outbox", job.id) == 1
 
 
 async def test_purge_keeps_jobs_finished_within_the_retention(store: SqlStore) -> None:
@@ -260,7 +286,7 @@ async def test_a_key_of_an_owner_without_a_webhook_starts_a_new_job_after_purge(
 ) -> None:
     old = await job_in(store, JobState.SUCCEEDED, owner="nohook", key="order-42")
     await age_jobs(store, 8 * DAY_S)
-    assert await purge(store, time.time() - 7 * DAY_S, owners=OWNERS) == (1, 1)
+    assert await purge(store, time.time() - 7 * DAY_S, owners=OWNERS, drop_parked=True) == (1, 1)
     assert await store.find_job("nohook", "order-42") is None
 
     again = await job_in(store, JobState.QUEUED, owner="nohook", key="order-42")

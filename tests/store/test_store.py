@@ -279,9 +279,12 @@ async def test_cancel_job_cancels_open_attempts_and_emits_one_outbox_row(
     states = {a.id: a.state for a in await store.list_attempts(job.id)}
     assert states == {
         running.id: AttemptState.CANCELLED,
-        unknown.id: AttemptState.CANCELLED,
+        unknown.id: AttemptState.UNKNOWN,  # it may have happened: never rewritten (issue 14)
         failed.id: AttemptState.FAILED,  # already terminal: untouched
     }
+    assert (await attempt_of(store, unknown.id)).error == "timeout"
+    [cancelled_event] = [e for e in await store.list_events(job.id) if e.kind == "job.cancelled"]
+    assert cancelled_event.data["unknown_attempts"] == [unknown.id]
     assert await outbox_counts(store) == {job.id: 1}
 
     # A late answer of a cancelled attempt changes nothing.

@@ -33,3 +33,35 @@ async def test_tokens_are_unique_per_call(store: SqlStore) -> None:
 async def test_a_fresh_database_has_every_migration(store: SqlStore) -> None:
     assert await store.pending_migrations() == []
     assert await store.open_job_counts() == {"queued": 0, "running": 0}
+
+
+async def test_tokens_are_listed_revoked_and_expire(store: SqlStore) -> None:
+    """Issue 14: `token list | revoke | create --expires`; before it there was no listing and
+    no expiry (this fails on that code: `list_tokens`, `expires_in` did not exist)."""
+    live, live_record = await store.create_token("dora")
+    short, short_record = await store.create_token("dora", expires_in=3600)
+    assert (await store.find_token(short)) == short_record
+    assert short_record.expires_at is not None
+    assert short_record.status(now=short_record.expires_at + 1) == "expired"
+    assert await store.revoke_token(live_record.id)
+    listed = {record.id: record for record in await store.list_tokens()}
+    assert listed[live_record.id].status() == "revoked"
+    assert listed[short_record.id].status() == "live"
+    revoked = await store.find_token(live)
+    assert revoked is not None and revoked.status() == "revoked"
+    assert await store.authenticate(live) is None
+    assert await store.find_token("jr_never-made") is None
+
+
+async def test_an_expired_token_is_refused(store: SqlStore) -> None:
+    token, _ = await store.create_token("erin", expires_in=1e-6)
+    found = await store.find_token(token)
+    assert found is not None and found.status() == "expired"  # its expiry is in the past
+    assert await store.authenticate(token) is None
+
+
+async def test_readiness_proves_a_write(store: SqlStore) -> None:
+    await store.prove_write()
+    await store.prove_write()  # the same one row, rewritten
+    rows = await store.connector.fetchall("SELECT * FROM readiness", {})
+    assert len(rows) == 1

@@ -42,6 +42,8 @@ class WebhookReceiver:
     hang_first: int = 0  # never answer this many requests first (until the test ends)
     always_fail: bool = False
     delay: float = 0.0  # seconds before each answer
+    endless: bool = False  # answer 500 with a body that never ends (until the sender leaves)
+    endless_sent: int = 0  # bytes of endless bodies written so far
     requests: list[Received] = field(default_factory=list)
     url: str = ""
     _arrived: asyncio.Condition = field(default_factory=asyncio.Condition)
@@ -77,11 +79,29 @@ class WebhookReceiver:
             await self._release.wait()
         if self.delay:
             await asyncio.sleep(self.delay)
+        if self.endless:
+            await self._send_endless(receive, send)
+            return
         failing = self.always_fail or number < self.fail_first
         status = 500 if failing else 200
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"text/plain")]})  # fmt: skip
         await send({"type": "http.response.body", "body": b"no" if failing else b"ok"})
+
+    async def _send_endless(self, receive: Receive, send: Send) -> None:
+        """500, then 64 KiB chunks until the sender disconnects (uvicorn then drops what is
+        sent without waiting, so the disconnect is watched for) or 1 GiB went out."""
+        left = asyncio.ensure_future(receive())  # completes with http.disconnect
+        await send({"type": "http.response.start", "status": 500,
+                    "headers": [(b"content-type", b"text/plain")]})  # fmt: skip
+        chunk = b"x" * 65536
+        try:
+            while not left.done() and self.endless_sent < 2**30:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                self.endless_sent += len(chunk)
+                await asyncio.sleep(0)
+        finally:
+            left.cancel()
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[WebhookReceiver]:

@@ -124,7 +124,11 @@ def test_purge_dry_run_then_purge_in_batches(tmp_path: Path, config: Path) -> No
         await age_jobs(store, 10 * DAY_S)
 
     with_store(tmp_path, old_jobs)
-    code, out = invoke("purge", "--dry-run", "--config", str(config))
+    code, out = invoke("purge", "--dry-run", "--config", str(config))  # parked: kept
+    assert code == 0, out
+    assert "5 finished jobs older than 7 days" in out
+    assert "2 are kept because their completion event is not delivered" in out
+    code, out = invoke("purge", "--dry-run", "--drop-parked", "--config", str(config))
     assert code == 0, out
     assert "6 finished jobs older than 7 days" in out and "2 are kept" not in out
     assert "1 are kept because their completion event is not delivered" in out
@@ -132,7 +136,8 @@ def test_purge_dry_run_then_purge_in_batches(tmp_path: Path, config: Path) -> No
     assert "were dropped" not in out
     assert with_store(tmp_path, lambda s: count(s, "jobs")) == 8
 
-    code, out = invoke("purge", "--batch", "2", "--older-than", "9", "--config", str(config))
+    code, out = invoke("purge", "--batch", "2", "--older-than", "9", "--drop-parked",
+                       "--config", str(config))
     assert code == 0, out
     assert "purged 2 of 6" in out and "purged 4 of 6" in out and "purged 6 jobs" in out
     assert "1 parked events of owners without a webhook were dropped with their jobs" in out
@@ -157,13 +162,33 @@ def test_purge_without_webhooks_deletes_old_finished_jobs_and_their_parked_event
         await age_jobs(store, 10 * DAY_S)
 
     with_store(tmp_path, old_jobs)
-    code, out = invoke("purge", "--config", str(file))
+    code, out = invoke("purge", "--config", str(file))  # parked events keep their jobs ...
+    assert code == 0, out
+    assert "0 finished jobs older than 7 days" in out and "3 are kept" in out
+    assert with_store(tmp_path, lambda s: count(s, "jobs")) == 6
+    code, out = invoke("purge", "--drop-parked", "--config", str(file))  # ... unless told
     assert code == 0, out
     assert "3 finished jobs older than 7 days" in out and "0 are kept" in out
     assert "purged 3 jobs" in out
     assert "3 parked events of owners without a webhook were dropped with their jobs" in out
     assert with_store(tmp_path, lambda s: count(s, "jobs")) == 3  # queued, running, unknown
     assert with_store(tmp_path, lambda s: count(s, "outbox")) == 0
+
+
+def test_purge_refuses_to_run_without_a_configuration_file(tmp_path: Path) -> None:
+    """Issue 14: without a file, built-in defaults have no webhooks, and purge deleted jobs
+    whose events were still being retried (this fails on that code: exit 0, jobs gone)."""
+    async def old_jobs(store: SqlStore) -> None:
+        job = await job_in(store, JobState.SUCCEEDED, key="k1")
+        await store.outbox_delivered((await event_of(store, job)).id)
+        await age_jobs(store, 10 * DAY_S)
+
+    with_store(tmp_path, old_jobs)
+    result = runner.invoke(app, ["purge", "--database", f"sqlite:///{tmp_path / 'jobs.db'}"],
+                           env={"COLUMNS": "200",
+                                "JOBROUTER_CONFIG": str(tmp_path / "none.toml")})  # fmt: skip
+    assert result.exit_code == 2 and "no configuration file" in result.output
+    assert with_store(tmp_path, lambda s: count(s, "jobs")) == 1
 
 
 def test_purge_query_lists_exactly_the_terminal_states() -> None:

@@ -173,7 +173,9 @@ async def test_cancelling_an_unknown_exclusive_job_never_calls_b(tmp_path: Path)
         cancelled = await router.cancel(job.id)
         assert cancelled.state is JobState.CANCELLED
         [attempt] = await router.attempts(job.id)
-        assert attempt.state is AttemptState.CANCELLED
+        # issue 14: its "may have happened" stays on the attempt (before: rewritten cancelled)
+        assert attempt.state is AttemptState.UNKNOWN and attempt.error_kind == "unknown"
+        assert attempt.error is not None and "may have" in attempt.error
         await asyncio.sleep(0.3)
         assert b.calls == []
         assert (await router.get(job.id)).state is JobState.CANCELLED
