@@ -142,6 +142,10 @@ class RetentionConfig(_Strict):
     purge_interval: float | None = Field(
         default=None, gt=0,
         description="hours between purges run by the leader; unset: only `jobrouter purge`")
+    drop_parked: bool = Field(
+        default=False,
+        description="the leader's purge also deletes jobs whose event is parked (an owner "
+                    "without a webhook, never tried), as `jobrouter purge --drop-parked`")
 
 
 class RouterConfig(_Strict):

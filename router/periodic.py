@@ -55,7 +55,8 @@ def periodic_tasks(
 
     async def purge() -> int:
         cutoff = retention.cutoff_for(config.retention.days)
-        done = await retention.purge(store, cutoff, owners=config.webhooks)
+        done = await retention.purge(store, cutoff, owners=config.webhooks,
+                                     drop_parked=config.retention.drop_parked)
         if done.jobs:
             log.info("retention purge: %d jobs deleted (%d parked events with them)", done.jobs,
                      done.parked)  # fmt: skip

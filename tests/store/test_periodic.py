@@ -10,6 +10,7 @@ import pytest
 
 from contracts import CaseEvidence, Certification, RenderingEvidence
 from router.config import RetentionConfig, RouterConfig, WebhookConfig
+from router.leader import PeriodicTask
 from router.periodic import CERT_EXPIRY, periodic_tasks, warn_expiring
 from router.states import JobState
 from router.store import SqlStore
@@ -72,12 +73,21 @@ def test_the_config_decides_which_tasks_run() -> None:
 
 
 async def test_the_purge_task_deletes_what_the_retention_allows(store: SqlStore) -> None:
+    """A parked event (no webhook for "shop", never tried) keeps its job unless the config
+    says `drop_parked`, as `jobrouter purge` needs `--drop-parked`."""
     old = await job_in(store, JobState.SUCCEEDED, key="old")  # parked: no webhook for "shop"
     await age_jobs(store, 8 * DAY_S)
     fresh = await job_in(store, JobState.SUCCEEDED, key="fresh")
-    config = RouterConfig(retention=RetentionConfig(days=7, purge_interval=1))
-    (purge,) = [t for t in periodic_tasks(store, config, wake_engine=lambda: None)
-                if t.name == "retention-purge"]  # fmt: skip
-    assert await purge.run() == 1
+
+    def purge_task(drop_parked: bool) -> PeriodicTask:
+        config = RouterConfig(retention=RetentionConfig(days=7, purge_interval=1,
+                                                        drop_parked=drop_parked))
+        (task,) = [t for t in periodic_tasks(store, config, wake_engine=lambda: None)
+                   if t.name == "retention-purge"]  # fmt: skip
+        return task
+
+    assert await purge_task(drop_parked=False).run() == 0
+    assert await store.get_job(old.id) is not None
+    assert await purge_task(drop_parked=True).run() == 1
     assert await store.get_job(old.id) is None
     assert await store.get_job(fresh.id) is not None
