@@ -57,16 +57,20 @@ class ProviderError(Exception):
         retry_after: float | None = None,
         retryable: bool | None = None,
         counts_against_health: bool | None = None,
+        answer: str | None = None,
     ) -> None:
-        """`retryable` / `counts_against_health` left None take the class's default."""
+        """`retryable` / `counts_against_health` left None take the class's default. `answer`
+        is the text of an answer we could not use (kept for whoever resolves the attempt)."""
         # Scrubbed here, where every provider error is built: its text is stored, sent to the
         # job's owner and logged, and a provider may have echoed the key it was sent.
         message = scrub(message)
+        answer = scrub(answer) if answer is not None else None
         super().__init__(message)
         self.message = message
         self.provider = provider
         self.status = status
         self.retry_after = retry_after
+        self.answer = answer
         self.retryable = self._default_retryable() if retryable is None else retryable
         self.counts_against_health = (
             self._default_counts() if counts_against_health is None else counts_against_health
@@ -116,7 +120,7 @@ class InvalidOutput(Rejected):
 
     def __init__(self, message: str, *, provider: str, check: str, text: str,
                  prompt_tokens: int | None = None) -> None:
-        super().__init__(message, provider=provider)
+        super().__init__(message, provider=provider, answer=text)
         self.check = check
         self.text = text
         self.prompt_tokens = prompt_tokens

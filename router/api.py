@@ -11,16 +11,19 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from providers import Provider
+from providers import CompletionRequest, Provider
 from router.build import build_engine, build_tasks, resolve_config, warm_up
 from router.config import RouterConfig
+from router.door import DoorLimits, admit
 from router.engine import Engine
 from router.errors import ConfigError, InvalidTransition, JobNotFound, RouterClosed
 from router.gate import Gate
 from router.models import Attempt, Job, JobEvent, JsonObject
 from router.outbox import OutboxDeliverer, build_deliverer
+from router.persist import persist
 from router.states import AttemptState, JobState
 from router.store import SqlStore, open_store
+from router.store.transient import is_transient
 from router.tasks import TaskRuntime
 
 log = logging.getLogger("jobrouter.router")
@@ -47,6 +50,8 @@ class Router:
         self.providers = dict(providers)
         self.gate = gate
         self.deliverer = deliverer  # sends completion events to [webhooks.<owner>], if any
+        self.limits = DoorLimits(max_depth=config.submit.max_input_depth,
+                                 max_bytes=config.submit.max_input_bytes)
         self._closed = False
         self._starting: asyncio.Task[None] | None = None  # see `open(start_in_background=...)`
 
@@ -150,7 +155,10 @@ class Router:
         params: JsonObject | None = None,
     ) -> Job:  # fmt: skip
         """Accept a job once per (owner, key). The same payload again returns the same job
-        (`created=False`); a different payload under the key raises `IdempotencyConflict`."""
+        (`created=False`); a different payload under the key raises `IdempotencyConflict`.
+
+        The door (`router.door.admit`) refuses bad work first, with nothing written:
+        `JobRefused` names the field, the value and what to do."""
         self._check_open()
         _check_identity(owner, idempotency_key)
         runtime = self.tasks.get(task)
@@ -158,11 +166,12 @@ class Router:
             known = ", ".join(sorted(self.tasks)) or "none"
             raise ConfigError(f"unknown task {task!r}; configured tasks: {known}",
                               key=f"tasks.{task}")
-        return await self._create(owner, idempotency_key, runtime, input, params)
+        request = admit(runtime, input, params, self.limits)
+        return await self._create(owner, idempotency_key, runtime, input, params or {}, request)
 
     async def _create(
         self, owner: str, idempotency_key: str, runtime: TaskRuntime, input: JsonObject,
-        params: JsonObject | None,
+        params: JsonObject, request: CompletionRequest,
     ) -> Job:  # fmt: skip
         """Create the job; with workers here, claimed by them and, when it can start at once,
         with its first attempt in the same transaction (one commit instead of two). The job
@@ -178,22 +187,67 @@ class Router:
             if engine is None:
                 return
             if first is not None and attempt is not None:
-                engine.run_started(job, attempt, first)
+                engine.run_started(job, attempt, first, request)
                 handed = True
             else:
                 engine.hand_over(job)
 
         try:
-            job, _ = await self.store.create_and_start(
-                owner=owner, idempotency_key=idempotency_key, task=runtime.name, input=input,
-                params=params or {}, deadline_s=runtime.deadline_s,
-                claimed_by=engine.worker_id if engine else None,
-                claim_s=self.config.engine.claim, first=first, on_created=hand_over,
-            )  # fmt: skip
+            try:
+                job, _ = await self.store.create_and_start(
+                    owner=owner, idempotency_key=idempotency_key, task=runtime.name,
+                    input=input, params=params, deadline_s=runtime.deadline_s,
+                    claimed_by=engine.worker_id if engine else None,
+                    claim_s=self.config.engine.claim, first=first, on_created=hand_over,
+                )  # fmt: skip
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                job, ours = await self._read_back(owner, idempotency_key, runtime, input,
+                                                  params, exc)
+                if ours:  # claimed here, driven by nobody yet
+                    attempt = await self._own_started(job) if first is not None else None
+                    hand_over(job, attempt)
+                    job = job.model_copy(update={"created": job.created or attempt is not None})
         finally:
             if engine is not None and first is not None and not handed:
                 engine.return_slot()
         return job
+
+    async def _read_back(
+        self, owner: str, idempotency_key: str, runtime: TaskRuntime, input: JsonObject,
+        params: JsonObject, error: BaseException,
+    ) -> tuple[Job, bool]:  # fmt: skip
+        """Creating the job failed in a way that may have committed (a lost COMMIT
+        acknowledgement): read it back by its key, creating it (queued) if it is not there.
+        True with it when this process holds its claim and nothing here drives it yet: the
+        caller hands it over (left alone, a first attempt written by the lost COMMIT would wait
+        for its lease and end `unknown`, its provider never called)."""
+        log.warning("creating job %s/%s failed (%s); reading it back", owner, idempotency_key,
+                    error)
+        engine = self.engine
+        worker = engine.worker_id if engine else None
+        job, _ = await persist(lambda: self.store.create_and_start(
+            owner=owner, idempotency_key=idempotency_key, task=runtime.name, input=input,
+            params=params, deadline_s=runtime.deadline_s, claimed_by=worker,
+            claim_s=self.config.engine.claim,
+            on_created=lambda job, _: engine.hand_over(job) if engine else None))  # fmt: skip
+        if job.created or engine is None or engine.is_driving(job.id):
+            return job, False  # created now (and handed over at its commit), or driven here
+        claimed = await persist(lambda: self.store.claim(job.id, engine.worker_id,
+                                                         self.config.engine.claim))
+        if claimed is None or engine.is_driving(job.id):  # another process holds it
+            return job, False
+        return claimed, True
+
+    async def _own_started(self, job: Job) -> Attempt | None:
+        """The `started` attempt this worker wrote for `job` in a create whose COMMIT
+        acknowledgement was lost (None: none)."""
+        assert self.engine is not None
+        for attempt in await persist(lambda: self.store.list_attempts(job.id)):
+            if attempt.state is AttemptState.STARTED and attempt.worker == self.engine.worker_id:
+                return attempt
+        return None
 
     async def get(self, job_id: str) -> Job:
         self._check_open()
