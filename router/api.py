@@ -203,51 +203,42 @@ class Router:
             except Exception as exc:
                 if not is_transient(exc):
                     raise
-                job, ours = await self._read_back(owner, idempotency_key, runtime, input,
-                                                  params, exc)
-                if ours:  # claimed here, driven by nobody yet
-                    attempt = await self._own_started(job) if first is not None else None
-                    hand_over(job, attempt)
-                    job = job.model_copy(update={"created": job.created or attempt is not None})
+                job = await self._read_back(owner, idempotency_key, runtime, input, params, exc)
         finally:
             if engine is not None and first is not None and not handed:
                 engine.return_slot()
+        if not job.created and not job.state.settled:
+            await self._take_up(job)
         return job
 
     async def _read_back(
         self, owner: str, idempotency_key: str, runtime: TaskRuntime, input: JsonObject,
         params: JsonObject, error: BaseException,
-    ) -> tuple[Job, bool]:  # fmt: skip
+    ) -> Job:  # fmt: skip
         """Creating the job failed in a way that may have committed (a lost COMMIT
         acknowledgement): read it back by its key, creating it (queued) if it is not there.
-        True with it when this process holds its claim and nothing here drives it yet: the
-        caller hands it over (left alone, a first attempt written by the lost COMMIT would wait
-        for its lease and end `unknown`, its provider never called)."""
+        A job found is taken up by `_take_up` like any replay (`created` is then False, even
+        if it was this call's own lost COMMIT that created it)."""
         log.warning("creating job %s/%s failed (%s); reading it back", owner, idempotency_key,
                     error)
         engine = self.engine
-        worker = engine.worker_id if engine else None
-        job, _ = await persist(lambda: self.store.create_and_start(
+        return (await persist(lambda: self.store.create_and_start(
             owner=owner, idempotency_key=idempotency_key, task=runtime.name, input=input,
-            params=params, deadline_s=runtime.deadline_s, claimed_by=worker,
-            claim_s=self.config.engine.claim,
-            on_created=lambda job, _: engine.hand_over(job) if engine else None))  # fmt: skip
-        if job.created or engine is None or engine.is_driving(job.id):
-            return job, False  # created now (and handed over at its commit), or driven here
+            params=params, deadline_s=runtime.deadline_s,
+            claimed_by=engine.worker_id if engine else None, claim_s=self.config.engine.claim,
+            on_created=lambda job, _: engine.hand_over(job) if engine else None)))[0]  # fmt: skip
+
+    async def _take_up(self, job: Job) -> None:
+        """A job found under its key, not settled: when this process holds its claim (or the
+        claim expired) and drives nothing of it, drive it. Its creator may be this process,
+        whose COMMIT acknowledgement was lost (so nobody drives it), or one that crashed."""
+        engine = self.engine
+        if engine is None or engine.is_driving(job.id):
+            return
         claimed = await persist(lambda: self.store.claim(job.id, engine.worker_id,
                                                          self.config.engine.claim))
-        if claimed is None or engine.is_driving(job.id):  # another process holds it
-            return job, False
-        return claimed, True
-
-    async def _own_started(self, job: Job) -> Attempt | None:
-        """The `started` attempt this worker wrote for `job` in a create whose COMMIT
-        acknowledgement was lost (None: none)."""
-        assert self.engine is not None
-        for attempt in await persist(lambda: self.store.list_attempts(job.id)):
-            if attempt.state is AttemptState.STARTED and attempt.worker == self.engine.worker_id:
-                return attempt
-        return None
+        if claimed is not None and not engine.is_driving(job.id):
+            engine.hand_over(claimed)
 
     async def get(self, job_id: str) -> Job:
         self._check_open()

@@ -81,20 +81,22 @@ class JobDriver:
     async def _drive(self) -> None:
         if self._started is not None:
             self.attempts = [self._started]
-            self.in_flight[self._started.id] = asyncio.create_task(
-                self._run_attempt(self._started))
+            self._launch(self._started)
         elif self.job.state is JobState.QUEUED:  # no attempts yet (the first one makes it
             self.attempts = []  # running): no read needed
         else:
-            self.attempts = await self.store.list_attempts(self.job.id)
+            self.attempts = await persist(lambda: self.store.list_attempts(self.job.id))
         if self.request is None and not await self._build():
             return
-        # Stopped from outside (router closing, job cancelled) or by an error: whatever is still
-        # in flight has an unknown outcome (I3). Only a settled job makes the rest hedge losers.
+        self._adopt_orphans()
+        # Stopped from outside (router closing, job cancelled): whatever is still in flight has
+        # an unknown outcome (I3). Only a settled job makes the rest hedge losers. Stopped by an
+        # error (the store gone for longer than `persist` tries): the calls in flight end first
+        # and record their own outcomes, so no answer is thrown away by cancelling it.
         reason: str | None = None
         try:
             while not self.job.state.settled:
-                eligibility = await self.engine.eligibility(self.task)
+                eligibility = await persist(lambda: self.engine.eligibility(self.task))
                 decision = decide(
                     self.task.policy, self.attempts, eligibility, now=time.time(),
                     deadline_at=self.job.deadline_at.timestamp() if self.job.deadline_at else None,
@@ -103,6 +105,12 @@ class JobDriver:
                 if not await self._carry_out(decision, notes):
                     return
             reason = "the job ended before this attempt answered"
+        except Exception:
+            if self.in_flight:
+                log.exception("job %s: driving it failed; letting %d call(s) in flight end",
+                              self.job.id, len(self.in_flight))
+                await asyncio.gather(*self.in_flight.values(), return_exceptions=True)
+            raise
         finally:
             await self._stop_in_flight(reason)
 
@@ -124,8 +132,8 @@ class JobDriver:
         if isinstance(decision, Start):
             await self._start(decision, notes)
         elif isinstance(decision, Finish):
-            self.job = await self.store.settle_job(
-                self.job.id, decision.state, error=decision.error, notes=notes)
+            self.job = await persist(lambda: self.store.settle_job(
+                self.job.id, decision.state, error=decision.error, notes=notes))
         elif self.in_flight:
             await self._wait_in_flight(decision.until)
         else:
@@ -155,23 +163,31 @@ class JobDriver:
             return
         self._see(job)
         self.attempts.append(attempt)
+        self._launch(attempt)
+
+    def _launch(self, attempt: Attempt) -> None:
+        self.engine.attempt_tasks.add(attempt.id)
         self.in_flight[attempt.id] = asyncio.create_task(self._run_attempt(attempt))
 
     async def _adopt_after(self, error: BaseException, provider: str) -> None:
         """`start_attempt` failed in a way that may have committed (a lost COMMIT
-        acknowledgement): read the attempts again, and call an attempt this worker started
-        for `provider` that nobody drives. Left alone, it would wait for its lease to expire
-        and end `unknown` although its provider was never called."""
+        acknowledgement): read the attempts again and adopt the one it may have written."""
         log.warning("job %s: starting an attempt on %s failed (%s); reading it back",
                     self.job.id, provider, error)
-        await persist(self._refresh)
+        await self._refresh()
+        self._adopt_orphans()
+
+    def _adopt_orphans(self) -> None:
+        """Call the `started` attempts this worker wrote and never called (see
+        `Engine.attempt_tasks`). Left alone, each would wait for its lease to expire and end
+        `unknown`, although its provider never received the request."""
         for attempt in self.attempts:
-            if (attempt.state is AttemptState.STARTED and attempt.provider == provider
-                    and attempt.worker == self.engine.worker_id
-                    and attempt.id not in self.in_flight and attempt.id not in self.ended):
-                log.warning("job %s: attempt %s was recorded after all; calling it",
+            if (attempt.state is AttemptState.STARTED and attempt.worker == self.engine.worker_id
+                    and attempt.id not in self.engine.attempt_tasks
+                    and attempt.id not in self.engine.calls_begun):
+                log.warning("job %s: attempt %s was written here and never called; calling it",
                             self.job.id, attempt.id)
-                self.in_flight[attempt.id] = asyncio.create_task(self._run_attempt(attempt))
+                self._launch(attempt)
 
     def _see(self, job: Job) -> None:
         """Keep the newest view of the job: attempts finish concurrently with the loop."""
@@ -194,18 +210,19 @@ class JobDriver:
     async def _park(self, decision: Wait, notes: list[NewEvent]) -> None:
         """Nothing can run now: note it once and give the job back until `until`."""
         if not self._waiting_noted:
-            await self.store.note(self.job.id, [*notes, NewEvent(kind="job.waiting", data={
-                "reason": decision.reason, "until": decision.until})])  # fmt: skip
+            await persist(lambda: self.store.note(self.job.id, [*notes, NewEvent(
+                kind="job.waiting", data={"reason": decision.reason, "until": decision.until})]))
             self._waiting_noted = True
         until = decision.until
         delay = self.engine.settings.poll_s if until is None else until - time.time()
-        await self.store.release(self.job.id, self.engine.worker_id, max(0.0, delay))
+        await persist(lambda: self.store.release(self.job.id, self.engine.worker_id,
+                                                 max(0.0, delay)))
 
     async def _refresh(self) -> None:
-        job = await self.store.get_job(self.job.id)
+        job = await persist(lambda: self.store.get_job(self.job.id))
         if job is not None:
             self._see(job)
-        self.attempts = await self.store.list_attempts(self.job.id)
+        self.attempts = await persist(lambda: self.store.list_attempts(self.job.id))
 
     async def _stop_in_flight(self, reason: str | None) -> None:
         for attempt_id, task in self.in_flight.items():
@@ -217,6 +234,7 @@ class JobDriver:
         if self.in_flight:
             await asyncio.gather(*self.in_flight.values(), return_exceptions=True)
         for attempt_id in list(self.in_flight):
+            self.engine.attempt_tasks.discard(attempt_id)  # (a task that never ran kept it)
             if attempt_id not in self.ended and attempt_id not in self.calling:
                 # Cancelled before its task ever ran: the provider was never called.
                 attempt = next(a for a in self.attempts if a.id == attempt_id)
@@ -240,6 +258,9 @@ class JobDriver:
             try:
                 await self._call(attempt)
             finally:
+                self.engine.attempt_tasks.discard(attempt.id)
+                if attempt.id in self.ended:  # recorded: nothing left to remember
+                    self.engine.calls_begun.discard(attempt.id)
                 tracing.finish_attempt(span, self.ended.get(attempt.id, attempt))
 
     async def _call(self, attempt: Attempt) -> None:
@@ -255,6 +276,7 @@ class JobDriver:
                             f"the request could not be built, nothing was sent: {exc}")
             return
         self.calling.add(attempt.id)
+        self.engine.calls_begun.add(attempt.id)
         try:
             async with asyncio.timeout(None if timeout is None else timeout + GUARD_S):
                 completion = await provider.complete(request)

@@ -83,6 +83,12 @@ class Engine:
         self._creating = 0  # submits holding a slot from first_attempt, not yet handed over
         self._created = asyncio.Event()  # set when _creating is 0
         self._created.set()
+        # Attempts of this worker with a task here, and those whose provider call began and
+        # whose outcome is not recorded yet: a `started` attempt of this worker in neither was
+        # never called (its driver failed first, or its COMMIT acknowledgement was lost), so
+        # calling it now is safe (JobDriver adopts it) where waiting would end it `unknown`.
+        self.attempt_tasks: set[str] = set()
+        self.calls_begun: set[str] = set()
 
     async def eligibility(self, task: TaskRuntime) -> dict[str, Eligibility]:
         return await self._eligibility(task)
