@@ -14,10 +14,12 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 import router.api
 from router import Router
 from router import persist as persist_module
+from router.cli_output import print_job
 from router.errors import StoreError
 from router.models import AttemptUsage
 from router.states import AttemptState, JobState
@@ -97,7 +99,7 @@ async def test_a_transient_failure_of_the_winning_write_is_retried(
 
 
 async def test_an_answer_that_cannot_be_recorded_is_kept_for_the_operator(
-    db_url: str, faulty: FaultyConnector
+    db_url: str, faulty: FaultyConnector, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The CAS never goes through: the answer is kept on the attempt, marked
     "answered; result could not be recorded", the exclusive job waits for an operator, who
@@ -113,6 +115,9 @@ async def test_an_answer_that_cannot_be_recorded_is_kept_for_the_operator(
         assert attempt.output == OUT
         assert "answered; the result could not be recorded" in (attempt.error or "")
         assert calls["b"].calls == []  # I4: one attempt that acted, nothing more
+        print_job(Console(width=300), job, [attempt])  # what `jobrouter show` prints
+        shown = capsys.readouterr().out
+        assert f'attempt {attempt.id} kept its answer: {{"text": "posted"}}' in shown
         faulty.plan.clear()
         job = await r.resolve(attempt.id, "succeeded", attempt.output, "from the attempt")
     assert job.state is JobState.SUCCEEDED and job.result == OUT
