@@ -170,3 +170,28 @@ async def test_closing_with_a_call_in_flight_says_it_may_have_acted(tmp_path: Pa
         [attempt] = await reader.attempts(job.id)
     assert attempt.state is AttemptState.UNKNOWN
     assert "in flight; the provider may have acted" in (attempt.error or "")
+
+
+async def test_a_started_attempt_this_worker_never_called_is_called_not_left_to_expire(
+    tmp_path: Path,
+) -> None:
+    """An attempt row this worker wrote whose call never began (its driver failed first, or
+    the COMMIT acknowledgement was lost) is adopted and called by the next driver of the job.
+    The old code left it `started` until its lease expired: `unknown`, provider never called."""
+    from router.store.sql import AttemptStart
+
+    a, b = FakeProvider("a"), FakeProvider("b")
+    async with Router.open(url(tmp_path), config(tmp_path), providers={"a": a, "b": b}) as r:
+        assert r.engine is not None
+        me = r.engine.worker_id
+        job, orphan = await r.store.create_and_start(
+            owner="shop", idempotency_key="k1", task="post", input=GOOD, params={},
+            deadline_s=60, claimed_by=me, claim_s=60,
+            first=AttemptStart("a", None, me, 600.0))  # fmt: skip
+        assert orphan is not None
+        r.engine.hand_over(job)  # as a poll (or a replayed submit) hands it to a driver
+        done = await r.wait(job.id, SETTLE)
+        attempts = await r.attempts(job.id)
+    assert done.state is JobState.SUCCEEDED
+    assert [(x.id, x.state) for x in attempts] == [(orphan.id, AttemptState.SUCCEEDED)]
+    assert len(a.calls) == 1 and b.calls == []
