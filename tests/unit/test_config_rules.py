@@ -68,3 +68,16 @@ def test_a_task_may_tighten_side_effects_but_never_loosen_them(tmp_path: Path) -
     inherit = write(tmp_path, f'[tasks.post]\nproviders = ["a"]\n'
                     f'contract = "{contract(tmp_path, "external")}"\n')
     assert build_tasks(load_config(inherit))["post"].policy.exclusive
+
+
+def test_the_cli_submit_gets_the_door_too(tmp_path: Path) -> None:
+    """`jobrouter submit` calls `Router.submit`: the same refusal, one line, exit code 2."""
+    from router import cli_jobs  # noqa: F401 (registers `submit`)
+
+    path = write(tmp_path, f'[certification]\nrequired = false\n[tasks.post]\nproviders = ["a"]\n'
+                 f'contract = "{contract(tmp_path)}"\n')
+    result = CliRunner().invoke(app, [
+        "submit", "--config", str(path), "--task", "post", "--key", "k1", "--wait", "0",
+        "--input", '{"product": {"name": "tea"}}', "--params", '{"seed": 1}'])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "params.seed: fixed by the contract's certification" in result.output
