@@ -71,7 +71,7 @@ def test_a_task_may_tighten_side_effects_but_never_loosen_them(tmp_path: Path) -
 
 
 def test_the_cli_submit_gets_the_door_too(tmp_path: Path) -> None:
-    """`jobrouter submit` calls `Router.submit`: the same refusal, one line, exit code 2."""
+    """`jobrouter submit` calls `Router.submit`: the same refusal, one line, exit code 5."""
     from router import cli_jobs  # noqa: F401 (registers `submit`)
 
     path = write(tmp_path, f'[certification]\nrequired = false\n[tasks.post]\nproviders = ["a"]\n'
@@ -79,5 +79,5 @@ def test_the_cli_submit_gets_the_door_too(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, [
         "submit", "--config", str(path), "--task", "post", "--key", "k1", "--wait", "0",
         "--input", '{"product": {"name": "tea"}}', "--params", '{"seed": 1}'])  # fmt: skip
-    assert result.exit_code == 2, result.output
+    assert result.exit_code == 5, result.output  # refused: nothing was run
     assert "params.seed: fixed by the contract's certification" in result.output
