@@ -93,8 +93,8 @@ async def example(url: str, a: FaultServer, b: FaultServer,
                   faults: list[tuple[str, When, int]]) -> None:  # fmt: skip
     connectors: list[FaultyConnector] = []
 
-    async def open_faulty(db: str) -> SqlStore:
-        connectors.append(FaultyConnector((await open_store(db)).connector))
+    async def open_faulty(db: str, **options: Any) -> SqlStore:
+        connectors.append(FaultyConnector((await open_store(db, **options)).connector))
         for query, when, times in faults:
             connectors[-1].fail(query, when, times)
         return SqlStore(connectors[-1])

@@ -44,8 +44,8 @@ async def faulty(db_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[
     """The connector every `Router.open` of this test gets, wrapped to inject faults."""
     wrapped: list[FaultyConnector] = []
 
-    async def open_faulty(url: str) -> SqlStore:
-        real = await open_store(url)
+    async def open_faulty(url: str, **options: Any) -> SqlStore:
+        real = await open_store(url, **options)
         connector = FaultyConnector(real.connector)
         if wrapped:  # one plan, one count for every connector of the test
             connector.plan, connector.injected = wrapped[0].plan, wrapped[0].injected
