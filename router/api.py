@@ -11,18 +11,21 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from providers import Provider
+from providers import CompletionRequest, Provider
 from router import telemetry
 from router.build import build_engine, build_tasks, resolve_config, warm_up
 from router.config import RouterConfig
+from router.door import DoorLimits, admit
 from router.engine import Engine
 from router.errors import ConfigError, InvalidTransition, JobNotFound, RouterClosed
 from router.fleet import Delivery, build_delivery, build_leader
 from router.gate import Gate
 from router.leader import Leader
 from router.models import Attempt, Job, JobEvent, JsonObject
+from router.persist import persist
 from router.states import AttemptState, JobState
 from router.store import SqlStore, open_store
+from router.store.transient import is_transient
 from router.tasks import TaskRuntime
 
 log = logging.getLogger("jobrouter.router")
@@ -50,6 +53,8 @@ class Router:
         self.gate = gate
         self.deliverer = deliverer  # sends completion events to [webhooks.<owner>], if any
         self.leader = leader  # elects this process (or not) to run the periodic work
+        self.limits = DoorLimits(max_depth=config.submit.max_input_depth,
+                                 max_bytes=config.submit.max_input_bytes)
         self._closed = False
         self._starting: asyncio.Task[None] | None = None  # see `open(start_in_background=...)`
         self._telemetry = False  # this router holds the process's OTLP export ([telemetry])
@@ -163,7 +168,10 @@ class Router:
         params: JsonObject | None = None,
     ) -> Job:  # fmt: skip
         """Accept a job once per (owner, key). The same payload again returns the same job
-        (`created=False`); a different payload under the key raises `IdempotencyConflict`."""
+        (`created=False`); a different payload under the key raises `IdempotencyConflict`.
+
+        The door (`router.door.admit`) refuses bad work first, with nothing written:
+        `JobRefused` names the field, the value and what to do."""
         self._check_open()
         _check_identity(owner, idempotency_key)
         runtime = self.tasks.get(task)
@@ -171,11 +179,12 @@ class Router:
             known = ", ".join(sorted(self.tasks)) or "none"
             raise ConfigError(f"unknown task {task!r}; configured tasks: {known}",
                               key=f"tasks.{task}")
-        return await self._create(owner, idempotency_key, runtime, input, params)
+        request = admit(runtime, input, params, self.limits)
+        return await self._create(owner, idempotency_key, runtime, input, params or {}, request)
 
     async def _create(
         self, owner: str, idempotency_key: str, runtime: TaskRuntime, input: JsonObject,
-        params: JsonObject | None,
+        params: JsonObject, request: CompletionRequest,
     ) -> Job:  # fmt: skip
         """Create the job; with workers here, claimed by them and, when it can start at once,
         with its first attempt in the same transaction (one commit instead of two). The job
@@ -191,22 +200,58 @@ class Router:
             if engine is None:
                 return
             if first is not None and attempt is not None:
-                engine.run_started(job, attempt, first)
+                engine.run_started(job, attempt, first, request)
                 handed = True
             else:
                 engine.hand_over(job)
 
         try:
-            job, _ = await self.store.create_and_start(
-                owner=owner, idempotency_key=idempotency_key, task=runtime.name, input=input,
-                params=params or {}, deadline_s=runtime.deadline_s,
-                claimed_by=engine.worker_id if engine else None,
-                claim_s=self.config.engine.claim, first=first, on_created=hand_over,
-            )  # fmt: skip
+            try:
+                job, _ = await self.store.create_and_start(
+                    owner=owner, idempotency_key=idempotency_key, task=runtime.name,
+                    input=input, params=params, deadline_s=runtime.deadline_s,
+                    claimed_by=engine.worker_id if engine else None,
+                    claim_s=self.config.engine.claim, first=first, on_created=hand_over,
+                )  # fmt: skip
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                job = await self._read_back(owner, idempotency_key, runtime, input, params, exc)
         finally:
             if engine is not None and first is not None and not handed:
                 engine.return_slot()
+        if not job.created and not job.state.settled:
+            await self._take_up(job)
         return job
+
+    async def _read_back(
+        self, owner: str, idempotency_key: str, runtime: TaskRuntime, input: JsonObject,
+        params: JsonObject, error: BaseException,
+    ) -> Job:  # fmt: skip
+        """Creating the job failed in a way that may have committed (a lost COMMIT
+        acknowledgement): read it back by its key, creating it (queued) if it is not there.
+        A job found is taken up by `_take_up` like any replay (`created` is then False, even
+        if it was this call's own lost COMMIT that created it)."""
+        log.warning("creating job %s/%s failed (%s); reading it back", owner, idempotency_key,
+                    error)
+        engine = self.engine
+        return (await persist(lambda: self.store.create_and_start(
+            owner=owner, idempotency_key=idempotency_key, task=runtime.name, input=input,
+            params=params, deadline_s=runtime.deadline_s,
+            claimed_by=engine.worker_id if engine else None, claim_s=self.config.engine.claim,
+            on_created=lambda job, _: engine.hand_over(job) if engine else None)))[0]  # fmt: skip
+
+    async def _take_up(self, job: Job) -> None:
+        """A job found under its key, not settled: when this process holds its claim (or the
+        claim expired) and drives nothing of it, drive it. Its creator may be this process,
+        whose COMMIT acknowledgement was lost (so nobody drives it), or one that crashed."""
+        engine = self.engine
+        if engine is None or engine.is_driving(job.id):
+            return
+        claimed = await persist(lambda: self.store.claim(job.id, engine.worker_id,
+                                                         self.config.engine.claim))
+        if claimed is not None and not engine.is_driving(job.id):
+            engine.hand_over(claimed)
 
     async def get(self, job_id: str) -> Job:
         self._check_open()

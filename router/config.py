@@ -53,7 +53,11 @@ class TaskConfig(_Strict):
     deadline: float = Field(default=120.0, gt=0, description="seconds from submit to give up")
     attempt_timeout: float | None = Field(default=None, gt=0)
     # Without a contract nothing says the task is harmless to repeat: exclusive by default.
+    # With one, a task may only tighten it (external over none), never loosen it.
     side_effects: Literal["none", "external"] | None = None
+    # "none": this task runs without a contract, knowingly, even where [certification]
+    # required = true (which otherwise refuses a task without a contract at load).
+    certification: Literal["none"] | None = None
 
 
 class EngineConfig(_Strict):
@@ -75,6 +79,15 @@ class CertificationConfig(_Strict):
     ttl_days: float = Field(default=7.0, gt=0)
     warn_before_days: float = Field(default=2.0, gt=0, description="the leader warns this "
                                     "long before a certification expires")  # fmt: skip
+
+
+class SubmitConfig(_Strict):
+    """What `submit` accepts (the door, router/door.py), on every path: API, CLI, HTTP."""
+
+    max_input_depth: int = Field(default=32, ge=2, le=1000,
+                                 description="levels of nesting in input or params")
+    max_input_bytes: int = Field(default=262_144, ge=1024,
+                                 description="canonical JSON of input + params")
 
 
 class HttpConfig(_Strict):
@@ -155,6 +168,7 @@ class RouterConfig(_Strict):
     engine: EngineConfig = Field(default_factory=EngineConfig)
     certification: CertificationConfig = Field(default_factory=CertificationConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    submit: SubmitConfig = Field(default_factory=SubmitConfig)
     breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     webhooks: dict[str, WebhookConfig] = Field(default_factory=dict, description="by owner")
     outbox: OutboxConfig = Field(default_factory=OutboxConfig)
@@ -178,6 +192,22 @@ class RouterConfig(_Strict):
                         f"tasks.{task_name}.providers names {provider!r}, which is not a "
                         f"[providers.{provider}] section (configured: {known})"
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _tasks_certified_or_say_so(self) -> RouterConfig:
+        if not self.certification.required:
+            return self
+        for task_name, task in self.tasks.items():
+            if task.contract is None and task.certification != "none":
+                raise ValueError(
+                    f"tasks.{task_name} has no contract, but [certification] required = true: "
+                    f"give it a contract, or say `certification = \"none\"` in [tasks.{task_name}]"
+                    " to run it uncertified on purpose"
+                )
+            if task.contract is not None and task.certification == "none":
+                raise ValueError(f"tasks.{task_name}: certification = \"none\" is for a task "
+                                 "without a contract; remove one of the two")
         return self
 
 

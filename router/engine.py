@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from providers import Provider, ProviderError
+from providers import CompletionRequest, Provider, ProviderError
 from router.driver import JobDriver, refusals
 from router.models import Attempt, Job
 from router.policy import Eligibility, Start, decide
@@ -82,6 +82,12 @@ class Engine:
         self._creating = 0  # submits holding a slot from first_attempt, not yet handed over
         self._created = asyncio.Event()  # set when _creating is 0
         self._created.set()
+        # Attempts of this worker with a task here, and those whose provider call began and
+        # whose outcome is not recorded yet: a `started` attempt of this worker in neither was
+        # never called (its driver failed first, or its COMMIT acknowledgement was lost), so
+        # calling it now is safe (JobDriver adopts it) where waiting would end it `unknown`.
+        self.attempt_tasks: set[str] = set()
+        self.calls_begun: set[str] = set()
 
     async def eligibility(self, task: TaskRuntime) -> dict[str, Eligibility]:
         return await self._eligibility(task)
@@ -165,11 +171,16 @@ class Engine:
                 log.exception("eligibility for task %s unknown: its driver decides", name)
         return eligibility
 
-    def run_started(self, job: Job, attempt: Attempt, first: AttemptStart) -> None:
-        """Drive a job created here together with its first attempt (its slot is held)."""
+    def run_started(self, job: Job, attempt: Attempt, first: AttemptStart,
+                    request: CompletionRequest | None = None) -> None:
+        """Drive a job created here together with its first attempt (its slot is held);
+        `request`: its provider request when the door built it (else the driver builds it)."""
         self._active[job.id] = asyncio.create_task(
-            self._drive(job, attempt, first), name=f"job-{job.id}")
+            self._drive(job, attempt, first, request), name=f"job-{job.id}")
         self._create_done()
+
+    def is_driving(self, job_id: str) -> bool:
+        return job_id in self._active or job_id in self._queued
 
     def return_slot(self) -> None:
         """A slot `first_attempt` took is not used after all (the job already existed)."""
@@ -243,7 +254,8 @@ class Engine:
             self._queued.discard(job.id)
 
     async def _drive(
-        self, job: Job, started: Attempt | None = None, first: AttemptStart | None = None
+        self, job: Job, started: Attempt | None = None, first: AttemptStart | None = None,
+        request: CompletionRequest | None = None,
     ) -> None:
         try:
             task = self.tasks.get(job.task)
@@ -252,7 +264,8 @@ class Engine:
                           job.task)
                 await self.store.release(job.id, self.worker_id, self.settings.claim_s)
                 return
-            await JobDriver(self, job, task, started, first.notes if first else ()).run()
+            await JobDriver(self, job, task, started, first.notes if first else (),
+                            request).run()
         except asyncio.CancelledError:
             raise
         except Exception:  # keep the worker alive; the claim expires and the job is retried

@@ -218,8 +218,11 @@ class SqlStore(
         now = time.time()
         async with self.connector.write() as tx:
             job, attempt = await self._lock_attempt(tx, attempt_id)
-            if attempt.state.terminal:  # cancelled under it: nothing to record
-                return FinishOutcome(won=False, job=job, attempt=attempt)
+            if attempt.state.terminal:  # recorded already: by this call's own earlier try
+                # (its COMMIT acknowledgement lost: the win is reported again, never lost) or
+                # by a cancel under it (nothing to record)
+                return FinishOutcome(won=job.winner_attempt_id == attempt_id, job=job,
+                                     attempt=attempt)
             won_row = None
             if job.winner_attempt_id is None and not job.state.terminal:
                 won_row = await tx.fetchone(self._q["finish_job_cas"], {
@@ -255,8 +258,11 @@ class SqlStore(
         error_kind: str | None,
         error: str | None,
         usage: AttemptUsage,
+        output: Any = None,
     ) -> Attempt:
-        """An attempt ends without a result: failed, unknown or cancelled."""
+        """An attempt ends without a result: failed, unknown or cancelled. `output` keeps an
+        answer that did not win (an exclusive task's unusable answer, an answer whose result
+        could not be recorded) on the attempt, for the operator who resolves it."""
         if state is AttemptState.SUCCEEDED:
             raise ValueError("a success goes through finish_attempt_cas")
         now = time.time()
@@ -264,7 +270,7 @@ class SqlStore(
             job, attempt = await self._lock_attempt(tx, attempt_id)
             if attempt.state.terminal or attempt.state is state:  # already recorded (cancel,
                 return attempt  # or a second sweeper): keep the first record
-            done = await self._finish(tx, attempt, state, usage, now, error_kind, error)
+            done = await self._finish(tx, attempt, state, usage, now, error_kind, error, output)
             data = {"attempt_id": attempt_id, "provider": attempt.provider,
                     "error_kind": error_kind, "error": error}  # fmt: skip
             await self._append(tx, job.id, job.state, [NewEvent(kind=f"attempt.{state}",

@@ -8,8 +8,9 @@ import time
 import pytest
 
 from providers import resilience
+from providers.classify import from_status
 from providers.config import RetryPolicy
-from providers.errors import NotSent, OutcomeUnknown, ProviderError, Rejected
+from providers.errors import NotSent, OutcomeUnknown, ProviderError
 from providers.resilience import Bulkhead, RateLimiter, retrying
 
 
@@ -33,15 +34,17 @@ def far() -> float:
 
 NOT_SENT = NotSent("refused", provider="p")
 UNKNOWN = OutcomeUnknown("read timeout", provider="p")
-R429 = Rejected("slow down", provider="p", status=429)
-R500 = Rejected("boom", provider="p", status=500)
+# As providers.classify makes them: the retry layer reads `retryable`, not the status.
+R429 = from_status(429, "slow down", "p")
+R500 = from_status(500, "boom", "p")
+R400 = from_status(400, "bad request", "p")  # not sent, and not worth sending again
 
 
 @pytest.mark.parametrize(
     ("errors", "calls", "result"),
     [((NOT_SENT, NOT_SENT), 3, "done"), ((R429,), 2, "done"), ((UNKNOWN,), 1, UNKNOWN),
      ((R500,), 1, R500), ((NOT_SENT, UNKNOWN), 2, UNKNOWN),
-     ((NOT_SENT, NOT_SENT, NOT_SENT), 3, NOT_SENT)],
+     ((NOT_SENT, NOT_SENT, NOT_SENT), 3, NOT_SENT), ((R400,), 1, R400)],
 )
 async def test_retry_decisions(errors: tuple[ProviderError, ...], calls: int,
                                result: object) -> None:
@@ -67,10 +70,10 @@ async def test_backoff_waits_when_not_testing() -> None:
 
 async def test_no_wait_that_would_pass_the_deadline() -> None:
     resilience.set_testing(no_backoff=False)
-    script = Script(Rejected("slow", provider="p", status=429, retry_after=1.0))
+    script = Script(from_status(429, "slow", "p", retry_after=1.0))
     deadline = asyncio.get_running_loop().time() + 0.2
     started = time.monotonic()
-    with pytest.raises(Rejected):
+    with pytest.raises(ProviderError):
         await retrying(script, RetryPolicy(attempts=3), deadline=deadline)
     assert script.calls == 1
     assert time.monotonic() - started < 0.1  # gave up at once instead of sleeping
@@ -78,7 +81,7 @@ async def test_no_wait_that_would_pass_the_deadline() -> None:
 
 async def test_retry_after_is_the_wait() -> None:
     resilience.set_testing(no_backoff=False)
-    script = Script(Rejected("slow", provider="p", status=429, retry_after=0.3))
+    script = Script(from_status(429, "slow", "p", retry_after=0.3))
     started = time.monotonic()
     policy = RetryPolicy(attempts=2, initial=0, max=0)
     assert await retrying(script, policy, deadline=far()) == "done"

@@ -29,7 +29,7 @@ def _sdk() -> None:
 async def test_a_hedged_job_is_one_job_span_with_two_attempt_spans(tmp_path: Path) -> None:
     EXPORTER.clear()
     config = RouterConfig(tasks={"t": TaskConfig(providers=["slow", "fast"], side_effects="none",
-                                                 hedge_after=0.1)})
+                                                 hedge_after=0.1, certification="none")})
     slow = FakeProvider("slow", default=Step(output={"text": "late"}, delay=2.0))
     fast = FakeProvider("fast", default=Step(output={"text": "first"}))
     async with Router.open(f"sqlite:///{tmp_path}/t.db", config,
