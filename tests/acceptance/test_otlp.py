@@ -28,7 +28,8 @@ from router.config import EngineConfig, RouterConfig, TaskConfig
 from tests.support.fakes import FakeProvider
 
 async def main() -> None:
-    config = RouterConfig(tasks={"echo": TaskConfig(providers=["fast"], side_effects="none")},
+    config = RouterConfig(tasks={"echo": TaskConfig(providers=["fast"], side_effects="none",
+                                                    certification="none")},
                           engine=EngineConfig(poll_interval=0.05))
     async with Router.open(sys.argv[1], config, providers={"fast": FakeProvider("fast")}) as r:
         job = await r.submit("shop", "k1", "echo", {"text": "hi"})
