@@ -2,7 +2,8 @@
 
 The WHERE clause is put together from named fragments of queries.sql, one per filter in use:
 a statement with `(:x IS NULL OR x = :x)` for every optional filter would be planned once for
-all combinations and could use no index for any of them.
+all combinations and could use no index for any of them. Both reads go through
+`fetchall_aside`: a page or a count may walk many rows, and must not hold up the event loop.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class ListingMethods:
             clause += " " + self._q["list_jobs_cursor"]
             params["cursor"] = cursor
         sql = self._q["list_jobs"].replace("{where}", clause)
-        rows = await self.connector.fetchall(sql, {**params, "limit": limit + 1})
+        rows = await self.connector.fetchall_aside(sql, {**params, "limit": limit + 1})
         jobs = [job_from_row(row) for row in rows[:limit]]
         more = len(rows) > limit
         return JobPage(items=jobs, next_cursor=jobs[-1].id if more and jobs else None)
@@ -44,7 +45,7 @@ class ListingMethods:
             return counts
         clause, params = self._where(where)
         sql = self._q["count_jobs_by_state"].replace("{where}", clause)
-        for row in await self.connector.fetchall(sql, params):
+        for row in await self.connector.fetchall_aside(sql, params):
             counts[JobState(row["state"])] = int(row["n"])
         return counts
 

@@ -319,7 +319,8 @@ DELETE FROM outbox WHERE job_id IN (SELECT value FROM json_each(:ids)) RETURNING
 
 -- Listing (router/listing.py): `{where}` is filled with the `list_jobs_*` fragments of the
 -- filters in use, so each combination is its own statement with its own plan; newest first,
--- keyset pages on the time-ordered id (jobs_by_owner, jobs_by_state or the primary key).
+-- keyset pages on the time-ordered id (jobs_by_owner, jobs_by_state, jobs_by_task,
+-- jobs_by_owner_task or the primary key).
 
 -- name: list_jobs
 SELECT * FROM jobs WHERE 1 = 1 {where} ORDER BY id DESC LIMIT :limit
@@ -343,7 +344,9 @@ AND state IN (SELECT value FROM json_each(:states))
 AND task = :task
 
 -- name: list_jobs_provider
-AND EXISTS (SELECT 1 FROM attempts a WHERE a.job_id = jobs.id AND a.provider = :provider)
+-- The provider's job ids come from attempts_by_provider (migration 0010), in id order: no walk
+-- of every job checking its attempts (an EXISTS per job walked them all for a rare provider).
+AND id IN (SELECT a.job_id FROM attempts a WHERE a.provider = :provider)
 
 -- name: list_jobs_after
 AND id >= :id_floor AND created_at >= :created_after
