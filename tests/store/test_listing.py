@@ -135,8 +135,8 @@ async def test_sqlite_plan_seeks_an_index_and_never_sorts(tmp_path: Path, where:
     JobFilter(owner="shop-1"), JobFilter(task="caption"), JobFilter(owner="shop-1", task="x"),
     JobFilter(provider="openai"), JobFilter(owner="shop-1", provider="openai"),
 ])  # fmt: skip
-async def test_sqlite_counts_of_a_filter_never_walk_every_job(tmp_path: Path,
-                                                              where: JobFilter) -> None:  # fmt: skip
+async def test_sqlite_counts_of_a_filter_never_walk_every_job(
+        tmp_path: Path, where: JobFilter) -> None:  # fmt: skip
     """The counts by state (the console shows them) seek the filter's index like the page does;
     only the counts of every job may walk them all. Fails without migration 0010."""
     store = await open_store(f"sqlite:///{tmp_path}/plan.db")
