@@ -11,7 +11,7 @@ import pytest
 from router.listing import JobFilter, attention_states, id_ceiling, id_floor
 from router.models import Job
 from router.states import JobState
-from router.store import SqlStore, open_store
+from router.store import SqlStore, listing, open_store
 from tests.store.test_store import start, submit
 
 
@@ -65,12 +65,19 @@ async def test_owner_task_and_state_filters(store: SqlStore) -> None:
     assert none.items == []
 
 
-async def test_provider_filter_finds_jobs_with_an_attempt_there(store: SqlStore) -> None:
+@pytest.mark.parametrize("rare_below", [listing.RARE_PROVIDER_ATTEMPTS, 1])
+async def test_provider_filter_finds_jobs_with_an_attempt_there(
+        store: SqlStore, rare_below: int, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Both ways of reading a provider's jobs (its id list when rare, a walk when common:
+    `rare_below=1` makes every provider common) find the same jobs and count them alike."""
+    monkeypatch.setattr(listing, "RARE_PROVIDER_ATTEMPTS", rare_below)
     jobs = await some_jobs(store)
     await start(store, jobs[2], provider="backup")
     await start(store, jobs[5], provider="primary")
     page = await store.list_jobs(JobFilter(provider="backup"), limit=50)
     assert [j.id for j in page.items] == [jobs[2].id]
+    counts = await store.count_jobs_by_state(JobFilter(owner="shop-1", provider="backup"))
+    assert sum(counts.values()) == 1 and counts[JobState.RUNNING] == 1
 
 
 async def test_created_after_and_before(store: SqlStore) -> None:
