@@ -154,7 +154,8 @@ class _Batch:
 class SqliteConnector:
     dialect = "sqlite"
 
-    def __init__(self, url: str, writer: sqlite3.Connection, reader: sqlite3.Connection):
+    def __init__(self, url: str, writer: sqlite3.Connection, reader: sqlite3.Connection,
+                 aside: sqlite3.Connection) -> None:  # fmt: skip
         self.url = url
         self._path = sqlite_path(url)
         self.queries: Mapping[str, str] = load_queries(self.dialect)
@@ -169,7 +170,7 @@ class SqliteConnector:
         self.jobs_in_flight: Callable[[], int] = lambda: 2
         self.stats = ConnectorStats()
         self._read_tx = _SqliteTx(reader, self.stats)
-        self._aside: sqlite3.Connection | None = None  # opened at the first long read
+        self._aside = aside  # the long reads' connection, used on a worker thread
         self._aside_lock = asyncio.Lock()  # one long read at a time on it
 
     @classmethod
@@ -183,12 +184,13 @@ class SqliteConnector:
                 await asyncio.to_thread(_quick_check, writer, path)
                 await asyncio.to_thread(_migrate, writer)
                 reader = await asyncio.to_thread(_connect, path)
+                aside = await asyncio.to_thread(_connect, path)
                 writer.execute("PRAGMA busy_timeout=0")  # see _begin_now
         except StoreError:
             raise
         except Exception as exc:  # sqlite3.Error and OSError alike: name the file
             raise StoreError(f"cannot open SQLite database {path}: {exc}", url=url) from exc
-        return cls(url, writer, reader)
+        return cls(url, writer, reader, aside)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[_SqliteTx]:
@@ -348,8 +350,6 @@ class SqliteConnector:
         check_params(params)
         async with self._aside_lock:
             with translated_errors(self.url, self._path):
-                if self._aside is None:
-                    self._aside = await asyncio.to_thread(_connect, self._path)
                 conn = self._aside
                 self.stats.round_trips += 1
                 read = asyncio.ensure_future(asyncio.to_thread(_read_all, conn, query, params))
@@ -372,8 +372,7 @@ class SqliteConnector:
             else:
                 await asyncio.sleep(0.001)
         async with self._aside_lock:  # a long read still running lets go of its connection
-            if self._aside is not None:
-                self._aside.close()
+            self._aside.close()
         self._reader.close()
         self._writer.close()
 

@@ -73,3 +73,16 @@ async def test_the_event_loop_runs_while_a_listing_reads(big_store: SqlStore,
     assert during > 0, "the listing held the event loop for its whole read"
     if isinstance(result, dict):
         assert sum(result.values()) == JOBS  # the read was the real one, over every job
+
+
+async def test_a_cancelled_listing_leaves_its_connection_usable(big_store: SqlStore) -> None:
+    """A tab closed mid-refresh cancels its listing while the read runs on its thread: the
+    statement is interrupted, the cancellation reaches the caller, and the next listing (and
+    closing the store) finds the connection free."""
+    reading = asyncio.create_task(big_store.count_jobs_by_state(JobFilter()))
+    await asyncio.sleep(0)  # the read has gone to its thread
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reading
+    counts = await big_store.count_jobs_by_state(JobFilter())
+    assert sum(counts.values()) == JOBS
