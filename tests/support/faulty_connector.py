@@ -108,6 +108,9 @@ class FaultyConnector:
     async def fetchall(self, query: str, params: Params) -> list[Row]:
         return await self.inner.fetchall(query, params)
 
+    async def fetchall_aside(self, query: str, params: Params) -> list[Row]:
+        return await self.inner.fetchall_aside(query, params)
+
     async def close(self) -> None:
         await self.inner.close()
 
