@@ -22,11 +22,16 @@ Otherwise the chain is walked from the outermost exception inward (`__cause__`, 
 `__context__`) and the first link of a decisive type wins, because the outermost link is the
 latest event (a re-send that got an answer after a refused connection was answered):
 
-    HTTP response (httpx.HTTPStatusError)                        -> Rejected(status, retry_after)
-        except 504 Gateway Timeout -> OutcomeUnknown(status=504): a gateway gave up waiting for
-        an upstream that may still run the request (a timeout is never a failure, DESIGN I3)
+    HTTP response (httpx.HTTPStatusError)  -> by status, `STATUS_TABLE` below (docs/failures.md)
     connect refused / connect timeout / no pooled connection / DNS -> NotSent
     read timeout / read or write error / disconnect / reset / broken payload -> OutcomeUnknown
+
+The status table says what each answer PROVES. Only the 4xx answers that providers document as
+"the request was not processed" (400, 401, 403, 404, 413, 422, 429) are `NotSent`; of those,
+only 429 is worth sending again (with its Retry-After). A timeout status (408, 504, a CDN's 524)
+is `OutcomeUnknown`: whoever gave up waiting, the upstream may still run the request (I3).
+Every other answer (5xx, a CDN's 52x, a 4xx nobody documents) is `Rejected`: a failure that may
+have acted, so an exclusive task waits for an operator instead of failing over.
 
 Anything else is OutcomeUnknown. That default is deliberate: an unrecognised exception may have
 happened after the request was written, and calling it `not_sent` or `rejected` could make the
@@ -61,7 +66,19 @@ _BUILTIN_NOT_SENT: tuple[type[BaseException], ...] = (ConnectionRefusedError, so
 _BUILTIN_UNKNOWN: tuple[type[BaseException], ...] = (
     ConnectionResetError, ConnectionAbortedError, BrokenPipeError, TimeoutError,
 )
-_STATUS_UNKNOWN = frozenset({504})
+# Documented "not processed" answers: status -> (retryable, counts_against_health).
+NOT_PROCESSED: dict[int, tuple[bool, bool]] = {
+    400: (False, False),  # malformed request: ours to fix, the same request fails again
+    401: (False, False),  # authentication refused before any work
+    403: (False, False),
+    404: (False, False),  # no such model or route
+    413: (False, False),  # request too large, refused before reading it all
+    422: (False, False),  # validation refused
+    429: (True, True),  # rate limited: the provider is overloaded; wait Retry-After and retry
+}
+# A timeout reported by a server or a gateway: the work may still run (408: the server timed
+# out reading the request, which may have been complete; 504 / 524: an upstream timed out).
+TIMEOUT_STATUSES = frozenset({408, 504, 524})
 _MAX_MESSAGE = 400
 
 
@@ -175,11 +192,21 @@ def classify(exc: BaseException, provider: str) -> ProviderError:
     )
 
 
+def from_status(status: int, message: str, provider: str,
+                retry_after: float | None = None) -> ProviderError:
+    """The error an HTTP answer with `status` proves (see the module docstring's table)."""
+    if status in NOT_PROCESSED:
+        retryable, counts = NOT_PROCESSED[status]
+        return NotSent(message, provider=provider, status=status, retry_after=retry_after,
+                       retryable=retryable, counts_against_health=counts)
+    if status in TIMEOUT_STATUSES:
+        return OutcomeUnknown(message, provider=provider, status=status, retry_after=retry_after)
+    return Rejected(message, provider=provider, status=status, retry_after=retry_after,
+                    counts_against_health=status >= 500)
+
+
 def _from_response(response: Any, top: BaseException, link: BaseException,
                    provider: str) -> ProviderError:
     status = int(response.status_code)
     retry_after = parse_retry_after(_headers_of(response, top))
-    message = _message(top, link)
-    if status in _STATUS_UNKNOWN:
-        return OutcomeUnknown(message, provider=provider, status=status, retry_after=retry_after)
-    return Rejected(message, provider=provider, status=status, retry_after=retry_after)
+    return from_status(status, _message(top, link), provider, retry_after)

@@ -22,12 +22,48 @@ Waivable = Literal["rendering"]  # the certification checks whose `unverified` m
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}$")
 _KEY_PREFIXES = ("pk-", "key-", "ghp_", "xoxb-", "AIza", "Bearer ")
 
-# Keyword arguments the adapter owns; extra_params may not override them (num_retries above
-# all: it would re-enable litellm's hidden retry layers).
-RESERVED_PARAMS = frozenset({
-    "model", "messages", "api_base", "base_url", "api_key", "timeout", "num_retries",
-    "max_retries", "response_format", "temperature", "max_tokens", "stream",
-})
+# `extra_params` is an allow-list: each key reaches litellm as is, so only sampling knobs that
+# certification then covers (they are part of the provider fingerprint) may pass, each with a
+# flat value. Everything else is refused by name, with the reason.
+_NUMBER = (int, float)
+ALLOWED_EXTRA_PARAMS: dict[str, tuple[type, ...]] = {
+    "top_p": _NUMBER, "top_k": (int,), "min_p": _NUMBER, "seed": (int,),
+    "frequency_penalty": _NUMBER, "presence_penalty": _NUMBER, "repetition_penalty": _NUMBER,
+    "stop": (str, list), "user": (str,), "reasoning_effort": (str,),
+}  # fmt: skip
+_REFUSED_BECAUSE = {
+    ("fallbacks", "context_window_fallbacks", "content_policy_fallbacks", "model_list",
+     "default_fallbacks"): "litellm would call another model, never certified, and record it "
+    "as this provider",
+    ("mock_response", "mock_tool_calls", "mock_timeout", "mock_delay"): "litellm would answer "
+    "without calling the provider",
+    ("api_key", "api_base", "base_url", "api_version", "headers", "extra_headers",
+     "aws_access_key_id", "aws_secret_access_key", "vertex_credentials"): "keys and endpoints "
+    "belong in api_key_env and api_base (never a secret in the config file)",
+    ("num_retries", "max_retries", "retry_strategy", "retry_policy", "timeout",
+     "stream_timeout"): "retries and timeouts belong to [providers.NAME.retry] and .timeout "
+    "(the router's one retry layer)",
+    ("model", "messages", "temperature", "max_tokens", "response_format", "stream", "n",
+     "tools", "tool_choice", "functions"): "the adapter sets it from the contract",
+}  # fmt: skip
+
+
+def extra_param_problem(key: str, value: Any) -> str | None:
+    """Why `extra_params.<key> = value` is refused (None: allowed)."""
+    for keys, why in _REFUSED_BECAUSE.items():
+        if key in keys:
+            return f"extra_params.{key} is not allowed: {why}"
+    kinds = ALLOWED_EXTRA_PARAMS.get(key)
+    if kinds is None:
+        return (f"extra_params.{key} is not an allowed parameter; allowed: "
+                f"{', '.join(sorted(ALLOWED_EXTRA_PARAMS))}")
+    flat = isinstance(value, kinds) and not isinstance(value, bool)
+    if isinstance(value, list):
+        flat = all(isinstance(item, str) for item in value)
+    if not flat:
+        names = " or ".join("list of strings" if k is list else k.__name__ for k in kinds)
+        return f"extra_params.{key} must be a {names}, got {type(value).__name__}"
+    return None
 
 
 class _Frozen(BaseModel):
@@ -93,13 +129,10 @@ class ProviderConfig(_Frozen):
     @field_validator("extra_params")
     @classmethod
     def _extra_params_allowed(cls, value: dict[str, Any]) -> dict[str, Any]:
-        clash = sorted(RESERVED_PARAMS.intersection(value))
-        if clash:
-            raise ValueError(f"extra_params may not set {clash}: the adapter owns them")
-        try:
-            json.dumps(value, sort_keys=True)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"extra_params must be JSON-serialisable: {exc}") from exc
+        for key, item in value.items():
+            problem = extra_param_problem(key, item)
+            if problem:
+                raise ValueError(problem)
         return value
 
     @field_validator("accept_unverified")

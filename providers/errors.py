@@ -1,11 +1,26 @@
 """The provider error taxonomy: every provider failure is one `ProviderError` with a `kind`.
 
-    ProviderError                      kind says what is known about the request's fate
-    ├── NotSent       kind=not_sent    the request never reached the provider: safe to retry
-    ├── Rejected      kind=rejected    the provider answered, and the answer is a definite failure
-    │   └── InvalidOutput                the answer is not JSON (check "json") or breaks the output
-    │                                    schema (check "schema"); carries the answer and its usage
-    └── OutcomeUnknown kind=unknown    the request was sent and no answer came back: it may have run
+    ProviderError                      kind says what is PROVEN about the request's fate
+    ├── NotSent       kind=not_sent    the provider provably did not act: never sent, or refused
+    │                                  with a status it documents as "not processed"
+    ├── Rejected      kind=rejected    the provider answered with a failure, or with an answer we
+    │   │                              cannot use, and MAY have acted (5xx, 52x, bad JSON)
+    │   └── InvalidOutput              the answer is not JSON (check "json") or breaks the output
+    │                                  schema (check "schema"); carries the answer and its usage
+    └── OutcomeUnknown kind=unknown    the request was sent and no answer came back (a timeout, a
+                                       cut connection, a gateway timeout): it may have run
+
+Each error also carries two decisions, made where it is classified (`providers.classify`, or
+the raise site for errors of our own making) and read by everyone else, so that nobody re-derives
+them from status codes:
+
+    retryable              our ONE retry layer may send the request again (only for errors
+                           that prove the provider did not act and may accept it later)
+    counts_against_health  the failure says something about the provider's health (the
+                           circuit breaker counts it), not about our request
+
+`may_have_acted` is `kind is not NOT_SENT`: the router records such an outcome on an exclusive
+task (`side_effects: external`) as `unknown`, never as a failure it may fail over from (I4).
 
 `providers/` is the only place where third-party exceptions are translated into these; the
 router records `kind` on the attempt and never sees a litellm type. Every message is scrubbed
@@ -40,15 +55,37 @@ class ProviderError(Exception):
         provider: str,
         status: int | None = None,
         retry_after: float | None = None,
+        retryable: bool | None = None,
+        counts_against_health: bool | None = None,
+        answer: str | None = None,
     ) -> None:
+        """`retryable` / `counts_against_health` left None take the class's default. `answer`
+        is the text of an answer we could not use (kept for whoever resolves the attempt)."""
         # Scrubbed here, where every provider error is built: its text is stored, sent to the
         # job's owner and logged, and a provider may have echoed the key it was sent.
         message = scrub(message)
+        answer = scrub(answer) if answer is not None else None
         super().__init__(message)
         self.message = message
         self.provider = provider
         self.status = status
         self.retry_after = retry_after
+        self.answer = answer
+        self.retryable = self._default_retryable() if retryable is None else retryable
+        self.counts_against_health = (
+            self._default_counts() if counts_against_health is None else counts_against_health
+        )
+
+    @property
+    def may_have_acted(self) -> bool:
+        """Whether the provider may have done the work (everything but `not_sent`)."""
+        return self.kind is not ErrorKind.NOT_SENT
+
+    def _default_retryable(self) -> bool:
+        return False
+
+    def _default_counts(self) -> bool:
+        return True
 
     def __str__(self) -> str:
         status = f" (HTTP {self.status})" if self.status is not None else ""
@@ -56,11 +93,23 @@ class ProviderError(Exception):
 
 
 class NotSent(ProviderError):
+    """Default: a transport failure before sending (connect refused, DNS): retryable, and a
+    sign of the provider's health."""
+
     kind = ErrorKind.NOT_SENT
+
+    def _default_retryable(self) -> bool:
+        return True
 
 
 class Rejected(ProviderError):
+    """Default: not retried (it may have acted); counts against health for a 5xx only (an
+    answer we cannot use says nothing about whether the provider is up)."""
+
     kind = ErrorKind.REJECTED
+
+    def _default_counts(self) -> bool:
+        return self.status is not None and self.status >= 500
 
 
 class InvalidOutput(Rejected):
@@ -71,7 +120,7 @@ class InvalidOutput(Rejected):
 
     def __init__(self, message: str, *, provider: str, check: str, text: str,
                  prompt_tokens: int | None = None) -> None:
-        super().__init__(message, provider=provider)
+        super().__init__(message, provider=provider, answer=text)
         self.check = check
         self.text = text
         self.prompt_tokens = prompt_tokens

@@ -71,7 +71,7 @@ class LiteLLMProvider:
         key = os.environ.get(env)
         if not key:
             raise NotSent(f"environment variable {env} (api_key_env) is not set or empty",
-                          provider=self._name)
+                          provider=self._name, retryable=False, counts_against_health=False)
         register_secret(key)  # a provider may echo it: scrubbed from every error text
         return key
 
@@ -114,6 +114,19 @@ class LiteLLMProvider:
         kwargs.update({k: v for k, v in optional.items() if v is not None})
         return kwargs
 
+    def _built(self, request: CompletionRequest) -> dict[str, Any]:
+        """`_request_kwargs`, any failure to build them a definite `NotSent` (not retried: the
+        same request fails the same way) rather than an unrecognised error, which the router
+        would have to record as an outcome unknown for a request that never left."""
+        try:
+            return self._request_kwargs(request)
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise NotSent(f"the request could not be built: {type(exc).__name__}: {exc}",
+                          provider=self._name, retryable=False,
+                          counts_against_health=False) from exc
+
     async def warm_up(self) -> None:
         """Import litellm and run its first-call setup for this model now, rather than inside
         the first attempt. The import blocks the event loop for seconds and the first call's
@@ -127,7 +140,7 @@ class LiteLLMProvider:
         if self._closed:
             raise RuntimeError(f"provider {self._name!r} is closed")
         litellm = _litellm.load()
-        kwargs = self._request_kwargs(request)  # a missing key is NotSent before any retry
+        kwargs = self._built(request)  # NotSent when it cannot be built: nothing was sent
         budget = request.timeout or self._config.timeout.read
         deadline = asyncio.get_running_loop().time() + budget
         estimate = _estimate_tokens(request) if self._config.rate_limit.tokens_per_minute else 0
@@ -153,7 +166,8 @@ class LiteLLMProvider:
                 raise classify(exc, self._name) from exc
             if not in_flight:
                 raise NotSent(f"no bulkhead slot free (limit {self.bulkhead.limit}) within the "
-                              f"{budget:g}s deadline", provider=self._name) from exc
+                              f"{budget:g}s deadline", provider=self._name,
+                              counts_against_health=False) from exc
             raise OutcomeUnknown(f"deadline of {budget:g}s passed with the request in flight",
                                  provider=self._name) from exc
         except ProviderError:

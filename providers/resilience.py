@@ -5,9 +5,9 @@
   admits (returns 0.0) or says how long to wait, and refuses with `NotSent` when that wait is
   beyond the caller's budget. `admit` is the sleeping loop around it.
 - `retrying`: tenacity with full-jitter exponential backoff, bounded attempts, never past the
-  deadline. It retries only what is known not to have run: `NotSent`, and `Rejected` with HTTP
-  429 (the provider refused before doing the work), waiting Retry-After when given. It never
-  retries `OutcomeUnknown` (the work may have run) or any other `Rejected` (a definite answer).
+  deadline. It retries exactly the errors whose `retryable` flag `providers.classify` set (the
+  provider provably did not act and may accept the request later: a refused connection, a
+  429), waiting Retry-After when given. It never re-derives that from status codes.
 
 `set_testing(no_backoff=True)` makes every wait zero, as `stamina.set_testing` does, so tests
 exercise the retry decisions at full speed. The circuit breaker is not here: its state lives in
@@ -27,7 +27,7 @@ from tenacity.stop import stop_base
 from tenacity.wait import wait_random_exponential
 
 from providers.config import RetryPolicy
-from providers.errors import NotSent, Rejected
+from providers.errors import NotSent, ProviderError
 
 T = TypeVar("T")
 
@@ -107,13 +107,15 @@ class RateLimiter:
         for bucket, amount in buckets:
             if amount > bucket.capacity:
                 raise NotSent(f"rate limited locally: {tokens} tokens exceed the per-minute "
-                              f"limit {int(bucket.capacity)}", provider=self.provider)
+                              f"limit {int(bucket.capacity)}", provider=self.provider,
+                              retryable=False, counts_against_health=False)
             bucket.refill()
         wait = max((bucket.wait_for(amount) for bucket, amount in buckets), default=0.0)
         if wait > 0.0:
             if budget is not None and wait > budget:
                 raise NotSent(f"rate limited locally: next slot in {wait:.2f}s, budget "
-                              f"{max(budget, 0.0):.2f}s", provider=self.provider)
+                              f"{max(budget, 0.0):.2f}s", provider=self.provider,
+                              counts_against_health=False)
             return wait
         for bucket, amount in buckets:
             bucket.level -= amount
@@ -138,15 +140,11 @@ class RateLimiter:
 
 
 def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, NotSent):
-        return True
-    return isinstance(exc, Rejected) and exc.status == 429
+    return isinstance(exc, ProviderError) and exc.retryable
 
 
 def _retry_after(exc: BaseException | None) -> float | None:
-    if isinstance(exc, Rejected) and exc.status == 429:
-        return exc.retry_after
-    return None
+    return exc.retry_after if isinstance(exc, ProviderError) and exc.retryable else None
 
 
 class _StopBeforeDeadline(stop_base):

@@ -11,9 +11,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from providers import Provider
+from providers import CompletionRequest, Provider
+from router import telemetry
 from router.build import build_engine, build_tasks, resolve_config, warm_up
 from router.config import RouterConfig
+from router.door import DoorLimits, admit
 from router.engine import Engine
 from router.errors import (
     AttemptNotFound,
@@ -22,11 +24,14 @@ from router.errors import (
     JobNotFound,
     RouterClosed,
 )
+from router.fleet import Delivery, build_delivery, build_leader
 from router.gate import Gate
+from router.leader import Leader
 from router.models import Attempt, Job, JobEvent, JsonObject
-from router.outbox import OutboxDeliverer, build_deliverer
+from router.persist import persist
 from router.states import AttemptState, JobState
 from router.store import SqlStore, open_store
+from router.store.transient import is_transient
 from router.tasks import TaskRuntime
 
 log = logging.getLogger("jobrouter.router")
@@ -44,7 +49,7 @@ class Router:
     def __init__(
         self, store: SqlStore, config: RouterConfig, tasks: Mapping[str, TaskRuntime],
         engine: Engine | None, providers: Mapping[str, Provider], gate: Gate,
-        deliverer: OutboxDeliverer | None = None,
+        deliverer: Delivery | None = None, leader: Leader | None = None,
     ) -> None:  # fmt: skip
         self.store = store
         self.config = config
@@ -53,8 +58,12 @@ class Router:
         self.providers = dict(providers)
         self.gate = gate
         self.deliverer = deliverer  # sends completion events to [webhooks.<owner>], if any
+        self.leader = leader  # elects this process (or not) to run the periodic work
+        self.limits = DoorLimits(max_depth=config.submit.max_input_depth,
+                                 max_bytes=config.submit.max_input_bytes)
         self._closed = False
         self._starting: asyncio.Task[None] | None = None  # see `open(start_in_background=...)`
+        self._telemetry = False  # this router holds the process's OTLP export ([telemetry])
 
     @classmethod
     def open(
@@ -86,20 +95,23 @@ class Router:
     ) -> Router:  # fmt: skip
         settings = resolve_config(config)
         tasks = build_tasks(settings)
-        store = await open_store(database_url or settings.database.url,
-                                 command_timeout=settings.database.command_timeout,
+        url = database_url or settings.database.url
+        store = await open_store(url, command_timeout=settings.database.command_timeout,
                                  acquire_timeout=settings.database.acquire_timeout)
         try:
             engine, provider_map, gate = build_engine(store, settings, tasks, providers)
-            deliverer = build_deliverer(store, settings) if run_workers else None
+            deliverer = build_delivery(store, settings) if run_workers else None
+            leader = build_leader(store, settings, url, engine) if run_workers else None
             if run_workers and not start_in_background:  # before the first claim
                 await warm_up(provider_map.values())
                 await store.follow("runnable")
+            exporting = telemetry.acquire(settings.telemetry)
         except BaseException:
             await store.close()
             raise
         router = cls(store, settings, tasks, engine if run_workers else None, provider_map, gate,
-                     deliverer)
+                     deliverer, leader)
+        router._telemetry = exporting
         if run_workers and start_in_background:
             router._starting = asyncio.create_task(router._warm_up_then_start(),
                                                    name="jobrouter-warm-up")
@@ -123,6 +135,8 @@ class Router:
     def _start_workers(self) -> None:
         if self.engine is not None:
             self.engine.start()
+        if self.leader is not None:
+            self.leader.start()
         if self.deliverer is not None:
             self.deliverer.start()
 
@@ -143,11 +157,15 @@ class Router:
             await self.engine.stop(grace_s)
         if self.deliverer is not None:
             await self.deliverer.stop()
+        if self.leader is not None:
+            await self.leader.stop()
         for provider in self.providers.values():
             closer = getattr(provider, "close", None)
             if closer is not None:
                 await closer()
         await self.store.close()
+        if self._telemetry:  # the last flush is blocking HTTP: not on the event loop
+            await asyncio.get_running_loop().run_in_executor(None, telemetry.release)
 
     # ---- jobs ----------------------------------------------------------------------------------
 
@@ -156,7 +174,10 @@ class Router:
         params: JsonObject | None = None,
     ) -> Job:  # fmt: skip
         """Accept a job once per (owner, key). The same payload again returns the same job
-        (`created=False`); a different payload under the key raises `IdempotencyConflict`."""
+        (`created=False`); a different payload under the key raises `IdempotencyConflict`.
+
+        The door (`router.door.admit`) refuses bad work first, with nothing written:
+        `JobRefused` names the field, the value and what to do."""
         self._check_open()
         _check_identity(owner, idempotency_key)
         runtime = self.tasks.get(task)
@@ -164,11 +185,12 @@ class Router:
             known = ", ".join(sorted(self.tasks)) or "none"
             raise ConfigError(f"unknown task {task!r}; configured tasks: {known}",
                               key=f"tasks.{task}")
-        return await self._create(owner, idempotency_key, runtime, input, params)
+        request = admit(runtime, input, params, self.limits)
+        return await self._create(owner, idempotency_key, runtime, input, params or {}, request)
 
     async def _create(
         self, owner: str, idempotency_key: str, runtime: TaskRuntime, input: JsonObject,
-        params: JsonObject | None,
+        params: JsonObject, request: CompletionRequest,
     ) -> Job:  # fmt: skip
         """Create the job; with workers here, claimed by them and, when it can start at once,
         with its first attempt in the same transaction (one commit instead of two). The job
@@ -184,22 +206,58 @@ class Router:
             if engine is None:
                 return
             if first is not None and attempt is not None:
-                engine.run_started(job, attempt, first)
+                engine.run_started(job, attempt, first, request)
                 handed = True
             else:
                 engine.hand_over(job)
 
         try:
-            job, _ = await self.store.create_and_start(
-                owner=owner, idempotency_key=idempotency_key, task=runtime.name, input=input,
-                params=params or {}, deadline_s=runtime.deadline_s,
-                claimed_by=engine.worker_id if engine else None,
-                claim_s=self.config.engine.claim, first=first, on_created=hand_over,
-            )  # fmt: skip
+            try:
+                job, _ = await self.store.create_and_start(
+                    owner=owner, idempotency_key=idempotency_key, task=runtime.name,
+                    input=input, params=params, deadline_s=runtime.deadline_s,
+                    claimed_by=engine.worker_id if engine else None,
+                    claim_s=self.config.engine.claim, first=first, on_created=hand_over,
+                )  # fmt: skip
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                job = await self._read_back(owner, idempotency_key, runtime, input, params, exc)
         finally:
             if engine is not None and first is not None and not handed:
                 engine.return_slot()
+        if not job.created and not job.state.settled:
+            await self._take_up(job)
         return job
+
+    async def _read_back(
+        self, owner: str, idempotency_key: str, runtime: TaskRuntime, input: JsonObject,
+        params: JsonObject, error: BaseException,
+    ) -> Job:  # fmt: skip
+        """Creating the job failed in a way that may have committed (a lost COMMIT
+        acknowledgement): read it back by its key, creating it (queued) if it is not there.
+        A job found is taken up by `_take_up` like any replay (`created` is then False, even
+        if it was this call's own lost COMMIT that created it)."""
+        log.warning("creating job %s/%s failed (%s); reading it back", owner, idempotency_key,
+                    error)
+        engine = self.engine
+        return (await persist(lambda: self.store.create_and_start(
+            owner=owner, idempotency_key=idempotency_key, task=runtime.name, input=input,
+            params=params, deadline_s=runtime.deadline_s,
+            claimed_by=engine.worker_id if engine else None, claim_s=self.config.engine.claim,
+            on_created=lambda job, _: engine.hand_over(job) if engine else None)))[0]  # fmt: skip
+
+    async def _take_up(self, job: Job) -> None:
+        """A job found under its key, not settled: when this process holds its claim (or the
+        claim expired) and drives nothing of it, drive it. Its creator may be this process,
+        whose COMMIT acknowledgement was lost (so nobody drives it), or one that crashed."""
+        engine = self.engine
+        if engine is None or engine.is_driving(job.id):
+            return
+        claimed = await persist(lambda: self.store.claim(job.id, engine.worker_id,
+                                                         self.config.engine.claim))
+        if claimed is not None and not engine.is_driving(job.id):
+            engine.hand_over(claimed)
 
     async def get(self, job_id: str) -> Job:
         self._check_open()

@@ -12,7 +12,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from providers import ErrorKind, ProviderError
+from providers import ProviderError
 from router.policy import Eligibility
 from router.store.circuits import CircuitRow
 from router.store.sql import SqlStore
@@ -24,13 +24,6 @@ class BreakerSettings:
     cooldown_s: float = 30.0
     probe_s: float = 60.0  # a probe not reported within this is assumed lost; another may go
     refresh_s: float = 1.0
-
-
-def counts_against(error: ProviderError) -> bool:
-    """Whether a failure says something about the provider's health (not about our request)."""
-    if error.kind in (ErrorKind.NOT_SENT, ErrorKind.UNKNOWN):
-        return True
-    return error.status is not None and (error.status >= 500 or error.status == 429)
 
 
 class Breakers:
@@ -76,7 +69,7 @@ class Breakers:
         return got
 
     async def record(self, provider: str, error: ProviderError | None) -> None:
-        if error is not None and not counts_against(error):
+        if error is not None and not error.counts_against_health:  # decided in providers/
             return
         circuit = self._circuits.get(provider)
         if error is None:

@@ -57,7 +57,7 @@ def _task_runtime(name: str, task: TaskConfig, config: RouterConfig) -> TaskRunt
         except ContractError as exc:
             raise ConfigError(str(exc), key=f"tasks.{name}.contract") from exc
         fingerprint = contract_fingerprint(contract)
-    side_effects = task.side_effects or (contract.side_effects if contract else "external")
+    side_effects = _side_effects(name, task, contract.side_effects if contract else None)
     policy = TaskPolicy(
         providers=tuple(task.providers),
         max_attempts=task.max_attempts,
@@ -69,6 +69,17 @@ def _task_runtime(name: str, task: TaskConfig, config: RouterConfig) -> TaskRunt
         attempt_timeout_s=task.attempt_timeout, contract=contract,
         contract_fingerprint=fingerprint,
     )  # fmt: skip
+
+
+def _side_effects(name: str, task: TaskConfig, contract: str | None) -> str:
+    """The task's side effects: the contract's, which a task may tighten, never loosen (a
+    contract that says `external` made its certification under that promise). Without a
+    contract nothing says repeating is harmless: `external` unless the task says `none`."""
+    if contract == "external" and task.side_effects == "none":
+        raise ConfigError("side_effects = \"none\" would loosen the contract's \"external\": "
+                          "a task may only tighten it; remove the key or change the contract",
+                          key=f"tasks.{name}.side_effects")
+    return task.side_effects or contract or "external"
 
 
 def _contract_ref(ref: str, base_dir: Path | None) -> str:
@@ -104,7 +115,7 @@ def build_engine(
     gate = Gate(store, providers, breakers, required=config.certification.required)
     settings = EngineSettings(
         workers=config.engine.workers, claim_s=config.engine.claim, lease_s=config.engine.lease,
-        poll_s=config.engine.poll_interval, sweep_s=config.engine.sweep_interval,
+        poll_s=config.engine.poll_interval,
     )  # fmt: skip
     timeouts = {name: cfg.timeout.read for name, cfg in config.providers.items()}
     engine = Engine(

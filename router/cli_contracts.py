@@ -21,6 +21,7 @@ from providers import Provider
 from router.api import Router
 from router.certifier import Cell, Pair, certify_pair, matrix, pairs_to_certify
 from router.cli import ConfigOpt, DatabaseOpt, app, run, settings
+from router.config import RouterConfig
 
 if TYPE_CHECKING:
     from contracts import CaseEvidence
@@ -94,14 +95,39 @@ def status(
 ) -> None:
     """Print the provider x contract matrix from the store, without calling any provider."""
 
+    async def load() -> RouterConfig:
+        return settings(config)  # a config error becomes one line and exit code 2
+
+    cfg = run(load)
+
     async def step() -> list[Cell]:
-        cfg = settings(config)
         async with Router.open(database, cfg, run_workers=False) as router:
             pairs = pairs_to_certify(cfg, router.tasks)
             return await matrix(router.store, router.providers, pairs)
 
-    cells = run(step)
-    print(json.dumps(report(cells), indent=2) if as_json else render_matrix(cells))
+    uncertified = uncertified_tasks(cfg)
+    routed = any(task.contract is not None for task in cfg.tasks.values()) or not uncertified
+    cells = run(step) if routed else []
+    if as_json:
+        print(json.dumps({**report(cells), **({"uncertified": uncertified} if uncertified
+                                               else {})}, indent=2))  # fmt: skip
+        return
+    if routed:
+        print(render_matrix(cells))
+    for line in uncertified:
+        print(line)
+
+
+def uncertified_tasks(cfg: RouterConfig) -> list[str]:
+    """One line per task that runs without certification, and why (the matrix omits them)."""
+    lines = []
+    for name, task in sorted(cfg.tasks.items()):
+        if task.contract is None:
+            lines.append(f"task {name}: UNCERTIFIED, no contract (certification = \"none\"); "
+                         f"any of {', '.join(task.providers)} may run it")
+        elif not cfg.certification.required:
+            lines.append(f"task {name}: UNCERTIFIED, [certification] required = false")
+    return lines
 
 
 @contextmanager

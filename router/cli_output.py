@@ -16,7 +16,7 @@ from rich.text import Text
 
 from router.listing import JobPage
 from router.models import Attempt, Job, JobEvent
-from router.states import JobState
+from router.states import AttemptState, JobState
 
 _COLOR = {JobState.SUCCEEDED: "green", JobState.FAILED: "red", JobState.UNKNOWN: "yellow"}
 
@@ -68,6 +68,10 @@ def print_job(console: Console, job: Job, attempts: Sequence[Attempt]) -> None:
             str(a.seq), a.id, a.provider, f"{a.state}{winner}", a.error_kind or "", latency,
             (a.error or "")[:80])))  # fmt: skip
     console.print(table)
+    for a in attempts:  # an answer kept for whoever resolves the attempt (docs/failures.md)
+        if a.state is AttemptState.UNKNOWN and a.output is not None:
+            console.print(Text(f"attempt {a.id} kept its answer: "
+                               f"{json.dumps(a.output, ensure_ascii=False)}"))
 
 
 def print_events(console: Console, events: Sequence[JobEvent]) -> None:

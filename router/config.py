@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from providers.config import ProviderConfig
+from router.config_fleet import DeliveryConfig, LeaderConfig, TelemetryConfig
 from router.errors import ConfigError
 
 DEFAULT_CONFIG = "jobrouter.toml"
@@ -52,7 +53,11 @@ class TaskConfig(_Strict):
     deadline: float = Field(default=120.0, gt=0, description="seconds from submit to give up")
     attempt_timeout: float | None = Field(default=None, gt=0)
     # Without a contract nothing says the task is harmless to repeat: exclusive by default.
+    # With one, a task may only tighten it (external over none), never loosen it.
     side_effects: Literal["none", "external"] | None = None
+    # "none": this task runs without a contract, knowingly, even where [certification]
+    # required = true (which otherwise refuses a task without a contract at load).
+    certification: Literal["none"] | None = None
 
 
 class EngineConfig(_Strict):
@@ -72,6 +77,17 @@ class BreakerConfig(_Strict):
 class CertificationConfig(_Strict):
     required: bool = Field(default=True, description="fail over only to certified providers")
     ttl_days: float = Field(default=7.0, gt=0)
+    warn_before_days: float = Field(default=2.0, gt=0, description="the leader warns this "
+                                    "long before a certification expires")  # fmt: skip
+
+
+class SubmitConfig(_Strict):
+    """What `submit` accepts (the door, router/door.py), on every path: API, CLI, HTTP."""
+
+    max_input_depth: int = Field(default=32, ge=2, le=1000,
+                                 description="levels of nesting in input or params")
+    max_input_bytes: int = Field(default=262_144, ge=1024,
+                                 description="canonical JSON of input + params")
 
 
 class HttpConfig(_Strict):
@@ -136,6 +152,13 @@ class RetentionConfig(_Strict):
     """How long finished jobs (and so their idempotency keys) are kept; `jobrouter purge`."""
 
     days: float = Field(default=7.0, ge=1.0, description="at least one day")
+    purge_interval: float | None = Field(
+        default=None, gt=0,
+        description="hours between purges run by the leader; unset: only `jobrouter purge`")
+    drop_parked: bool = Field(
+        default=False,
+        description="the leader's purge also deletes jobs whose event is parked (an owner "
+                    "without a webhook, never tried), as `jobrouter purge --drop-parked`")
 
 
 class RouterConfig(_Strict):
@@ -145,10 +168,17 @@ class RouterConfig(_Strict):
     engine: EngineConfig = Field(default_factory=EngineConfig)
     certification: CertificationConfig = Field(default_factory=CertificationConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    submit: SubmitConfig = Field(default_factory=SubmitConfig)
     breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     webhooks: dict[str, WebhookConfig] = Field(default_factory=dict, description="by owner")
     outbox: OutboxConfig = Field(default_factory=OutboxConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig, description="optional: "
+                                     "completion events through NATS JetStream")
+    leader: LeaderConfig = Field(default_factory=LeaderConfig, description="the one process "
+                                 "that runs the periodic work (PostgreSQL advisory lock)")
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig, description="optional: "
+                                       "OTLP export of traces and metrics")
     # Where relative contract paths resolve; set from the file's folder when loaded from a file.
     base_dir: Path | None = Field(default=None, exclude=True)
 
@@ -162,6 +192,22 @@ class RouterConfig(_Strict):
                         f"tasks.{task_name}.providers names {provider!r}, which is not a "
                         f"[providers.{provider}] section (configured: {known})"
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _tasks_certified_or_say_so(self) -> RouterConfig:
+        if not self.certification.required:
+            return self
+        for task_name, task in self.tasks.items():
+            if task.contract is None and task.certification != "none":
+                raise ValueError(
+                    f"tasks.{task_name} has no contract, but [certification] required = true: "
+                    f"give it a contract, or say `certification = \"none\"` in [tasks.{task_name}]"
+                    " to run it uncertified on purpose"
+                )
+            if task.contract is not None and task.certification == "none":
+                raise ValueError(f"tasks.{task_name}: certification = \"none\" is for a task "
+                                 "without a contract; remove one of the two")
         return self
 
 

@@ -42,15 +42,21 @@ NOTES: dict[str, str] = {
     "providers.NAME.structured_output": "how the output schema is asked for: `json_schema` "
     "(hosted providers), `json_object_schema` (llama.cpp's server, which refuses "
     "`json_schema`) or `none`",
-    "providers.NAME.extra_params": "more litellm keyword arguments, passed as they are; the "
-    "ones the adapter owns (model, messages, timeouts, retries, temperature, ...) are refused",
+    "providers.NAME.extra_params": "more litellm keyword arguments, an allow-list: top_p, "
+    "top_k, min_p, seed, frequency_penalty, presence_penalty, repetition_penalty, stop, user, "
+    "reasoning_effort, flat values; anything else (fallbacks, mock_response, keys, headers, "
+    "retries, ...) is refused with the reason (docs/failures.md)",
     "tasks": "the tasks, by name (`[tasks.NAME]`): what a job asks for",
     "tasks.NAME.max_attempts": "attempts of a job at most, over all its providers",
     "tasks.NAME.attempt_timeout": "seconds one attempt may take; after it the attempt is "
     "`unknown`, never failed",
     "tasks.NAME.side_effects": "`none` (harmless to repeat: failover and hedging allowed) or "
     "`external` (exclusive: nothing new starts while an attempt is started or unknown); "
-    "default: the contract's, or `external` without a contract",
+    "default: the contract's, or `external` without a contract; a task may tighten its "
+    "contract's, never loosen it",
+    "tasks.NAME.certification": "`none`: the task has no contract and runs uncertified on "
+    "purpose (needed when `[certification] required = true`; `contracts status` lists it)",
+    "submit": "what `submit` refuses before anything is written, on every path (docs/failures.md)",
     "engine": "the workers of a process (`jobrouter serve`, `jobrouter worker`)",
     "engine.workers": "jobs run at once by this process",
     "engine.claim": "seconds a claimed job stays this worker's without a heartbeat",

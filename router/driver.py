@@ -1,6 +1,11 @@
 """Drives one claimed job: asks the policy what next, writes each attempt before calling its
 provider, runs hedged attempts side by side, and lets the store's compare-and-swap pick the one
 winner. Every outcome is recorded; nothing is decided from an exception escaping.
+
+The provider request is built before any attempt row is written: a job whose request cannot be
+built ends without an attempt (nothing was sent). Outcomes are written through `persist` (store
+errors retried); an answer whose result still cannot be recorded is kept on its attempt, marked
+"answered; result could not be recorded", for an operator to resolve with it.
 """
 
 from __future__ import annotations
@@ -9,16 +14,27 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from providers import Completion, ErrorKind, OutcomeUnknown, ProviderError
+from providers import Completion, CompletionRequest, ErrorKind, OutcomeUnknown, ProviderError
 from providers.errors import CassetteMiss
 from providers.redact import scrub
 from router import tracing
 from router.errors import InvalidTransition
-from router.models import Attempt, AttemptUsage, Job, NewEvent
-from router.policy import Decision, Eligibility, Finish, Start, Wait, decide
+from router.models import Attempt, AttemptUsage, Job, NewEvent, canonical_json
+from router.persist import persist
+from router.policy import (
+    Decision,
+    Eligibility,
+    Finish,
+    Start,
+    Wait,
+    decide,
+    ended_state,
+    unbuildable,
+)
 from router.states import AttemptState, JobState
+from router.store.transient import is_transient
 from router.tasks import TaskRuntime
 
 if TYPE_CHECKING:
@@ -28,15 +44,18 @@ log = logging.getLogger("jobrouter.engine")
 
 # Our own guard around a provider call, beyond the deadline the provider is asked to keep.
 GUARD_S = 0.5
+UNRECORDED = "unrecorded"  # error_kind of an answer whose result could not be recorded
+NOT_CALLED = "the router stopped before calling the provider; nothing was sent"
 
 
 class JobDriver:
     def __init__(
         self, engine: Engine, job: Job, task: TaskRuntime, started: Attempt | None = None,
-        noted: Sequence[NewEvent] = (),
+        noted: Sequence[NewEvent] = (), request: CompletionRequest | None = None,
     ) -> None:  # fmt: skip
         """`started`: the job's first attempt, already recorded (with `noted`, the refusals
-        recorded with it) by the transaction that created the job; it is called at once."""
+        recorded with it) by the transaction that created the job; it is called at once with
+        `request`, the request the door built for the job (given with `started`)."""
         self.engine = engine
         self.store = engine.store
         self.job = job
@@ -46,6 +65,8 @@ class JobDriver:
         self.cancel_reasons: dict[str, str] = {}
         self.ended: dict[str, Attempt] = {}  # each attempt's row as its end was recorded
         self.answered: set[str] = set()  # provider call over: the outcome is being recorded
+        self.calling: set[str] = set()  # the provider call began: the request may be out
+        self.request = request
         self._waiting_noted = False
         self._noted = {str(note.data["provider"]) for note in noted}  # refusals on the log
         self._started = started
@@ -60,18 +81,22 @@ class JobDriver:
     async def _drive(self) -> None:
         if self._started is not None:
             self.attempts = [self._started]
-            self.in_flight[self._started.id] = asyncio.create_task(
-                self._run_attempt(self._started))
+            self._launch(self._started)
         elif self.job.state is JobState.QUEUED:  # no attempts yet (the first one makes it
             self.attempts = []  # running): no read needed
         else:
-            self.attempts = await self.store.list_attempts(self.job.id)
-        # Stopped from outside (router closing, job cancelled) or by an error: whatever is still
-        # in flight has an unknown outcome (I3). Only a settled job makes the rest hedge losers.
+            self.attempts = await persist(lambda: self.store.list_attempts(self.job.id))
+        if self.request is None and not await self._build():
+            return
+        self._adopt_orphans()
+        # Stopped from outside (router closing, job cancelled): whatever is still in flight has
+        # an unknown outcome (I3). Only a settled job makes the rest hedge losers. Stopped by an
+        # error (the store gone for longer than `persist` tries): the calls in flight end first
+        # and record their own outcomes, so no answer is thrown away by cancelling it.
         reason: str | None = None
         try:
             while not self.job.state.settled:
-                eligibility = await self.engine.eligibility(self.task)
+                eligibility = await persist(lambda: self.engine.eligibility(self.task))
                 decision = decide(
                     self.task.policy, self.attempts, eligibility, now=time.time(),
                     deadline_at=self.job.deadline_at.timestamp() if self.job.deadline_at else None,
@@ -80,8 +105,25 @@ class JobDriver:
                 if not await self._carry_out(decision, notes):
                     return
             reason = "the job ended before this attempt answered"
+        except Exception:
+            if self.in_flight:
+                log.exception("job %s: driving it failed; letting %d call(s) in flight end",
+                              self.job.id, len(self.in_flight))
+                await asyncio.gather(*self.in_flight.values(), return_exceptions=True)
+            raise
         finally:
             await self._stop_in_flight(reason)
+
+    async def _build(self) -> bool:
+        """Build the job's provider request before any attempt row; False when it cannot be
+        built (the job was ended or parked as `policy.unbuildable` says: nothing was sent)."""
+        try:
+            self.request = self.task.build_request(self.job.input, self.job.params)
+        except Exception as exc:
+            log.warning("job %s: the provider request cannot be built: %s", self.job.id, exc)
+            await self._carry_out(unbuildable(self.attempts, f"{type(exc).__name__}: {exc}"), [])
+            return False
+        return True
 
     async def _carry_out(self, decision: Decision, notes: list[NewEvent]) -> bool:
         """Carry out one decision; False when the driver should let go of the job."""
@@ -90,8 +132,8 @@ class JobDriver:
         if isinstance(decision, Start):
             await self._start(decision, notes)
         elif isinstance(decision, Finish):
-            self.job = await self.store.settle_job(
-                self.job.id, decision.state, error=decision.error, notes=notes)
+            self.job = await persist(lambda: self.store.settle_job(
+                self.job.id, decision.state, error=decision.error, notes=notes))
         elif self.in_flight:
             await self._wait_in_flight(decision.until)
         else:
@@ -114,9 +156,38 @@ class JobDriver:
         except InvalidTransition:  # cancelled or resolved meanwhile: look again
             await self._refresh()
             return
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            await self._adopt_after(exc, decision.provider)
+            return
         self._see(job)
         self.attempts.append(attempt)
+        self._launch(attempt)
+
+    def _launch(self, attempt: Attempt) -> None:
+        self.engine.attempt_tasks.add(attempt.id)
         self.in_flight[attempt.id] = asyncio.create_task(self._run_attempt(attempt))
+
+    async def _adopt_after(self, error: BaseException, provider: str) -> None:
+        """`start_attempt` failed in a way that may have committed (a lost COMMIT
+        acknowledgement): read the attempts again and adopt the one it may have written."""
+        log.warning("job %s: starting an attempt on %s failed (%s); reading it back",
+                    self.job.id, provider, error)
+        await self._refresh()
+        self._adopt_orphans()
+
+    def _adopt_orphans(self) -> None:
+        """Call the `started` attempts this worker wrote and never called (see
+        `Engine.attempt_tasks`). Left alone, each would wait for its lease to expire and end
+        `unknown`, although its provider never received the request."""
+        for attempt in self.attempts:
+            if (attempt.state is AttemptState.STARTED and attempt.worker == self.engine.worker_id
+                    and attempt.id not in self.engine.attempt_tasks
+                    and attempt.id not in self.engine.calls_begun):
+                log.warning("job %s: attempt %s was written here and never called; calling it",
+                            self.job.id, attempt.id)
+                self._launch(attempt)
 
     def _see(self, job: Job) -> None:
         """Keep the newest view of the job: attempts finish concurrently with the loop."""
@@ -139,18 +210,19 @@ class JobDriver:
     async def _park(self, decision: Wait, notes: list[NewEvent]) -> None:
         """Nothing can run now: note it once and give the job back until `until`."""
         if not self._waiting_noted:
-            await self.store.note(self.job.id, [*notes, NewEvent(kind="job.waiting", data={
-                "reason": decision.reason, "until": decision.until})])  # fmt: skip
+            await persist(lambda: self.store.note(self.job.id, [*notes, NewEvent(
+                kind="job.waiting", data={"reason": decision.reason, "until": decision.until})]))
             self._waiting_noted = True
         until = decision.until
         delay = self.engine.settings.poll_s if until is None else until - time.time()
-        await self.store.release(self.job.id, self.engine.worker_id, max(0.0, delay))
+        await persist(lambda: self.store.release(self.job.id, self.engine.worker_id,
+                                                 max(0.0, delay)))
 
     async def _refresh(self) -> None:
-        job = await self.store.get_job(self.job.id)
+        job = await persist(lambda: self.store.get_job(self.job.id))
         if job is not None:
             self._see(job)
-        self.attempts = await self.store.list_attempts(self.job.id)
+        self.attempts = await persist(lambda: self.store.list_attempts(self.job.id))
 
     async def _stop_in_flight(self, reason: str | None) -> None:
         for attempt_id, task in self.in_flight.items():
@@ -161,6 +233,13 @@ class JobDriver:
             task.cancel()
         if self.in_flight:
             await asyncio.gather(*self.in_flight.values(), return_exceptions=True)
+        for attempt_id in list(self.in_flight):
+            self.engine.attempt_tasks.discard(attempt_id)  # (a task that never ran kept it)
+            if attempt_id not in self.ended and attempt_id not in self.calling:
+                # Cancelled before its task ever ran: the provider was never called.
+                attempt = next(a for a in self.attempts if a.id == attempt_id)
+                await self._end(attempt, AttemptState.CANCELLED, ErrorKind.NOT_SENT,
+                                time.perf_counter(), NOT_CALLED)
         self.in_flight.clear()
 
     def _deadline_at(self) -> float | None:
@@ -179,13 +258,25 @@ class JobDriver:
             try:
                 await self._call(attempt)
             finally:
+                self.engine.attempt_tasks.discard(attempt.id)
+                if attempt.id in self.ended:  # recorded: nothing left to remember
+                    self.engine.calls_begun.discard(attempt.id)
                 tracing.finish_attempt(span, self.ended.get(attempt.id, attempt))
 
     async def _call(self, attempt: Attempt) -> None:
         provider = self.engine.providers[attempt.provider]
-        timeout = self._timeout_s(attempt.provider)
-        request = self.task.build_request(self.job, timeout)
         began = time.perf_counter()
+        try:
+            timeout = self._timeout_s(attempt.provider)
+            assert self.request is not None, "the request is built before any attempt row"
+            request = self.task.for_attempt(self.request, self.job, timeout)
+        except Exception as exc:  # nothing was sent: a definite not_sent failure
+            self.answered.add(attempt.id)
+            await self._end(attempt, AttemptState.FAILED, ErrorKind.NOT_SENT, began,
+                            f"the request could not be built, nothing was sent: {exc}")
+            return
+        self.calling.add(attempt.id)
+        self.engine.calls_begun.add(attempt.id)
         try:
             async with asyncio.timeout(None if timeout is None else timeout + GUARD_S):
                 completion = await provider.complete(request)
@@ -198,9 +289,8 @@ class JobDriver:
                             timed_out=True)
         except ProviderError as exc:
             self.answered.add(attempt.id)
-            state = AttemptState.UNKNOWN if exc.kind is ErrorKind.UNKNOWN else AttemptState.FAILED
             await self.engine.record_health(attempt.provider, exc)
-            await self._end(attempt, state, exc.kind, began, str(exc))
+            await self._failed(attempt, exc.kind, began, str(exc), output=exc.answer)
         except asyncio.CancelledError:
             await self._end_cancelled(attempt, began)
             raise
@@ -220,17 +310,35 @@ class JobDriver:
             await self.engine.record_health(attempt.provider, None)
             await self._succeed(attempt, completion, began)
 
+    async def _failed(self, attempt: Attempt, kind: ErrorKind, began: float, error: str,
+                      output: Any = None) -> None:
+        """A failed call, recorded as what it proves (`policy.ended_state`)."""
+        state = ended_state(kind, exclusive=self.task.policy.exclusive)
+        if kind is ErrorKind.REJECTED and state is AttemptState.UNKNOWN:
+            error += ("; the provider may have acted and the task is exclusive: check it, then "
+                      "resolve this attempt (succeeded with the result, or failed)")
+        await self._end(attempt, state, kind, began, error, output=output)
+
     async def _succeed(self, attempt: Attempt, completion: Completion, began: float) -> None:
         problems = self.task.output_problems(completion.output)
         if problems:
-            await self._end(attempt, AttemptState.FAILED, ErrorKind.REJECTED, began,
-                            "output breaks the contract: " + "; ".join(problems[:3]))
+            await self._failed(attempt, ErrorKind.REJECTED, began,
+                               "output breaks the contract: " + "; ".join(problems[:3]),
+                               output=completion.output)
             return
         usage = completion.usage
-        outcome = await self.store.finish_attempt_cas(attempt.id, completion.output, AttemptUsage(
+        cost = AttemptUsage(
             latency_ms=(time.perf_counter() - began) * 1000, model=completion.model,
             prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-            cost_usd=usage.cost_usd))  # fmt: skip
+            cost_usd=usage.cost_usd)  # fmt: skip
+        try:
+            outcome = await persist(
+                lambda: self.store.finish_attempt_cas(attempt.id, completion.output, cost))
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            await self._unrecorded(attempt, completion.output, cost, exc)
+            return
         if outcome.won:
             self._see(outcome.job)
         else:
@@ -239,21 +347,41 @@ class JobDriver:
         self.ended[attempt.id] = outcome.attempt
         self.engine.metrics_attempt(outcome.attempt)
 
+    async def _unrecorded(self, attempt: Attempt, output: Any, usage: AttemptUsage,
+                          error: BaseException) -> None:
+        """The answer's result could not be recorded: keep the answer on its attempt, marked
+        unknown ("answered; result could not be recorded") for an operator to resolve with it;
+        if even that cannot be written, the answer goes to the log, whole, at CRITICAL."""
+        message = (f"answered; the result could not be recorded ({error}): resolve this "
+                   "attempt as succeeded with its output")
+        try:
+            done = await persist(lambda: self.store.finish_attempt(
+                attempt.id, AttemptState.UNKNOWN, error_kind=UNRECORDED, error=message,
+                usage=usage, output=output))  # fmt: skip
+        except Exception:
+            log.critical("attempt %s of job %s answered but nothing could be recorded; its "
+                         "output: %s", attempt.id, self.job.id, canonical_json(output))
+            raise
+        log.error("attempt %s of job %s: %s", attempt.id, self.job.id, message)
+        self.ended[attempt.id] = done
+        self.engine.metrics_attempt(done)
+
     async def _end_cancelled(self, attempt: Attempt, began: float) -> None:
         reason = self.cancel_reasons.get(attempt.id)
         if reason is None:  # the router is shutting down: we do not know what the provider did
             await self._end(attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began,
-                            "the router stopped while this attempt was in flight")
+                            "the router stopped while the request was in flight; the provider "
+                            "may have acted")
         else:
             await self._end(attempt, AttemptState.CANCELLED, "cancelled", began, reason)
 
     async def _end(
         self, attempt: Attempt, state: AttemptState, kind: str, began: float, error: str,
-        timed_out: bool = False,
+        timed_out: bool = False, output: Any = None,
     ) -> None:  # fmt: skip
         usage = AttemptUsage(latency_ms=(time.perf_counter() - began) * 1000)
-        done = await self.store.finish_attempt(attempt.id, state, error_kind=kind, error=error,
-                                               usage=usage)
+        done = await persist(lambda: self.store.finish_attempt(
+            attempt.id, state, error_kind=kind, error=error, usage=usage, output=output))
         self.ended[attempt.id] = done
         self.engine.metrics_attempt(done, timed_out)
 

@@ -3,8 +3,8 @@
 A job submitted here is created already claimed by this process and handed to a local worker
 (no polling on the hot path). Jobs of other processes, jobs parked until a provider recovers,
 and jobs of a crashed process are found by the poller once their claim has expired. A heartbeat
-renews this process's claims and attempt leases; the sweeper turns attempts whose lease expired
-(their worker died) into `unknown` (I7).
+renews this process's claims and attempt leases. Turning attempts whose lease expired (their
+worker died) into `unknown` (I7) is periodic work, run by one leader (router/periodic.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from providers import Provider, ProviderError
+from providers import CompletionRequest, Provider, ProviderError
 from router.driver import JobDriver, refusals
 from router.models import Attempt, Job
 from router.policy import Eligibility, Start, decide
@@ -42,7 +42,6 @@ class EngineSettings:
     claim_s: float = 60.0  # how long a job stays with a process that stops heart-beating
     lease_s: float = 30.0  # grace on top of an attempt's timeout before it counts as abandoned
     poll_s: float = 0.5  # how often to look for jobs of other processes or parked jobs
-    sweep_s: float = 5.0
 
 
 def make_worker_id() -> str:
@@ -83,6 +82,12 @@ class Engine:
         self._creating = 0  # submits holding a slot from first_attempt, not yet handed over
         self._created = asyncio.Event()  # set when _creating is 0
         self._created.set()
+        # Attempts of this worker with a task here, and those whose provider call began and
+        # whose outcome is not recorded yet: a `started` attempt of this worker in neither was
+        # never called (its driver failed first, or its COMMIT acknowledgement was lost), so
+        # calling it now is safe (JobDriver adopts it) where waiting would end it `unknown`.
+        self.attempt_tasks: set[str] = set()
+        self.calls_begun: set[str] = set()
 
     async def eligibility(self, task: TaskRuntime) -> dict[str, Eligibility]:
         return await self._eligibility(task)
@@ -166,11 +171,16 @@ class Engine:
                 log.exception("eligibility for task %s unknown: its driver decides", name)
         return eligibility
 
-    def run_started(self, job: Job, attempt: Attempt, first: AttemptStart) -> None:
-        """Drive a job created here together with its first attempt (its slot is held)."""
+    def run_started(self, job: Job, attempt: Attempt, first: AttemptStart,
+                    request: CompletionRequest | None = None) -> None:
+        """Drive a job created here together with its first attempt (its slot is held);
+        `request`: its provider request when the door built it (else the driver builds it)."""
         self._active[job.id] = asyncio.create_task(
-            self._drive(job, attempt, first), name=f"job-{job.id}")
+            self._drive(job, attempt, first, request), name=f"job-{job.id}")
         self._create_done()
+
+    def is_driving(self, job_id: str) -> bool:
+        return job_id in self._active or job_id in self._queued
 
     def return_slot(self) -> None:
         """A slot `first_attempt` took is not used after all (the job already existed)."""
@@ -195,8 +205,7 @@ class Engine:
             asyncio.create_task(self._dispatch(), name="jobrouter-dispatch"),
             asyncio.create_task(self._poll(), name="jobrouter-poll"),
             asyncio.create_task(self._heartbeat(), name="jobrouter-heartbeat"),
-            asyncio.create_task(self._sweep(), name="jobrouter-sweep"),
-        ]
+        ]  # the sweep of expired leases is periodic work: the leader runs it (router/periodic.py)
 
     async def stop(self, grace_s: float = 0.0) -> None:
         """Stop taking work, let jobs in hand finish for up to `grace_s`, then stop them: an
@@ -245,7 +254,8 @@ class Engine:
             self._queued.discard(job.id)
 
     async def _drive(
-        self, job: Job, started: Attempt | None = None, first: AttemptStart | None = None
+        self, job: Job, started: Attempt | None = None, first: AttemptStart | None = None,
+        request: CompletionRequest | None = None,
     ) -> None:
         try:
             task = self.tasks.get(job.task)
@@ -254,7 +264,8 @@ class Engine:
                           job.task)
                 await self.store.release(job.id, self.worker_id, self.settings.claim_s)
                 return
-            await JobDriver(self, job, task, started, first.notes if first else ()).run()
+            await JobDriver(self, job, task, started, first.notes if first else (),
+                            request).run()
         except asyncio.CancelledError:
             raise
         except Exception:  # keep the worker alive; the claim expires and the job is retried
@@ -325,15 +336,3 @@ class Engine:
                                        self.settings.lease_s, self.settings.claim_s)
             except Exception:
                 log.exception("heartbeat failed")
-
-    async def _sweep(self) -> None:
-        while True:
-            try:
-                expired = await self.store.expire_attempts()
-                if expired:
-                    log.warning("%d attempts had an expired lease and are now unknown",
-                                len(expired))
-                    self.wake()
-            except Exception:
-                log.exception("sweeping expired attempts failed")
-            await asyncio.sleep(self.settings.sweep_s)

@@ -3,6 +3,8 @@
     JobRouterError                  base: every error the router raises on purpose
     ├── ConfigError                 a configuration file or value is wrong (file, key, reason)
     ├── IdempotencyConflict         same (owner, key), different payload (owner, key, job_id)
+    ├── JobRefused                  submit refused at the door, nothing written (field, value,
+    │                               reason, hint)
     ├── JobNotFound                 no such job for this owner (job_id)
     ├── AttemptNotFound             no such attempt (attempt_id)
     ├── InvalidTransition           a state change the tables forbid (entity, id, src, dst)
@@ -44,6 +46,25 @@ class IdempotencyConflict(JobRouterError):
         self.owner = owner
         self.idempotency_key = idempotency_key
         self.job_id = job_id
+
+
+class JobRefused(JobRouterError):
+    """`submit` refused the work before writing anything: `field` is where (`input.product`,
+    `params.temperature`), `value` a short rendering of what was sent, `reason` what is wrong
+    and `hint` what to do. `slug` names the kind of refusal (the HTTP problem type);
+    `errors` lists every problem found when there are several (schema errors)."""
+
+    def __init__(
+        self, *, field: str, value: str, reason: str, hint: str, slug: str = "job-refused",
+        errors: list[str] | None = None,
+    ) -> None:  # fmt: skip
+        super().__init__(f"{field}: {reason} (got {value}); {hint}")
+        self.field = field
+        self.value = value
+        self.reason = reason
+        self.hint = hint
+        self.slug = slug
+        self.errors = errors or [f"{field}: {reason}"]
 
 
 class JobNotFound(JobRouterError):

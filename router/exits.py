@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from router.errors import IdempotencyConflict, JobRouterError, NoEligibleProvider
+from router.errors import IdempotencyConflict, JobRefused, JobRouterError, NoEligibleProvider
 from router.states import JobState
 
 LOG_LEVEL_ENV = "JOBROUTER_LOG_LEVEL"
@@ -20,7 +20,8 @@ class Exit(IntEnum):
     USAGE = 2  # the command line is wrong (click's own code)
     FAILED = 3  # the job failed: every allowed provider definitely failed or was refused
     UNKNOWN = 4  # the job needs attention: an attempt's outcome is unknown (resolve or cancel)
-    REFUSED = 5  # nothing was run: the key was used for another payload, or no provider may run it
+    REFUSED = 5  # nothing was run: the door refused the job, the key was used for another
+    # payload, or no provider may run it
     PENDING = 6  # the job is still queued or running when the wait ended
     CANCELLED = 7  # the job was cancelled
 
@@ -40,6 +41,6 @@ def exit_code_of_state(state: JobState) -> Exit:
 
 
 def exit_code_of(exc: JobRouterError) -> Exit:
-    if isinstance(exc, IdempotencyConflict | NoEligibleProvider):
+    if isinstance(exc, IdempotencyConflict | NoEligibleProvider | JobRefused):
         return Exit.REFUSED
     return Exit.ERROR

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from providers import ErrorKind
 from router.models import Attempt
 from router.states import AttemptState, JobState
 
@@ -51,6 +52,29 @@ class Finish:
 
 
 Decision = Start | Wait | Finish
+
+
+def ended_state(kind: ErrorKind, *, exclusive: bool) -> AttemptState:
+    """How a failed call is recorded. Only `not_sent` (the provider provably did not act) is a
+    plain failure for every task. An answer that may have acted (`rejected`: a 5xx, an unusable
+    answer) is a failure to fail over from only when repeating is harmless; for an exclusive
+    task it is `unknown`, which holds the job for an operator (I4). `unknown` stays unknown."""
+    if kind is ErrorKind.NOT_SENT:
+        return AttemptState.FAILED
+    if kind is ErrorKind.REJECTED and not exclusive:
+        return AttemptState.FAILED
+    return AttemptState.UNKNOWN
+
+
+def unbuildable(attempts: Sequence[Attempt], why: str) -> Decision:
+    """The job's provider request cannot be built (nothing can be sent to anyone): wait for
+    attempts in flight, else end as their outcomes allow (unknown ones keep it unknown)."""
+    in_flight = [a for a in attempts if a.state is AttemptState.STARTED]
+    if in_flight:
+        return Wait(None, f"the request cannot be built ({why}); waiting for attempts in flight")
+    unknown = [a for a in attempts if a.state is AttemptState.UNKNOWN]
+    return _exhausted(attempts, unknown,
+                      f"the provider request could not be built, nothing was sent: {why}")
 
 def decide(
     policy: TaskPolicy,

@@ -4,12 +4,16 @@ how an output is judged before it may win (the contract's schema and checks, at 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from providers import CompletionRequest, Message
 from router.models import Job, canonical_json
 from router.policy import TaskPolicy
+
+# Keys of a job's `params` that reach the provider request (the door refuses all others).
+ALLOWED_PARAMS = frozenset({"max_tokens"})
 
 if TYPE_CHECKING:
     from contracts import Contract
@@ -24,16 +28,27 @@ class TaskRuntime:
     contract: Contract | None = None
     contract_fingerprint: str | None = None
 
-    def build_request(self, job: Job, timeout: float | None) -> CompletionRequest:
-        labels = {"job_id": job.id, "task": job.task}
+    def build_request(
+        self, input: Mapping[str, Any], params: Mapping[str, Any]
+    ) -> CompletionRequest:
+        """The provider request of a job (no timeout, no job labels: `for_attempt` adds them).
+        Only the params the door admits reach it (`router.door.ALLOWED_PARAMS`): a stored job
+        from before the door cannot smuggle certified sampling into a call."""
+        admitted = {key: params[key] for key in ALLOWED_PARAMS if key in params}
         if self.contract is None:
             # A task without a contract sends its input as the user message, as JSON.
-            message = Message(role="user", content=canonical_json(job.input))
-            return CompletionRequest(messages=(message,), timeout=timeout, labels=labels)
+            message = Message(role="user", content=canonical_json(input))
+            return CompletionRequest(messages=(message,), max_tokens=admitted.get("max_tokens"),
+                                     labels={"task": self.name})
         from contracts import build_request
 
-        request = build_request(self.contract, job.input, params=job.params, timeout=timeout)
-        return request.model_copy(update={"labels": labels})
+        return build_request(self.contract, input, params=admitted, labels={"task": self.name})
+
+    @staticmethod
+    def for_attempt(request: CompletionRequest, job: Job,
+                    timeout: float | None) -> CompletionRequest:
+        return request.model_copy(update={
+            "timeout": timeout, "labels": {**request.labels, "job_id": job.id}})
 
     def output_problems(self, output: Any) -> list[str]:
         """Why an output may not win: schema errors and failed contract checks (empty: fine)."""

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from router import metrics
+from router.api import Router
 from router.http.auth import RouterDep
 from router.http.problems import ProblemError, documented
 from router.http.schemas import Status
@@ -38,7 +39,19 @@ async def ready(router: RouterDep) -> Status:
     if pending:
         raise ProblemError(503, "not-ready", f"migrations {pending} are not applied; restart "
                            "the service to apply them", headers={"Retry-After": "5"})
-    return Status(status="ready", detail="database takes writes, migrations current")
+    return Status(status="ready", detail="database takes writes, migrations current",
+                  leader=await _leader(router))
+
+
+async def _leader(router: Router) -> str | None:
+    """Who runs the periodic work, as the database sees it (router/leader.py)."""
+    if router.leader is None:  # a router without workers takes no part in the election
+        return None
+    try:
+        return await router.leader.holder()
+    except Exception:  # readiness is about this process; the leader is extra information
+        log.exception("readiness: reading the leader failed")
+        return None
 
 
 @routes.get("/metrics", response_class=Response, summary="Prometheus metrics",

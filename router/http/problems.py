@@ -24,6 +24,7 @@ from router.errors import (
     InvalidText,
     InvalidTransition,
     JobNotFound,
+    JobRefused,
     JobRouterError,
     RouterClosed,
     StoreError,
@@ -157,6 +158,9 @@ async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, IdempotencyConflict):
         return problem_response(request, 422, "idempotency-key-reused", str(exc),
                                 job_id=exc.job_id, idempotency_key=exc.idempotency_key)
+    if isinstance(exc, JobRefused):
+        return problem_response(request, 422, exc.slug, str(exc), field=exc.field,
+                                errors=exc.errors)
     if isinstance(exc, JobNotFound):
         return problem_response(request, 404, "job-not-found",
                                 f"no job {exc.job_id} for this token's owner; check the id")

@@ -134,3 +134,5 @@ class AttemptList(BaseModel):
 class Status(BaseModel):
     status: Literal["ok", "ready"]
     detail: str = ""
+    leader: str | None = Field(default=None, description="worker id of the process that runs "
+                               "the periodic work (readiness only; null: none at the moment)")

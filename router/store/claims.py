@@ -129,7 +129,9 @@ class ClaimMethods:
             attempt = attempt_from_row(row)
             done = await self.finish_attempt(
                 attempt.id, AttemptState.UNKNOWN, error_kind="unknown", usage=AttemptUsage(),
-                error=f"lease expired: worker {attempt.worker} stopped before the attempt ended")
+                error=f"lease expired: worker {attempt.worker} did not record an outcome nor "
+                "renew the lease in time (it stopped, stalled, or lost the database); the "
+                "provider may have received the request")
             if done.state is AttemptState.UNKNOWN:
                 expired.append(done)
         return expired

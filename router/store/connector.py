@@ -65,6 +65,12 @@ class Connector(Protocol):
 
     async def fetchall(self, query: str, params: Params) -> list[Row]: ...
 
+    async def fetchall_aside(self, query: str, params: Params) -> list[Row]:
+        """A read that may take long (the job listing and its counts): it must not hold up
+        the event loop meanwhile, where the job hot path, workers and lease renewals run.
+        SQLite runs it on a thread with its own connection; asyncpg never blocks the loop."""
+        ...
+
     async def close(self) -> None: ...
 
 

@@ -2,7 +2,8 @@
 
 The WHERE clause is put together from named fragments of queries.sql, one per filter in use:
 a statement with `(:x IS NULL OR x = :x)` for every optional filter would be planned once for
-all combinations and could use no index for any of them.
+all combinations and could use no index for any of them. Both reads go through
+`fetchall_aside`: a page or a count may walk many rows, and must not hold up the event loop.
 """
 
 from __future__ import annotations
@@ -16,6 +17,13 @@ from router.states import JobState
 from router.store.connector import Connector
 from router.store.rows import job_from_row
 
+# A provider filter reads the provider's job ids from its index when it has fewer attempts
+# than this (a bounded read, however many jobs there are), else it walks the jobs newest first
+# checking each one's attempts, which finds a page of a common provider's jobs at once. Measured
+# on 10^6 jobs: a page of a provider with 10^6 attempts took 0.6 ms walking and 200 ms through
+# the id list; one with none took 760 ms walking and 0.1 ms through the list.
+RARE_PROVIDER_ATTEMPTS = 10_000
+
 
 class ListingMethods:
     connector: Connector
@@ -27,12 +35,12 @@ class ListingMethods:
         the previous page). One row more than asked is read to know whether a page follows."""
         if where.empty:
             return JobPage(items=[], next_cursor=None)
-        clause, params = self._where(where)
+        clause, params = self._where(where, rare_provider=await self._rare(where))
         if cursor is not None:
             clause += " " + self._q["list_jobs_cursor"]
             params["cursor"] = cursor
         sql = self._q["list_jobs"].replace("{where}", clause)
-        rows = await self.connector.fetchall(sql, {**params, "limit": limit + 1})
+        rows = await self.connector.fetchall_aside(sql, {**params, "limit": limit + 1})
         jobs = [job_from_row(row) for row in rows[:limit]]
         more = len(rows) > limit
         return JobPage(items=jobs, next_cursor=jobs[-1].id if more and jobs else None)
@@ -42,13 +50,23 @@ class ListingMethods:
         counts = dict.fromkeys(JobState, 0)
         if where.empty:
             return counts
-        clause, params = self._where(where)
+        clause, params = self._where(where, rare_provider=await self._rare(where))
         sql = self._q["count_jobs_by_state"].replace("{where}", clause)
-        for row in await self.connector.fetchall(sql, params):
+        for row in await self.connector.fetchall_aside(sql, params):
             counts[JobState(row["state"])] = int(row["n"])
         return counts
 
-    def _where(self, where: JobFilter) -> tuple[str, dict[str, Any]]:
+    async def _rare(self, where: JobFilter) -> bool:
+        """Whether the filter's provider has fewer than RARE_PROVIDER_ATTEMPTS attempts."""
+        if where.provider is None:
+            return True
+        rows = await self.connector.fetchall_aside(
+            self._q["provider_attempts_upto"],
+            {"provider": where.provider, "upto": RARE_PROVIDER_ATTEMPTS})  # fmt: skip
+        return int(rows[0]["n"]) < RARE_PROVIDER_ATTEMPTS
+
+    def _where(self, where: JobFilter, *,
+               rare_provider: bool = True) -> tuple[str, dict[str, Any]]:  # fmt: skip
         parts: list[str] = []
         params: dict[str, Any] = {}
 
@@ -65,7 +83,8 @@ class ListingMethods:
         if where.task is not None:
             add("list_jobs_task", task=where.task)
         if where.provider is not None:
-            add("list_jobs_provider", provider=where.provider)
+            add("list_jobs_provider" if rare_provider else "list_jobs_provider_common",
+                provider=where.provider)
         if where.created_after is not None:
             add("list_jobs_after", created_after=where.created_after,
                 id_floor=id_floor(where.created_after))

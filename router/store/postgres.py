@@ -315,6 +315,9 @@ class PostgresConnector:
         """Call `callback()` after any process commits a job that any worker may claim now."""
         self._listener.on_runnable.append(callback)
 
+    async def fetchall_aside(self, query: str, params: Params) -> list[Row]:
+        return await self.fetchall(query, params)  # asyncpg awaits the server: never blocks
+
     async def close(self) -> None:
         await self._listener.close()
         await self._pool.close()

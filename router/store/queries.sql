@@ -319,7 +319,8 @@ DELETE FROM outbox WHERE job_id IN (SELECT value FROM json_each(:ids)) RETURNING
 
 -- Listing (router/listing.py): `{where}` is filled with the `list_jobs_*` fragments of the
 -- filters in use, so each combination is its own statement with its own plan; newest first,
--- keyset pages on the time-ordered id (jobs_by_owner, jobs_by_state or the primary key).
+-- keyset pages on the time-ordered id (jobs_by_owner, jobs_by_state, jobs_by_task,
+-- jobs_by_owner_task or the primary key).
 
 -- name: list_jobs
 SELECT * FROM jobs WHERE 1 = 1 {where} ORDER BY id DESC LIMIT :limit
@@ -343,7 +344,18 @@ AND state IN (SELECT value FROM json_each(:states))
 AND task = :task
 
 -- name: list_jobs_provider
+-- A provider with few attempts (router/store/listing.py decides): its job ids come from
+-- attempts_by_provider (migration 0010), in id order; no walk of every job.
+AND id IN (SELECT a.job_id FROM attempts a WHERE a.provider = :provider)
+
+-- name: list_jobs_provider_common
+-- A provider with many attempts: walk the jobs newest first and check each one's attempts (a
+-- page finds its jobs at once; the id list above would be read whole for every page).
 AND EXISTS (SELECT 1 FROM attempts a WHERE a.job_id = jobs.id AND a.provider = :provider)
+
+-- name: provider_attempts_upto
+-- Whether a provider is rare: its attempts counted down attempts_by_provider, up to :upto.
+SELECT COUNT(*) AS n FROM (SELECT 1 FROM attempts WHERE provider = :provider LIMIT :upto) AS x
 
 -- name: list_jobs_after
 AND id >= :id_floor AND created_at >= :created_after

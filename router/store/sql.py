@@ -25,6 +25,7 @@ from router.models import (
     payload_fingerprint,
 )
 from router.states import AttemptState, JobState, attempt_can_move, job_can_move
+from router.store.bus import BusMethods
 from router.store.changes import Change, ChangeMethods
 from router.store.circuits import CircuitMethods
 from router.store.claims import AttemptStart as AttemptStart
@@ -40,7 +41,7 @@ from router.store.tokens import TokenMethods
 
 class SqlStore(
     ReadMethods, ChangeMethods, ClaimMethods, TokenMethods, HealthMethods, OutboxMethods,
-    CircuitMethods, ListingMethods,
+    CircuitMethods, ListingMethods, BusMethods,
 ):
     def __init__(self, connector: Connector) -> None:
         self.connector = connector
@@ -221,8 +222,11 @@ class SqlStore(
         async with self.connector.write() as tx:
             job, attempt = await self._lock_attempt(tx, attempt_id)
             _require_state(attempt, only_from, AttemptState.SUCCEEDED)
-            if attempt.state.terminal:  # cancelled under it: nothing to record
-                return FinishOutcome(won=False, job=job, attempt=attempt)
+            if attempt.state.terminal:  # recorded already: by this call's own earlier try
+                # (its COMMIT acknowledgement lost: the win is reported again, never lost) or
+                # by a cancel under it (nothing to record)
+                return FinishOutcome(won=job.winner_attempt_id == attempt_id, job=job,
+                                     attempt=attempt)
             won_row = None
             if job.winner_attempt_id is None and not job.state.terminal:
                 won_row = await tx.fetchone(self._q["finish_job_cas"], {
@@ -258,10 +262,13 @@ class SqlStore(
         error_kind: str | None,
         error: str | None,
         usage: AttemptUsage,
+        output: Any = None,
         only_from: AttemptState | None = None,
     ) -> Attempt:
-        """An attempt ends without a result: failed, unknown or cancelled (`only_from`: as in
-        finish_attempt_cas)."""
+        """An attempt ends without a result: failed, unknown or cancelled. `output` keeps an
+        answer that did not win (an exclusive task's unusable answer, an answer whose result
+        could not be recorded) on the attempt, for the operator who resolves it (`only_from`:
+        as in finish_attempt_cas)."""
         if state is AttemptState.SUCCEEDED:
             raise ValueError("a success goes through finish_attempt_cas")
         now = time.time()
@@ -270,7 +277,7 @@ class SqlStore(
             _require_state(attempt, only_from, state)
             if attempt.state.terminal or attempt.state is state:  # already recorded (cancel,
                 return attempt  # or a second sweeper): keep the first record
-            done = await self._finish(tx, attempt, state, usage, now, error_kind, error)
+            done = await self._finish(tx, attempt, state, usage, now, error_kind, error, output)
             data = {"attempt_id": attempt_id, "provider": attempt.provider,
                     "error_kind": error_kind, "error": error}  # fmt: skip
             await self._append(tx, job.id, job.state, [NewEvent(kind=f"attempt.{state}",

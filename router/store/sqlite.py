@@ -1,4 +1,5 @@
-"""SQLite connector: one WAL file, one writer connection, one reader connection.
+"""SQLite connector: one WAL file, one writer connection, one reader connection (and one for
+long reads, on a thread).
 
 Settings and why:
 - `journal_mode=WAL`: readers never block the writer, and several processes share one file.
@@ -16,7 +17,10 @@ the write lock (`BEGIN IMMEDIATE` may wait for another process) and `COMMIT` (fs
 tried inline with no busy wait and goes to a worker thread only when another process holds the
 lock. The statements between BEGIN and COMMIT run inline, in microseconds, because the write
 lock is already held. Reads run inline on the reader connection: WAL readers do not wait for
-writers.
+writers. Except the long reads (`fetchall_aside`: the job listing and its counts, which may walk
+many rows): those run on a worker thread, on a third connection of their own, so the event loop
+(the job hot path, workers, heartbeats, lease renewals) keeps running meanwhile; one thread hop
+per read, and the hot path's reads stay inline.
 
 Group commit: the write transactions of one process share the writer connection, so they are
 batched. The writer that opens a batch runs its statements directly (nobody has joined yet: on
@@ -150,7 +154,8 @@ class _Batch:
 class SqliteConnector:
     dialect = "sqlite"
 
-    def __init__(self, url: str, writer: sqlite3.Connection, reader: sqlite3.Connection):
+    def __init__(self, url: str, writer: sqlite3.Connection, reader: sqlite3.Connection,
+                 aside: sqlite3.Connection) -> None:  # fmt: skip
         self.url = url
         self._path = sqlite_path(url)
         self.queries: Mapping[str, str] = load_queries(self.dialect)
@@ -165,6 +170,8 @@ class SqliteConnector:
         self.jobs_in_flight: Callable[[], int] = lambda: 2
         self.stats = ConnectorStats()
         self._read_tx = _SqliteTx(reader, self.stats)
+        self._aside = aside  # the long reads' connection, used on a worker thread
+        self._aside_lock = asyncio.Lock()  # one long read at a time on it
 
     @classmethod
     async def open(cls, url: str) -> SqliteConnector:
@@ -177,12 +184,13 @@ class SqliteConnector:
                 await asyncio.to_thread(_quick_check, writer, path)
                 await asyncio.to_thread(_migrate, writer)
                 reader = await asyncio.to_thread(_connect, path)
+                aside = await asyncio.to_thread(_connect, path)
                 writer.execute("PRAGMA busy_timeout=0")  # see _begin_now
         except StoreError:
             raise
         except Exception as exc:  # sqlite3.Error and OSError alike: name the file
             raise StoreError(f"cannot open SQLite database {path}: {exc}", url=url) from exc
-        return cls(url, writer, reader)
+        return cls(url, writer, reader, aside)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[_SqliteTx]:
@@ -335,6 +343,25 @@ class SqliteConnector:
         with translated_errors(self.url, self._path):
             return await self._read_tx.fetchall(query, params)
 
+    async def fetchall_aside(self, query: str, params: Params) -> list[Row]:
+        """A long read on a worker thread, on its own connection (see the module docstring).
+        A cancelled caller interrupts the statement and waits for its thread to let go of the
+        connection before the cancellation goes on."""
+        check_params(params)
+        async with self._aside_lock:
+            with translated_errors(self.url, self._path):
+                conn = self._aside
+                self.stats.round_trips += 1
+                read = asyncio.ensure_future(asyncio.to_thread(_read_all, conn, query, params))
+                try:
+                    return await asyncio.shield(read)
+                except asyncio.CancelledError:
+                    conn.interrupt()  # the thread's statement ends with "interrupted"
+                    await until_done(read)
+                    if not read.cancelled():
+                        read.exception()  # the interruption: the caller was cancelled anyway
+                    raise
+
     async def close(self) -> None:
         # Writers still queued commit their batch themselves; wait until the last COMMIT is over.
         while self._batch is not None or (
@@ -344,6 +371,8 @@ class SqliteConnector:
                 await asyncio.wait({self._commit_in_flight})
             else:
                 await asyncio.sleep(0.001)
+        async with self._aside_lock:  # a long read still running lets go of its connection
+            self._aside.close()
         self._reader.close()
         self._writer.close()
 
@@ -375,6 +404,10 @@ async def _in_thread(step: Callable[[], T], undo: Callable[[], object] | None = 
             undo()
         raise asyncio.CancelledError
     return task.result()
+
+
+def _read_all(conn: sqlite3.Connection, query: str, params: Params) -> list[Row]:
+    return [dict(row) for row in conn.execute(query, params).fetchall()]
 
 
 def _connect(path: Path) -> sqlite3.Connection:

@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from router.ui import ops, pages
+from router.ui.counts import CountsCache
 from router.ui.render import PAGE_HEADERS, templates
 from router.ui.session import CsrfRefused, SignInRequired
 
@@ -21,6 +22,7 @@ STATIC = Path(__file__).with_name("static")
 
 
 def install(app: FastAPI) -> None:
+    app.state.console_counts = CountsCache()  # the job list's counts, kept between refreshes
     app.mount("/ui/static", StaticFiles(directory=STATIC), name="ui-static")
     app.include_router(pages.routes)
     app.include_router(ops.routes)

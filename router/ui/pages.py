@@ -19,6 +19,7 @@ from router.http.problems import ProblemError
 from router.listing import JobFilter, checked_cursor
 from router.models import Job
 from router.states import AttemptState, JobState
+from router.ui.counts import CountsCache
 from router.ui.render import PAGE_HEADERS, templates
 from router.ui.session import COOKIE, Poster, Viewer, csrf_of, is_https
 
@@ -120,7 +121,10 @@ def _filter(who: Principal, query: dict[str, str]) -> JobFilter:
         raise ListingError(exc.detail) from None
 
 
-async def _listing(request: Request, router: RouterDep, who: Principal) -> dict[str, Any]:
+async def _listing(request: Request, router: RouterDep, who: Principal, *,
+                   refresh: bool = False) -> dict[str, Any]:  # fmt: skip
+    """The list's context. A `refresh` (the 2 s poll) may show counts up to
+    `COUNTS_MAX_AGE_S` old (router/ui/counts.py); a page load counts anew."""
     query = {k: v for k, v in request.query_params.items() if k in FILTERS and v}
     cursor = request.query_params.get("cursor") or None
     try:
@@ -128,14 +132,16 @@ async def _listing(request: Request, router: RouterDep, who: Principal) -> dict[
             query.pop("needs_attention", None)  # also unticks the box
         where = _filter(who, query)
         listed = await router.store.list_jobs(where, limit=PAGE, cursor=checked_cursor(cursor))
-        counts = await router.store.count_jobs_by_state(where.any_state())
+        cache: CountsCache = request.app.state.console_counts
+        counted = await cache.counts(router.store, where.any_state(), fresh=not refresh)
     except ListingError as exc:
         return {"query": query, "jobs": [], "counts": None, "error": str(exc), "older": None,
                 "live": False, "states": list(JobState), "query_string": urlencode(query)}
     older = None
     if listed.next_cursor:
         older = "/ui/jobs?" + urlencode({**query, "cursor": listed.next_cursor})
-    return {"query": query, "jobs": listed.items, "counts": counts, "error": None,
+    return {"query": query, "jobs": listed.items, "counts": counted.counts,
+            "counted_at": counted.at, "counts_max_age": int(cache.max_age_s), "error": None,
             "older": older, "live": cursor is None, "states": list(JobState),
             "query_string": urlencode(query), "tasks": sorted(router.tasks)}
 
@@ -149,7 +155,8 @@ async def jobs(request: Request, router: RouterDep, who: Viewer) -> HTMLResponse
 @routes.get("/jobs/rows", response_class=HTMLResponse)
 async def job_rows(request: Request, router: RouterDep, who: Viewer) -> HTMLResponse:
     """The list's live part (htmx polls it while the first page is shown)."""
-    return page(request, "_job_rows.html", who, **await _listing(request, router, who))
+    return page(request, "_job_rows.html", who,
+                **await _listing(request, router, who, refresh=True))
 
 
 @routes.get("/attention", response_class=HTMLResponse)

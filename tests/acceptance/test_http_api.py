@@ -145,6 +145,28 @@ async def test_input_checked_against_the_contract_before_a_job_exists(
     assert server.count("SELECT COUNT(*) FROM jobs WHERE idempotency_key = ?", key) == 0
 
 
+async def test_the_door_refuses_params_and_depth_over_http_as_over_the_api(
+    server: Server, alice: str
+) -> None:
+    """The HTTP route calls the domain's door (`Router.submit`): the same refusals, as 422
+    problems naming the field, nothing written. Fails on the old code, which accepted both."""
+    key = str(uuid.uuid4())
+    deep: object = "x"
+    for _ in range(40):
+        deep = {"d": deep}
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        hot = await http.post("/v1/jobs", headers=auth(alice, key), json={
+            "task": "echo", "input": {"text": "x"}, "params": {"temperature": 2.0}})
+        nested = await http.post("/v1/jobs", headers=auth(alice, key), json={
+            "task": "echo", "input": {"text": "x", "deep": deep}})
+    assert hot.status_code == 422 and hot.headers["content-type"] == PROBLEM
+    assert hot.json()["type"].endswith("params-refused")
+    assert hot.json()["field"] == "params.temperature"
+    assert "fixed by the contract's certification" in hot.json()["detail"]
+    assert nested.status_code == 422 and nested.json()["type"].endswith("input-too-deep")
+    assert server.count("SELECT COUNT(*) FROM jobs WHERE idempotency_key = ?", key) == 0
+
+
 async def test_oversized_body_is_413_declared_or_chunked(server: Server, alice: str) -> None:
     body = {"task": "echo", "input": {"text": "x" * 70_000}}
 

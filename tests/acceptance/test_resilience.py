@@ -490,10 +490,12 @@ async def test_two_hundred_jobs_through_a_lossy_proxy_each_have_one_winner(
 
 
 async def test_an_http_500_is_one_request_and_fails_over(tmp_path: Path, fault: Servers) -> None:
+    """Fails over because repeating is harmless here (side_effects none); an exclusive task
+    waits for an operator instead (tests/acceptance/test_outcome_table.py)."""
     fault.a.control(default={"kind": "status", "status": 500})
     cfg = config({"p": provider(fault.a.api_base, retry=RetryPolicy(attempts=3)),
                   "q": provider(fault.b.api_base)},
-                 {"t": TaskConfig(providers=["p", "q"])})
+                 {"t": TaskConfig(providers=["p", "q"], side_effects="none")})
     async with Router.open(db_url(tmp_path), cfg) as router:
         job = await run_job(router, "t", "k1")
         attempts = await router.attempts(job.id)

@@ -107,7 +107,8 @@ def bench_config(port: int, url: str, contract: bool, poll_s: float = 0.5) -> st
     """The benchmark's router config. With `contract` the task is the product as its users
     run it: input validated against the contract's schema, the prompt rendered from it, the
     output checked against its schema and checks, and only certified providers called."""
-    task = (f'contract = "{BENCH_CONTRACT}"\n' if contract else 'side_effects = "none"\n')
+    task = (f'contract = "{BENCH_CONTRACT}"\n' if contract
+            else 'side_effects = "none"\ncertification = "none"\n')
     structured = "json_schema" if contract else "none"
     providers = "".join(f"""
 [providers.{name}]

@@ -105,6 +105,7 @@ retry = {{attempts = 2, initial = 0.05, max = 0.2}}
 [tasks.{task}]
 providers = ["primary", "fallback"]
 side_effects = "none"
+certification = "none"
 max_attempts = 2
 deadline = 300
 

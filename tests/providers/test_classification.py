@@ -37,26 +37,49 @@ class Row:
     timeout: float | None = None
     content: str | None = None
     says: str = ""  # a fragment the error message must contain
+    retryable: bool = False
+    counts: bool = True  # counts_against_health
 
 
+def status(code: int, kind: ErrorKind, *, retryable: bool = False, counts: bool) -> Row:
+    return Row({"kind": "status", "status": code}, kind, code, retryable=retryable,
+               counts=counts)
+
+
+NOT_SENT, REJECTED, UNKNOWN = ErrorKind.NOT_SENT, ErrorKind.REJECTED, ErrorKind.UNKNOWN
+# The classification table of docs/failures.md, row by row, over real HTTP.
 ROWS = {
-    "hang past deadline": Row("hang", ErrorKind.UNKNOWN, timeout=0.5, says="deadline"),
-    "read timeout (inactivity)": Row({"kind": "delay", "seconds": 3}, ErrorKind.UNKNOWN,
+    "hang past deadline": Row("hang", UNKNOWN, timeout=0.5, says="deadline"),
+    "read timeout (inactivity)": Row({"kind": "delay", "seconds": 3}, UNKNOWN,
                                      config={"timeout": {"read": 0.4}}, timeout=5,
                                      says="ReadTimeout"),
-    "close before answer": Row("close_before", ErrorKind.UNKNOWN, says="ReadError"),
-    "drop after compute": Row("drop_after", ErrorKind.UNKNOWN, says="ReadError"),
-    "reset by peer": Row("reset", ErrorKind.UNKNOWN, says="ReadError"),
-    "400": Row({"kind": "status", "status": 400}, ErrorKind.REJECTED, 400),
-    "401": Row({"kind": "status", "status": 401}, ErrorKind.REJECTED, 401),
-    "500": Row({"kind": "status", "status": 500}, ErrorKind.REJECTED, 500),
-    "503": Row({"kind": "status", "status": 503}, ErrorKind.REJECTED, 503),
-    "504 gateway timeout": Row({"kind": "status", "status": 504}, ErrorKind.UNKNOWN, 504),
-    "429": Row({"kind": "status", "status": 429, "retry_after": "7"}, ErrorKind.REJECTED, 429),
-    "invalid JSON content": Row("answer", ErrorKind.REJECTED, content="Sure! {text: hi",
-                                says="not valid JSON"),
-    "schema-invalid content": Row("answer", ErrorKind.REJECTED, content='{"txt": "hi"}',
-                                  says="does not match the output schema"),
+    "close before answer": Row("close_before", UNKNOWN, says="ReadError"),
+    "drop after compute": Row("drop_after", UNKNOWN, says="ReadError"),
+    "reset by peer": Row("reset", UNKNOWN, says="ReadError"),
+    # documented "not processed": the provider did not act
+    "400": status(400, NOT_SENT, counts=False),
+    "401": status(401, NOT_SENT, counts=False),
+    "403": status(403, NOT_SENT, counts=False),
+    "404": status(404, NOT_SENT, counts=False),
+    "413": status(413, NOT_SENT, counts=False),
+    "422": status(422, NOT_SENT, counts=False),
+    "429": Row({"kind": "status", "status": 429, "retry_after": "7"}, NOT_SENT, 429,
+               retryable=True),
+    # a timeout somewhere behind the answer: it may still run
+    "408": status(408, UNKNOWN, counts=True),
+    "504 gateway timeout": status(504, UNKNOWN, counts=True),
+    "524 CDN timeout": status(524, UNKNOWN, counts=True),
+    # answered with a failure that may have acted
+    "500": status(500, REJECTED, counts=True),
+    "502": status(502, REJECTED, counts=True),
+    "503": status(503, REJECTED, counts=True),
+    "520 CDN unknown error": status(520, REJECTED, counts=True),
+    "522 CDN connect timeout": status(522, REJECTED, counts=True),
+    "409 (undocumented 4xx)": status(409, REJECTED, counts=False),
+    "invalid JSON content": Row("answer", REJECTED, content="Sure! {text: hi",
+                                says="not valid JSON", counts=False),
+    "schema-invalid content": Row("answer", REJECTED, content='{"txt": "hi"}',
+                                  says="does not match the output schema", counts=False),
 }
 
 
@@ -72,7 +95,21 @@ async def test_scenario_maps_to_error_kind(row: Row, fault: FaultServer,
     assert error.status == row.status
     assert error.provider == "fault"
     assert row.says in error.message
+    assert (error.retryable, error.counts_against_health) == (row.retryable, row.counts)
+    assert error.may_have_acted is (row.kind is not NOT_SENT)
     assert fault.stats()["total"] == row.requests
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS.values() if r.status is not None],
+                         ids=[k for k, r in ROWS.items() if r.status is not None])
+async def test_only_retryable_statuses_are_sent_again(row: Row, fault: FaultServer,
+                                                      make_provider: MakeProvider) -> None:
+    """With three tries allowed, only a retryable answer (429) is sent again: nothing that may
+    have acted is ever repeated by the retry layer."""
+    fault.control(default=row.scenario)
+    with pytest.raises(ProviderError):
+        await make_provider(retry={"attempts": 3}).complete(request())
+    assert fault.stats()["total"] == (3 if row.retryable else 1)
 
 
 async def test_429_carries_retry_after_seconds(fault: FaultServer,

@@ -43,7 +43,9 @@ def status_error(status: int, headers: dict[str, str] | None = None) -> httpx.HT
         (chained(RuntimeError("w"), aiohttp.ClientPayloadError("cut")), ErrorKind.UNKNOWN),
         (chained(RuntimeError("w"), aiohttp.ConnectionTimeoutError()), ErrorKind.NOT_SENT),
         (chained(RuntimeError("w"), aiohttp.SocketTimeoutError()), ErrorKind.UNKNOWN),
-        (chained(RuntimeError("w"), status_error(400)), ErrorKind.REJECTED),
+        (chained(RuntimeError("w"), status_error(400)), ErrorKind.NOT_SENT),
+            (chained(RuntimeError("w"), status_error(502)), ErrorKind.REJECTED),
+            (chained(RuntimeError("w"), status_error(524)), ErrorKind.UNKNOWN),
         (chained(RuntimeError("w"), status_error(504)), ErrorKind.UNKNOWN),
         # the outermost decisive link is the latest event: an answer after a refused connect
         (chained(RuntimeError("w"), status_error(500), httpx.ConnectError("first try")),
@@ -72,7 +74,8 @@ def _deciding(exc: BaseException) -> BaseException:
 
 def test_status_and_retry_after_come_from_the_real_response() -> None:
     error = classify(chained(RuntimeError("w"), status_error(429, {"Retry-After": "3"})), "p")
-    assert (error.kind, error.status, error.retry_after) == (ErrorKind.REJECTED, 429, 3.0)
+    assert (error.kind, error.status, error.retry_after) == (ErrorKind.NOT_SENT, 429, 3.0)
+    assert error.retryable and error.counts_against_health
 
 
 def test_context_is_followed_when_there_is_no_cause() -> None:

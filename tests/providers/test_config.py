@@ -68,7 +68,7 @@ def test_fingerprint_is_stable_hex_sha256() -> None:
     assert fp() == fp()
     assert len(fp()) == 64 and int(fp(), 16) >= 0
     # dict order does not matter: canonical JSON
-    assert fp(extra_params={"a": 1, "b": 2}) == fp(extra_params={"b": 2, "a": 1})
+    assert fp(extra_params={"top_p": 1, "seed": 2}) == fp(extra_params={"seed": 2, "top_p": 1})
 
 
 @pytest.mark.parametrize(
@@ -115,3 +115,29 @@ def test_importing_providers_does_not_import_litellm() -> None:
             "providers.classify, providers.resilience; print('litellm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [({"fallbacks": ["openai/gpt-4o"]}, "never certified"),
+     ({"context_window_fallbacks": [{"a": "b"}]}, "never certified"),
+     ({"mock_response": "hi"}, "without calling the provider"),
+     ({"api_key": "x"}, "api_key_env"), ({"extra_headers": {"X": "y"}}, "api_key_env"),
+     ({"num_retries": 2}, "one retry layer"), ({"max_retries": 0}, "one retry layer"),
+     ({"temperature": 0.3}, "from the contract"),
+     ({"metadata": {"x": 1}}, "not an allowed parameter"),
+     ({"top_p": {"nested": 1}}, "must be a int or float"),
+     ({"stop": ["a", {"b": 1}]}, "list of strings")],
+)
+def test_extra_params_is_an_allow_list_naming_the_key(extra: dict[str, Any], says: str) -> None:
+    """Fails on the old code for fallbacks, mock_response, extra_headers, metadata and the
+    nested values: only a short list of reserved names was refused."""
+    with pytest.raises(ValidationError) as caught:
+        ProviderConfig(**{**BASE, "extra_params": extra})
+    text = str(caught.value)
+    assert f"extra_params.{next(iter(extra))}" in text and says in text
+
+
+def test_allowed_extra_params_pass() -> None:
+    extra = {"top_p": 0.9, "seed": 7, "stop": ["\n\n"], "user": "shop", "top_k": 40}
+    assert ProviderConfig(**{**BASE, "extra_params": extra}).extra_params == extra

@@ -10,8 +10,9 @@ from typing import Any, TypeVar
 import pytest
 
 from providers import resilience
+from providers.classify import from_status
 from providers.config import RetryPolicy
-from providers.errors import NotSent, OutcomeUnknown, ProviderError, Rejected
+from providers.errors import NotSent, OutcomeUnknown, ProviderError
 from providers.resilience import Bulkhead, RateLimiter, retrying
 
 T = TypeVar("T")
@@ -55,15 +56,17 @@ def far() -> float:
 
 NOT_SENT = NotSent("refused", provider="p")
 UNKNOWN = OutcomeUnknown("read timeout", provider="p")
-R429 = Rejected("slow down", provider="p", status=429)
-R500 = Rejected("boom", provider="p", status=500)
+# As providers.classify makes them: the retry layer reads `retryable`, not the status.
+R429 = from_status(429, "slow down", "p")
+R500 = from_status(500, "boom", "p")
+R400 = from_status(400, "bad request", "p")  # not sent, and not worth sending again
 
 
 @pytest.mark.parametrize(
     ("errors", "calls", "result"),
     [((NOT_SENT, NOT_SENT), 3, "done"), ((R429,), 2, "done"), ((UNKNOWN,), 1, UNKNOWN),
      ((R500,), 1, R500), ((NOT_SENT, UNKNOWN), 2, UNKNOWN),
-     ((NOT_SENT, NOT_SENT, NOT_SENT), 3, NOT_SENT)],
+     ((NOT_SENT, NOT_SENT, NOT_SENT), 3, NOT_SENT), ((R400,), 1, R400)],
 )
 async def test_retry_decisions(errors: tuple[ProviderError, ...], calls: int,
                                result: object) -> None:
@@ -88,9 +91,9 @@ async def test_backoff_waits_when_not_testing(monkeypatch: pytest.MonkeyPatch) -
 
 async def test_no_wait_that_would_pass_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     resilience.set_testing(no_backoff=False)
-    script = Script(Rejected("slow", provider="p", status=429, retry_after=600.0))
+    script = Script(from_status(429, "slow", "p", retry_after=600.0))
     deadline = asyncio.get_running_loop().time() + 60
-    with pytest.raises(Rejected):
+    with pytest.raises(ProviderError):
         await recorded_waits(monkeypatch, retrying(script, RetryPolicy(attempts=3),
                                                    deadline=deadline))  # fmt: skip
     assert script.calls == 1  # gave up at once: no wait (it would have been 600 s)
@@ -98,7 +101,7 @@ async def test_no_wait_that_would_pass_the_deadline(monkeypatch: pytest.MonkeyPa
 
 async def test_retry_after_is_the_wait() -> None:
     resilience.set_testing(no_backoff=False)
-    script = Script(Rejected("slow", provider="p", status=429, retry_after=0.3))
+    script = Script(from_status(429, "slow", "p", retry_after=0.3))
     started = time.monotonic()
     policy = RetryPolicy(attempts=2, initial=0, max=0)
     assert await retrying(script, policy, deadline=far()) == "done"

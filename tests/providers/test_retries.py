@@ -41,7 +41,7 @@ async def fail_kind(provider: LiteLLMProvider, request: CompletionRequest = REQU
 
 @pytest.mark.parametrize(
     ("scenario", "kind"),
-    [(STATUS_500, ErrorKind.REJECTED), ({"kind": "status", "status": 400}, ErrorKind.REJECTED),
+    [(STATUS_500, ErrorKind.REJECTED), ({"kind": "status", "status": 400}, ErrorKind.NOT_SENT),
      ("drop_after", ErrorKind.UNKNOWN), ("close_before", ErrorKind.UNKNOWN)],
 )
 async def test_no_retry_on_answers_or_unknown_outcomes(
@@ -86,7 +86,7 @@ async def test_429_then_answer_is_two_requests_and_succeeds(
 async def test_429_forever_stops_after_attempts(fault: FaultServer,
                                                 make_provider: MakeProvider) -> None:
     fault.control(default=STATUS_429)
-    assert await fail_kind(make_provider(retry={"attempts": 3})) is ErrorKind.REJECTED
+    assert await fail_kind(make_provider(retry={"attempts": 3})) is ErrorKind.NOT_SENT
     assert fault.stats()["total"] == 3
 
 
@@ -116,7 +116,7 @@ async def test_retry_after_beyond_deadline_is_not_waited(
     fault.control(default={"kind": "status", "status": 429, "retry_after": "30"})
     started = time.monotonic()
     request = REQUEST.model_copy(update={"timeout": 2.0})
-    assert await fail_kind(make_provider(retry={"attempts": 5}), request) is ErrorKind.REJECTED
+    assert await fail_kind(make_provider(retry={"attempts": 5}), request) is ErrorKind.NOT_SENT
     assert time.monotonic() - started < 20.0  # not the 30 s Retry-After
     assert fault.stats()["total"] == 1
 

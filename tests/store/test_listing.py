@@ -1,5 +1,5 @@
 """The job listing on every backend: keyset pages newest first (no job twice, none skipped),
-each filter, the counts by state, and (SQLite) a plan that seeks an index instead of sorting."""
+each filter, the counts by state, and plans that seek an index instead of walking or sorting."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from router.listing import JobFilter, attention_states, id_ceiling, id_floor
 from router.models import Job
 from router.states import JobState
-from router.store import SqlStore, open_store
+from router.store import SqlStore, listing, open_store
+from tests.store.pg import drop_databases, postgres_url
 from tests.store.test_store import start, submit
 
 
@@ -65,12 +66,19 @@ async def test_owner_task_and_state_filters(store: SqlStore) -> None:
     assert none.items == []
 
 
-async def test_provider_filter_finds_jobs_with_an_attempt_there(store: SqlStore) -> None:
+@pytest.mark.parametrize("rare_below", [listing.RARE_PROVIDER_ATTEMPTS, 1])
+async def test_provider_filter_finds_jobs_with_an_attempt_there(
+        store: SqlStore, rare_below: int, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Both ways of reading a provider's jobs (its id list when rare, a walk when common:
+    `rare_below=1` makes every provider common) find the same jobs and count them alike."""
+    monkeypatch.setattr(listing, "RARE_PROVIDER_ATTEMPTS", rare_below)
     jobs = await some_jobs(store)
     await start(store, jobs[2], provider="backup")
     await start(store, jobs[5], provider="primary")
     page = await store.list_jobs(JobFilter(provider="backup"), limit=50)
     assert [j.id for j in page.items] == [jobs[2].id]
+    counts = await store.count_jobs_by_state(JobFilter(owner="shop-1", provider="backup"))
+    assert sum(counts.values()) == 1 and counts[JobState.RUNNING] == 1
 
 
 async def test_created_after_and_before(store: SqlStore) -> None:
@@ -106,20 +114,75 @@ def test_id_bounds_bracket_the_ids_of_their_moment() -> None:
 @pytest.mark.parametrize("where", [
     JobFilter(), JobFilter(owner="shop-1"), JobFilter(states=(JobState.UNKNOWN,)),
     JobFilter(owner="shop-1", states=(JobState.UNKNOWN,)), JobFilter(task="caption"),
+    JobFilter(owner="shop-1", task="caption"), JobFilter(provider="openai"),
+    JobFilter(owner="shop-1", provider="openai"),
     JobFilter(created_after=1.0e9, created_before=2.0e9),
 ])  # fmt: skip
 async def test_sqlite_plan_seeks_an_index_and_never_sorts(tmp_path: Path, where: JobFilter) -> None:
     """A page must not cost a sort of every matching job: with 10^6 jobs that is the
     difference between a millisecond and a second (docs/benchmarks.md). Fails without
-    migration 0006 (owner and state filters then scan the primary key or sort)."""
+    migration 0006 (owner and state filters then scan the primary key or sort), and without
+    migration 0010 (a task or provider filter then walks every job: on 10^6 jobs, `task=typo`
+    took 0.6 s and `provider=typo` 1 s, all of it on the event loop before the long reads
+    went to a thread)."""
     store = await open_store(f"sqlite:///{tmp_path}/plan.db")
     try:
-        clause, params = store._where(where)
-        sql = store._q["list_jobs"].replace("{where}", clause)
-        rows = await store.connector.fetchall("EXPLAIN QUERY PLAN " + sql, {**params, "limit": 1})
-        plan = " | ".join(str(row["detail"]) for row in rows)
+        plan = await _plan(store, "list_jobs", where, limit=1)
     finally:
         await store.close()
     assert "TEMP B-TREE" not in plan, plan
     if where.owner is not None or where.states:
         assert "jobs_by_owner" in plan or "jobs_by_state" in plan, plan
+    if where.task is not None:
+        assert "SCAN" not in plan and ("jobs_by_task" in plan or "jobs_by_owner_task" in plan), plan
+    if where.provider is not None:
+        assert "SCAN" not in plan and "attempts_by_provider" in plan, plan
+
+
+@pytest.mark.parametrize("where", [
+    JobFilter(owner="shop-1"), JobFilter(task="caption"), JobFilter(owner="shop-1", task="x"),
+    JobFilter(provider="openai"), JobFilter(owner="shop-1", provider="openai"),
+])  # fmt: skip
+async def test_sqlite_counts_of_a_filter_never_walk_every_job(
+        tmp_path: Path, where: JobFilter) -> None:  # fmt: skip
+    """The counts by state (the console shows them) seek the filter's index like the page does;
+    only the counts of every job may walk them all. Fails without migration 0010."""
+    store = await open_store(f"sqlite:///{tmp_path}/plan.db")
+    try:
+        plan = await _plan(store, "count_jobs_by_state", where)
+    finally:
+        await store.close()
+    assert "SCAN" not in plan, plan
+
+
+async def _plan(store: SqlStore, query: str, where: JobFilter, **extra: object) -> str:
+    clause, params = store._where(where)
+    sql = store._q[query].replace("{where}", clause)
+    rows = await store.connector.fetchall("EXPLAIN QUERY PLAN " + sql, {**params, **extra})
+    return " | ".join(str(row["detail"]) for row in rows)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(("where", "index"), [
+    (JobFilter(task="caption"), "jobs_by_task"),
+    (JobFilter(owner="shop-1", task="caption"), "jobs_by_owner_task"),
+    (JobFilter(provider="openai"), "attempts_by_provider"),
+])  # fmt: skip
+async def test_postgres_plan_can_seek_the_listing_indexes(tmp_path: Path, where: JobFilter,
+                                                          index: str) -> None:  # fmt: skip
+    """PostgreSQL plans by statistics (a small table is read whole), so this asks what it does
+    once a walk is dear (`enable_seqscan` off): seek the filter's index (migration 0010), not
+    walk the primary key filtering each job. Fails without migration 0010."""
+    url = postgres_url(tmp_path)
+    store = await open_store(url)
+    try:
+        clause, params = store._where(where)
+        sql = store._q["list_jobs"].replace("{where}", clause)
+        async with store.connector.write() as tx:  # SET LOCAL: this transaction only
+            await tx.execute("SET LOCAL enable_seqscan = off", {})
+            rows = await tx.fetchall("EXPLAIN " + sql, {**params, "limit": 1})
+    finally:
+        await store.close()
+        drop_databases([url])
+    plan = " | ".join(str(row["QUERY PLAN"]) for row in rows)
+    assert index in plan, plan

@@ -35,12 +35,13 @@ def config(**tasks: TaskConfig) -> RouterConfig:
 
 def exclusive(**extra: Any) -> TaskConfig:
     values: dict[str, Any] = {"attempt_timeout": TIMEOUT, **extra}
-    return TaskConfig(providers=["a", "b"], side_effects="external", **values)
+    return TaskConfig(providers=["a", "b"], side_effects="external", certification="none",
+                      **values)
 
 
 def shared(**extra: Any) -> TaskConfig:
     values: dict[str, Any] = {"attempt_timeout": TIMEOUT, **extra}
-    return TaskConfig(providers=["a", "b"], side_effects="none", **values)
+    return TaskConfig(providers=["a", "b"], side_effects="none", certification="none", **values)
 
 
 def url(tmp_path: Path) -> str:

@@ -106,7 +106,8 @@ async def test_a_half_open_circuit_keeps_its_probe_out_of_the_creating_transacti
     claimed fleet-wide in a transaction of its own, so the next job is created queued and its
     driver claims the probe, then starts the attempt."""
     a = FakeProvider("a", steps=[Step(error=NotSent("refused", provider="a"))])
-    cfg = config(caption=TaskConfig(providers=["a"], side_effects="none", attempt_timeout=1.0))
+    cfg = config(caption=TaskConfig(providers=["a"], side_effects="none", attempt_timeout=1.0,
+                                    certification="none"))
     cfg = cfg.model_copy(update={"breaker": BreakerConfig(failure_threshold=1, cooldown=0.2)})
     async with open_router(tmp_path, cfg, {"a": a}) as router:
         failed = await submit(router, "caption", key="k1")
@@ -178,8 +179,10 @@ def held_commit(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldCommit]:
 def post_and_load() -> RouterConfig:
     """`post` (exclusive, provider a) and `load` (provider h, which never answers): two load
     jobs keep more than one job in flight, so COMMITs go to a thread (group commit)."""
-    return config(post=TaskConfig(providers=["a"], side_effects="external", attempt_timeout=5.0),
-                  load=TaskConfig(providers=["h"], side_effects="none", attempt_timeout=60.0))
+    return config(post=TaskConfig(providers=["a"], side_effects="external", attempt_timeout=5.0,
+                                  certification="none"),
+                  load=TaskConfig(providers=["h"], side_effects="none", attempt_timeout=60.0,
+                                  certification="none"))
 
 
 async def test_a_submit_cancelled_during_its_commit_still_runs_the_job(

@@ -517,7 +517,7 @@ async def test_router_delivers_then_purge_then_the_same_key_starts_a_new_job(
     tmp_path: Path, receiver: WebhookReceiver, secret_env: str
 ) -> None:
     config = RouterConfig(
-        tasks={"caption": TaskConfig(providers=["a"], side_effects="none")},
+        tasks={"caption": TaskConfig(certification="none", providers=["a"], side_effects="none")},
         webhooks={"shop": WebhookConfig(url=receiver.url, secret_env=secret_env)},
         outbox=OutboxConfig(poll_interval=0.02, timeout=30.0, claim=60.0),
     )

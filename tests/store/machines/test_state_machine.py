@@ -120,8 +120,8 @@ class StoreMachine(RuleBasedStateMachine):
         self, attempt_id: str, output: Any, won: bool, before: Attempt, job_before: Job
     ) -> None:
         """Check one compare-and-swap finish against what the state before it allows."""
-        if before.state.terminal:
-            expected = False
+        if before.state.terminal:  # recorded already; a repeated finish of the winner (its
+            expected = job_before.winner_attempt_id == attempt_id  # ack lost) reports the win
         else:
             expected = job_before.winner_attempt_id is None and not job_before.state.terminal
         assert won is expected, (before, job_before)

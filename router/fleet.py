@@ -1,0 +1,63 @@
+"""Assembly of what a router with workers runs beside its engine: the delivery of completion
+events (the database outbox, or the NATS bus when `[delivery] nats_url` or
+`JOBROUTER_NATS_URL` is set) and the leader election with the periodic work it runs.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from router.config import RouterConfig
+from router.engine import Engine
+from router.errors import ConfigError
+from router.leader import Leader, leader_lock
+from router.outbox import DeliverySettings, OutboxDeliverer, webhooks_from_config
+from router.periodic import periodic_tasks
+from router.store.sql import SqlStore
+
+ACK_WAIT_MARGIN_S = 30.0
+
+
+class Delivery(Protocol):
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def build_delivery(store: SqlStore, config: RouterConfig) -> Delivery | None:
+    """The delivery for this config: None without webhooks; through NATS when a URL is set
+    (nats-py is imported only then); else the database outbox."""
+    if not config.webhooks:
+        return None
+    hooks = webhooks_from_config(config)
+    settings = DeliverySettings.from_config(config)
+    url = config.delivery.resolved_nats_url()
+    if url is None:
+        return OutboxDeliverer(store, hooks, settings)
+    delivery = config.delivery
+    if config.outbox.claim >= delivery.dedupe_window:
+        raise ConfigError(
+            f"[outbox] claim ({config.outbox.claim}s) must be shorter than [delivery] "
+            f"dedupe_window ({delivery.dedupe_window}s), or an event whose relay died before "
+            "marking it published could reach the receiver twice", key="delivery.dedupe_window")
+    try:
+        import nats  # noqa: F401  (fail here, with the remedy, not in the background)
+
+        from router.bus_nats import BusSettings, NatsDelivery
+    except ImportError as exc:
+        raise ConfigError("delivery through NATS needs the extra: pip install "
+                          "'jobrouter[nats]'", key="delivery.nats_url") from exc
+    bus = BusSettings(
+        url=url, stream=delivery.stream, subject=delivery.subject, consumer=delivery.consumer,
+        dedupe_window_s=delivery.dedupe_window,
+        ack_wait_s=delivery.ack_wait or config.outbox.timeout + ACK_WAIT_MARGIN_S,
+    )  # fmt: skip
+    return NatsDelivery(store, hooks, settings, bus)
+
+
+def build_leader(store: SqlStore, config: RouterConfig, dsn: str, engine: Engine) -> Leader:
+    """The leader election of this process (PostgreSQL: advisory lock; SQLite: itself)."""
+    heartbeat = config.leader.heartbeat
+    lock = leader_lock(store, dsn, engine.worker_id, timeout_s=heartbeat)
+    tasks = periodic_tasks(store, config, wake_engine=engine.wake)
+    return Leader(lock, engine.worker_id, tasks, heartbeat_s=heartbeat)

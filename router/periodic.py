@@ -1,0 +1,94 @@
+"""The periodic work of a router fleet, run by its leader only (router/leader.py):
+
+    sweep                 attempts whose lease expired become `unknown` (I7);
+                          every [engine] sweep_interval
+    outbox-reclaim        claims of delivery processes that died are freed; every [outbox] claim/2
+                          (with webhooks only)
+    retention-purge       `jobrouter purge` with the configured retention; every [retention]
+                          purge_interval hours (off unless set)
+    certification-expiry  a warning before a passed certification expires (within [certification]
+                          warn_before_days); hourly
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from prometheus_client import Gauge
+
+from router import retention
+from router.config import RouterConfig
+from router.leader import PeriodicTask
+from router.metrics import REGISTRY
+from router.store.sql import SqlStore
+
+log = logging.getLogger("jobrouter.periodic")
+CERT_CHECK_S = 3600.0
+HOUR_S = 3600.0
+
+CERT_EXPIRY = Gauge(
+    "jobrouter_certification_expiry_seconds", "Seconds until each passed certification "
+    "expires (negative: expired), refreshed by the leader.", ["provider", "contract"],
+    registry=REGISTRY,
+)  # fmt: skip
+
+
+def periodic_tasks(
+    store: SqlStore, config: RouterConfig, *, wake_engine: Callable[[], None],
+) -> list[PeriodicTask]:  # fmt: skip
+    async def sweep() -> int:
+        expired = await store.expire_attempts()
+        if expired:
+            log.warning("%d attempts had an expired lease and are now unknown", len(expired))
+            wake_engine()
+        return len(expired)
+
+    async def reclaim() -> int:
+        freed = await store.reclaim_outbox()
+        if freed:
+            log.warning("%d outbox events were claimed by a process that died; freed", freed)
+        return freed
+
+    async def purge() -> int:
+        cutoff = retention.cutoff_for(config.retention.days)
+        done = await retention.purge(store, cutoff, owners=config.webhooks,
+                                     drop_parked=config.retention.drop_parked)
+        if done.jobs:
+            log.info("retention purge: %d jobs deleted (%d parked events with them)", done.jobs,
+                     done.parked)  # fmt: skip
+        return done.jobs
+
+    async def certifications() -> int:
+        return await warn_expiring(store, config.certification.warn_before_days * 86_400.0)
+
+    tasks = [PeriodicTask("sweep", config.engine.sweep_interval, sweep),
+             PeriodicTask("certification-expiry", CERT_CHECK_S, certifications)]  # fmt: skip
+    if config.webhooks:  # only delivery claims outbox events
+        tasks.append(PeriodicTask("outbox-reclaim", config.outbox.claim / 2, reclaim))
+    if config.retention.purge_interval is not None:
+        tasks.append(PeriodicTask("retention-purge", config.retention.purge_interval * HOUR_S,
+                                  purge))  # fmt: skip
+    return tasks
+
+
+async def warn_expiring(store: SqlStore, window_s: float, now: float | None = None) -> int:
+    """Set the expiry gauge of every passed certification and log a warning for each that
+    expires within `window_s`. Returns how many are that close (or expired)."""
+    now = time.time() if now is None else now
+    close = 0
+    for row in await store.certifications():
+        record = json.loads(row.record)
+        if not record.get("passed"):
+            continue
+        left = datetime.fromisoformat(record["expires_at"]).timestamp() - now
+        CERT_EXPIRY.labels(provider=row.provider, contract=row.contract).set(left)
+        if left <= window_s:
+            close += 1
+            log.warning("certification of provider %s for contract %s expires in %.1f hours; "
+                        "run `jobrouter contracts run` before then", row.provider,
+                        row.contract, left / HOUR_S)  # fmt: skip
+    return close

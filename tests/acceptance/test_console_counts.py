@@ -1,0 +1,98 @@
+"""The console's job list refreshes itself every 2 s per open tab; its counts by state (which
+may walk many jobs) are kept between refreshes and counted anew on a page load (the Filter
+button) or once older than their maximum age (router/ui/counts.py). In process, on SQLite and
+PostgreSQL; the cache's clock is the test's, so nothing depends on how fast the machine is.
+Before, every refresh counted anew: the second test fails there."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from router import Router
+from router.config import CertificationConfig, RouterConfig, TaskConfig
+from router.http.app import create_app
+from router.listing import JobFilter
+from router.ui.counts import CountsCache
+from router.ui.session import COOKIE
+from tests.acceptance.conftest import CONTRACT
+from tests.acceptance.serve_fixture import PROVIDERS
+from tests.store.conftest import BACKENDS
+from tests.store.pg import drop_databases
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    url = request.param(tmp_path)
+    yield url
+    drop_databases([url])
+
+
+@pytest.fixture
+async def router(db_url: str) -> AsyncIterator[Router]:
+    config = RouterConfig(tasks={"echo": TaskConfig(contract=str(CONTRACT), providers=["fast"])},
+                          certification=CertificationConfig(required=False))  # fmt: skip
+    async with Router.open(db_url, config, providers=PROVIDERS, run_workers=False) as opened:
+        yield opened
+
+
+async def _submit(client: httpx.AsyncClient, token: str, key: str) -> str:
+    answer = await client.post("/v1/jobs", json={"task": "echo", "input": {"text": "hi"}},
+                               headers={"Authorization": f"Bearer {token}",
+                                        "Idempotency-Key": key})  # fmt: skip
+    assert answer.status_code == 202, answer.text
+    return str(answer.json()["id"])
+
+
+def _queued(html: str) -> int:
+    found = re.search(r'<li class="state-queued">queued <strong>(\d+)</strong>', html)
+    assert found, html
+    return int(found[1])
+
+
+async def test_the_live_refresh_keeps_the_counts_and_a_page_load_counts_anew(
+        router: Router) -> None:  # fmt: skip
+    app = create_app(router)
+    clock = Clock()
+    cache = CountsCache(max_age_s=30.0, clock=clock)
+    app.state.console_counts = cache
+    token, _ = await router.store.create_token("shop-1")
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://jobrouter",
+                                 cookies={COOKIE: token}) as client:  # fmt: skip
+        await _submit(client, token, "k1")
+        assert _queued((await client.get("/ui/jobs")).text) == 1
+        second = await _submit(client, token, "k2")
+        rows = (await client.get("/ui/jobs/rows")).text
+        assert second in rows  # the list itself is read on every refresh
+        assert _queued(rows) == 1  # the counts are the page load's
+        assert "the counts every 30 s" in rows
+        clock.now += 31.0
+        assert _queued((await client.get("/ui/jobs/rows")).text) == 2  # too old: counted anew
+        await _submit(client, token, "k3")
+        assert _queued((await client.get("/ui/jobs")).text) == 3  # a page load counts anew
+
+
+async def test_tabs_that_refresh_at_once_share_one_count(router: Router) -> None:
+    cache = CountsCache(clock=Clock())
+    stats = router.store.connector.stats
+    before = stats.round_trips
+    where = JobFilter(owner="shop-1")
+    first, second = await asyncio.gather(cache.counts(router.store, where, fresh=False),
+                                         cache.counts(router.store, where, fresh=False))
+    assert first is second
+    assert stats.round_trips - before == 1

@@ -1,0 +1,161 @@
+"""Leader election on PostgreSQL with real `jobrouter worker` processes: one leader runs the
+periodic work; SIGKILL it and another takes over; no periodic task ever runs in two processes
+at once (read from the start / end lines each run logs, with the killed leader's last run
+counted as running until the moment it was killed)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import asyncpg
+import pytest
+
+from router.leader import APP_NAME_PREFIX, LEADER_LOCK
+from tests.store.pg import fresh_database
+
+pytestmark = pytest.mark.postgres
+T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[2]
+CEILING_S = 60.0  # only a guard against hanging: every wait below ends on a log line
+ELECTED = re.compile(r"leader elected: (\S+) runs the periodic work")
+RUN_LINE = re.compile(r"periodic (\S+) (started|finished|cancelled) (?:by|in) (\S+) at ([\d.]+)")
+CONFIG = """
+[leader]
+heartbeat = 0.2
+
+[engine]
+sweep_interval = 0.05
+"""
+
+
+@dataclass
+class Worker:
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def text(self) -> str:
+        return self.log.read_text("utf-8", errors="replace")
+
+
+@pytest.fixture
+async def pg_url() -> AsyncIterator[str]:
+    async with fresh_database() as url:
+        yield url
+
+
+@pytest.fixture
+def workers(tmp_path: Path, pg_url: str) -> Iterator[list[Worker]]:
+    config = tmp_path / "jobrouter.toml"
+    config.write_text(CONFIG)
+    started = []
+    for n in range(3):
+        log = tmp_path / f"worker{n}.log"
+        with log.open("wb") as out:  # the child keeps its own descriptor
+            process = subprocess.Popen(
+                [sys.executable, "-m", "router", "worker", "--config", str(config),
+                 "--database", pg_url], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        started.append(Worker(process, log))
+    yield started
+    for worker in started:
+        if worker.process.poll() is None:
+            worker.process.kill()
+        worker.process.wait(timeout=30)
+
+
+async def wait_for(condition: str, check: Callable[[], T]) -> T:
+    """Poll `check()` (it reads the workers' logs) until it returns something true. (A log
+    file of another process has no event to wait on: polling is the way to see its lines.)"""
+    try:
+        async with asyncio.timeout(CEILING_S):
+            while not (found := check()):  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(f"no {condition} within {CEILING_S}s") from None
+    return found
+
+
+def leaders(workers: list[Worker]) -> list[tuple[int, str]]:
+    """(index, worker id) of every election logged so far."""
+    return [(n, match[1]) for n, w in enumerate(workers) for match in ELECTED.finditer(w.text())]
+
+
+def finished_runs(worker: Worker, task: str) -> int:
+    return sum(1 for m in RUN_LINE.finditer(worker.text()) if m[1] == task and m[2] == "finished")
+
+
+async def lock_holder(pg_url: str) -> str | None:
+    conn = await asyncpg.connect(pg_url)
+    try:
+        app = await conn.fetchval(
+            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.objid = $1", LEADER_LOCK)
+    finally:
+        await conn.close()
+    return str(app)[len(APP_NAME_PREFIX):] if app else None
+
+
+def overlaps(workers: list[Worker], killed: str, killed_at: float) -> list[str]:
+    """Runs of one task by two processes whose [start, end] intervals intersect."""
+    runs: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+    for worker in workers:
+        open_runs: dict[tuple[str, str], float] = {}
+        for match in RUN_LINE.finditer(worker.text()):
+            task, what, who, at = match[1], match[2], match[3], float(match[4])
+            if what == "started":
+                open_runs[(task, who)] = at
+            else:
+                runs[task].append((open_runs.pop((task, who)), at, who))
+        for (task, who), began in open_runs.items():  # still running when its process ended
+            assert who == killed, f"{who} left a run of {task} open without being killed"
+            runs[task].append((began, killed_at, who))
+    found = []
+    for task, spans in runs.items():
+        spans.sort()
+        for (b1, e1, w1), (b2, e2, w2) in itertools.pairwise(spans):
+            if w1 != w2 and b2 < e1:
+                found.append(f"{task}: {w1} [{b1}, {e1}] and {w2} [{b2}, {e2}]")
+    return found
+
+
+async def test_a_killed_leader_is_replaced_and_no_periodic_task_runs_twice_at_once(
+    workers: list[Worker], pg_url: str
+) -> None:
+    first = await wait_for("leader", lambda: leaders(workers))
+    assert len(first) == 1, first
+    index, leader_id = first[0]
+    assert await lock_holder(pg_url) == leader_id  # visible in pg_locks by its worker id
+    await wait_for("second sweep by the leader",
+                   lambda: finished_runs(workers[index], "sweep") >= 2)  # fmt: skip
+
+    workers[index].process.send_signal(signal.SIGKILL)
+    workers[index].process.wait(timeout=30)
+    killed_at = time.time()
+
+    elected = await wait_for(
+        "new leader", lambda: [lead for lead in leaders(workers) if lead[1] != leader_id])
+    new_index, new_id = elected[0]
+    assert new_index != index and new_id != leader_id
+    await wait_for("sweep by the new leader",
+                   lambda: finished_runs(workers[new_index], "sweep") >= 1)  # fmt: skip
+    assert await lock_holder(pg_url) == new_id
+    # the third never led (checked before the shutdown, when a leader stopping lets it lead)
+    assert len(leaders(workers)) == 2, leaders(workers)
+
+    for worker in workers:
+        if worker.process.poll() is None:
+            worker.process.send_signal(signal.SIGTERM)
+    for worker in workers:
+        worker.process.wait(timeout=60)
+    assert overlaps(workers, leader_id, killed_at) == []

@@ -1,0 +1,176 @@
+"""A real router process (`tests/support/nats_router.py`), SIGKILLed between the publish of
+its events to JetStream and the mark in the database: PostgreSQL holds its mark (a trigger on
+`published_at` waits for an advisory lock the test holds), the test sees the events in the
+stream and the mark waiting, kills the process, and lets another router take over. It
+publishes the events again under the same message ids: JetStream drops each copy (the stream
+stores each event once), and the receiver gets each event once. While the first process lived
+the receiver answered 500 (so its consumer could not finish any event), which puts every
+event through the take-over."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import nats
+import pytest
+
+from router.bus_nats import BusSettings, NatsDelivery
+from router.config import RouterConfig
+from router.outbox import DeliverySettings, Webhook
+from router.states import JobState
+from router.store import SqlStore, open_store
+from tests.store.pg import fresh_database
+from tests.support.outbox_jobs import job_in
+from tests.support.webhook_receiver import WebhookReceiver
+
+pytestmark = [pytest.mark.nats, pytest.mark.postgres]
+ROOT = Path(__file__).resolve().parents[2]
+NATS_URL = "nats://127.0.0.1:4222"
+HOLD = 0x484F4C44  # the advisory lock the trigger waits for
+WAIT_S = 90.0  # a guard only
+EVENTS = 5
+HOLD_MARK = f"""
+CREATE FUNCTION hold_publish() RETURNS trigger AS $$
+BEGIN PERFORM pg_advisory_xact_lock({HOLD}); RETURN NEW; END $$ LANGUAGE plpgsql;
+CREATE TRIGGER hold_publish BEFORE UPDATE OF published_at ON outbox
+FOR EACH ROW EXECUTE FUNCTION hold_publish();
+"""
+
+
+@pytest.fixture
+async def db() -> AsyncIterator[tuple[str, SqlStore]]:
+    async with fresh_database() as url:
+        store = await open_store(url)
+        try:
+            yield url, store
+        finally:
+            await store.close()
+
+
+async def until(check: object, what: str) -> None:
+    assert callable(check)
+    try:
+        async with asyncio.timeout(WAIT_S):
+            while not await check():  # noqa: ASYNC110 (rows and stream state: no event to await)
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(f"no {what} within {WAIT_S}s") from None
+
+
+async def test_a_router_killed_between_publish_and_mark(
+    db: tuple[str, SqlStore], tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    url, store = db
+    tag = uuid.uuid4().hex[:12]
+    bus = BusSettings(url=NATS_URL, stream=f"JRKILL_{tag}", subject=f"jrkill.{tag}",
+                      consumer=f"k{tag}", ack_wait_s=2.0)  # fmt: skip
+    ids = await make_events(store)
+    admin = await asyncpg.connect(url)
+    nc = await nats.connect(NATS_URL)
+    try:
+        await admin.execute(HOLD_MARK)
+        await admin.execute("SELECT pg_advisory_lock($1)", HOLD)
+        async with WebhookReceiver(always_fail=True).running() as receiver:
+            process = start_router(tmp_path, url, bus, receiver.url)
+            try:
+                await until(lambda: stream_holds(nc, bus, EVENTS), "events in the stream")
+                await until(lambda: mark_waiting(admin), "mark waiting on the trigger")
+            finally:
+                process.send_signal(signal.SIGKILL)
+                process.wait(timeout=30)
+                assert process.stdout is not None
+                process.stdout.close()
+            await admin.execute("DROP TRIGGER hold_publish ON outbox")
+            await admin.execute("SELECT pg_advisory_unlock($1)", HOLD)
+            assert await unpublished(admin) == EVENTS  # nothing was marked: the kill won
+            failed_before = len(receiver.requests)
+            receiver.always_fail = False
+
+            caplog.set_level(logging.INFO, logger="jobrouter.bus")
+            settings = DeliverySettings(max_tries=50, backoff_initial_s=0.05, backoff_max_s=0.2,
+                                        timeout_s=2.0, claim_s=2.0, poll_s=0.05)  # fmt: skip
+            hooks = {"shop": Webhook("shop", receiver.url, b"s")}
+            second = NatsDelivery(store, hooks, settings, bus)
+            second.start()
+            try:
+                await until(lambda: all_delivered(admin), "delivery of every event")
+            finally:
+                await second.stop()
+            delivered = receiver.requests[failed_before:]
+            stored = (await nc.jetstream().stream_info(bus.stream)).state.last_seq
+    finally:
+        await admin.close()
+        await nc.jetstream().delete_stream(bus.stream)
+        await nc.close()
+    assert {request.event_id for request in delivered} == ids  # 0 lost
+    assert len(delivered) == EVENTS  # 0 duplicates
+    # The stream stored each event once: every publish after the kill was dropped as a copy.
+    # (An event the consumer delivered before the relay came back to it is not published again,
+    # so the copies seen are between 1 and EVENTS.)
+    assert stored == EVENTS
+    copies = [r for r in caplog.records if "already on the stream" in r.message]
+    assert 1 <= len(copies) <= EVENTS
+
+
+async def make_events(store: SqlStore) -> set[str]:
+    ids = set()
+    for n in range(EVENTS):
+        job = await job_in(store, JobState.SUCCEEDED, key=f"k{n}")
+        event = await store.outbox_event_of_job(job.id)
+        assert event is not None
+        ids.add(event.id)
+    return ids
+
+
+def start_router(folder: Path, url: str, bus: BusSettings, hook: str) -> subprocess.Popen[str]:
+    config = RouterConfig.model_validate({
+        "webhooks": {"shop": {"url": hook, "secret_env": "SHOP_SECRET"}},
+        "outbox": {"claim": 2.0, "timeout": 1.0, "poll_interval": 0.05,
+                   "backoff_initial": 0.05, "backoff_max": 0.2, "max_tries": 50},
+        "delivery": {"nats_url": bus.url, "stream": bus.stream, "subject": bus.subject,
+                     "consumer": bus.consumer, "ack_wait": bus.ack_wait_s},
+    })  # fmt: skip
+    path = folder / "config.json"
+    path.write_text(config.model_dump_json())
+    with (folder / "router.log").open("w") as log:  # the child keeps its own descriptor
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.nats_router", "--db", url, "--config",
+             str(path)], cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
+            env={**os.environ, "SHOP_SECRET": "s"},
+        )  # fmt: skip
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line.startswith("ready "), (folder / "router.log").read_text()
+    return process
+
+
+async def stream_holds(nc: nats.NATS, bus: BusSettings, count: int) -> bool:
+    try:
+        info = await nc.jetstream().stream_info(bus.stream)
+    except nats.js.errors.NotFoundError:
+        return False
+    return int(info.state.messages) >= count
+
+
+async def mark_waiting(admin: asyncpg.Connection) -> bool:  # type: ignore[type-arg]
+    waiting = await admin.fetchval(
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND wait_event = 'advisory' AND query LIKE '%published_at%'")  # fmt: skip
+    return bool(waiting)
+
+
+async def unpublished(admin: asyncpg.Connection) -> int:  # type: ignore[type-arg]
+    return int(await admin.fetchval("SELECT COUNT(*) FROM outbox WHERE published_at IS NULL"))
+
+
+async def all_delivered(admin: asyncpg.Connection) -> bool:  # type: ignore[type-arg]
+    return not await admin.fetchval("SELECT COUNT(*) FROM outbox WHERE delivered_at IS NULL")

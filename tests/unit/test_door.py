@@ -1,0 +1,197 @@
+"""The door: `Router.submit` refuses bad work before any row is written, on every path (the
+HTTP API calls the same rule: tests/acceptance/test_http_api.py), and the provider request is
+built before any attempt row, so no job ends `unknown` with its provider never called.
+
+Each refusal test fails on the old code (f4844b9): `submit` accepted the job, wrote it and its
+attempt, and the attempt ended `unknown` when its lease expired."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from router import Router
+from router.config import (
+    CertificationConfig,
+    EngineConfig,
+    RouterConfig,
+    SubmitConfig,
+    TaskConfig,
+)
+from router.errors import JobRefused
+from router.states import AttemptState, JobState
+from tests.support.fakes import FakeProvider, Step
+from tests.unit.test_engine import SETTLE, until, url
+
+CONTRACT = """
+name: post
+version: 1
+side_effects: {side_effects}
+prompt:
+  user: "Post about {{{{ product.name }}}} in a {{{{ tone }}}} tone."
+input_schema:
+  type: object
+  required: [product]
+  properties:
+    product: {{type: object, required: [name], properties: {{name: {{type: string}}}}}}
+    tone: {{type: string}}
+output_schema:
+  type: object
+  required: [text]
+  properties:
+    text: {{type: string}}
+sampling: {{temperature: 0, max_tokens: 200}}
+"""
+GOOD = {"product": {"name": "tea"}, "tone": "warm"}
+
+
+def contract(tmp_path: Path, side_effects: str = "external") -> Path:
+    path = tmp_path / f"post_{side_effects}.yaml"
+    path.write_text(CONTRACT.format(side_effects=side_effects))
+    return path
+
+
+def config(tmp_path: Path, side_effects: str = "external", **submit: Any) -> RouterConfig:
+    task = TaskConfig(contract=str(contract(tmp_path, side_effects)), providers=["a", "b"],
+                      attempt_timeout=5.0)
+    return RouterConfig(
+        tasks={"post": task}, certification=CertificationConfig(required=False),
+        submit=SubmitConfig(**submit),
+        engine=EngineConfig(poll_interval=0.05, sweep_interval=0.1, claim=5.0, lease=5.0),
+    )  # fmt: skip
+
+
+async def refused(router: Router, input: Any, params: Any = None) -> JobRefused:
+    with pytest.raises(JobRefused) as caught:
+        await router.submit("shop", "k1", "post", input, params)
+    assert await router.store.count_jobs() == 0  # nothing written
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("input", "params", "field", "says"),
+    [
+        ({"product": {}}, None, "input.product", "'name' is a required property"),
+        ({}, None, "input", "'product' is a required property"),
+        ({"product": {"name": 7}}, None, "input.product.name", "is not of type 'string'"),
+        ("tea", None, "input", "must be a JSON object"),
+        (GOOD, {"temperature": "hot"}, "params.temperature", "fixed by the contract"),
+        (GOOD, {"temperature": 2.0}, "params.temperature", "fixed by the contract"),
+        (GOOD, {"seed": 1}, "params.seed", "fixed by the contract"),
+        (GOOD, {"response_format": {"type": "text"}}, "params.response_format", "fixed"),
+        (GOOD, {"max_tokens": -5}, "params.max_tokens", "1 to 200"),
+        (GOOD, {"max_tokens": 201}, "params.max_tokens", "1 to 200"),
+        (GOOD, {"max_tokens": True}, "params.max_tokens", "1 to 200"),
+        (GOOD, {"mock_response": "hi"}, "params.mock_response", "not an accepted parameter"),
+        ({**GOOD, "x": float("nan")}, None, "input.x", "finite"),
+        ({**GOOD, "x": {1, 2}}, None, "input.x", "set is not a JSON value"),
+    ],
+)
+async def test_bad_work_is_refused_before_any_row(
+    tmp_path: Path, input: Any, params: Any, field: str, says: str
+) -> None:
+    a = FakeProvider("a")
+    async with Router.open(url(tmp_path), config(tmp_path), providers={"a": a, "b": a}) as router:
+        error = await refused(router, input, params)
+    assert error.field == field
+    assert says in str(error)
+    assert a.calls == []
+
+
+async def test_nesting_and_size_limits_are_configurable(tmp_path: Path) -> None:
+    deep: Any = "leaf"
+    for _ in range(40):  # past the default of 32 levels
+        deep = {"d": deep}
+    cfg = config(tmp_path, max_input_depth=8, max_input_bytes=2048)
+    a = FakeProvider("a")
+    async with Router.open(url(tmp_path), cfg, providers={"a": a, "b": a}) as router:
+        too_deep = await refused(router, {**GOOD, "deep": deep})
+        too_big = await refused(router, {**GOOD, "tone": "x" * 3000})
+        fine = await router.submit("shop", "k2", "post", {**GOOD, "tone": "x" * 1000})
+    assert too_deep.slug == "input-too-deep" and "8 levels" in str(too_deep)
+    assert too_big.slug == "input-too-large" and "2048 bytes" in str(too_big)
+    assert fine.created
+
+
+async def test_a_hostile_depth_is_refused_without_recursion(tmp_path: Path) -> None:
+    """100,000 levels: a recursive walk (or json.dumps) would raise RecursionError."""
+    deep: Any = []
+    for _ in range(100_000):
+        deep = [deep]
+    a = FakeProvider("a")
+    async with Router.open(url(tmp_path), config(tmp_path), providers={"a": a, "b": a}) as router:
+        error = await refused(router, {**GOOD, "deep": deep})
+    assert error.slug == "input-too-deep"
+
+
+async def test_max_tokens_below_the_contract_reaches_the_provider(tmp_path: Path) -> None:
+    a = FakeProvider("a")
+    async with Router.open(url(tmp_path), config(tmp_path), providers={"a": a, "b": a}) as router:
+        job = await router.submit("shop", "k1", "post", GOOD, {"max_tokens": 50})
+        job = await router.wait(job.id, SETTLE)
+    assert job.state is JobState.SUCCEEDED
+    assert [(c.max_tokens, c.temperature) for c in a.calls] == [(50, 0.0)]
+
+
+async def test_a_stored_job_whose_request_cannot_be_built_fails_with_no_attempt(
+    tmp_path: Path,
+) -> None:
+    """A job written before the door (or by an older version) whose prompt cannot render: the
+    driver builds the request before any attempt row, and the job fails, nothing sent. The
+    old code wrote the attempt, then failed to build outside its error handling: the attempt
+    sat `started` until its lease ran out and the job ended `unknown`."""
+    a, b = FakeProvider("a"), FakeProvider("b")
+    cfg = config(tmp_path)
+    async with Router.open(url(tmp_path), cfg, providers={"a": a, "b": b},
+                           run_workers=False) as router:  # fmt: skip
+        job = await router.store.create_job(
+            owner="shop", idempotency_key="old", task="post", input={"product": {"name": "t"}},
+            params={}, deadline_s=60, claimed_by=None, claim_s=1)  # fmt: skip
+    async with Router.open(url(tmp_path), cfg, providers={"a": a, "b": b}) as router:
+        done = await router.wait(job.id, SETTLE)
+        attempts = await router.attempts(job.id)
+    assert done.state is JobState.FAILED
+    assert "could not be built, nothing was sent" in (done.error or "")
+    assert "tone" in (done.error or "")
+    assert attempts == [] and a.calls == [] and b.calls == []
+
+
+async def test_closing_with_a_call_in_flight_says_it_may_have_acted(tmp_path: Path) -> None:
+    """Shutdown text says what happened: the request was out, so unknown, and why."""
+    a = FakeProvider("a", default=Step(hang=True))
+    cfg = config(tmp_path)
+    async with Router.open(url(tmp_path), cfg, providers={"a": a, "b": a}) as router:
+        job = await router.submit("shop", "k1", "post", GOOD)
+        await until(lambda: a.in_flight == 1)
+    async with Router.open(url(tmp_path), cfg, providers={"a": a, "b": a},
+                           run_workers=False) as reader:  # fmt: skip
+        [attempt] = await reader.attempts(job.id)
+    assert attempt.state is AttemptState.UNKNOWN
+    assert "in flight; the provider may have acted" in (attempt.error or "")
+
+
+async def test_a_started_attempt_this_worker_never_called_is_called_not_left_to_expire(
+    tmp_path: Path,
+) -> None:
+    """An attempt row this worker wrote whose call never began (its driver failed first, or
+    the COMMIT acknowledgement was lost) is adopted and called by the next driver of the job.
+    The old code left it `started` until its lease expired: `unknown`, provider never called."""
+    from router.store.sql import AttemptStart
+
+    a, b = FakeProvider("a"), FakeProvider("b")
+    async with Router.open(url(tmp_path), config(tmp_path), providers={"a": a, "b": b}) as r:
+        assert r.engine is not None
+        me = r.engine.worker_id
+        job, orphan = await r.store.create_and_start(
+            owner="shop", idempotency_key="k1", task="post", input=GOOD, params={},
+            deadline_s=60, claimed_by=me, claim_s=60,
+            first=AttemptStart("a", None, me, 600.0))  # fmt: skip
+        assert orphan is not None
+        r.engine.hand_over(job)  # as a poll (or a replayed submit) hands it to a driver
+        done = await r.wait(job.id, SETTLE)
+        attempts = await r.attempts(job.id)
+    assert done.state is JobState.SUCCEEDED
+    assert [(x.id, x.state) for x in attempts] == [(orphan.id, AttemptState.SUCCEEDED)]
+    assert len(a.calls) == 1 and b.calls == []
