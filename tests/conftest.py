@@ -30,7 +30,7 @@ settings.load_profile("jobrouter")
 TESTS = Path(__file__).resolve().parent
 # Seconds-to-minutes tests that start fleets of processes, drive thousands of jobs or explore
 # state spaces: chaos, the flaky network, the state machines, the demo, the CLI end to end.
-SLOW_FOLDERS = ("chaos", "acceptance/e2e", "store/machines")
+SLOW_FOLDERS = ("chaos", "acceptance/e2e", "store/machines", "ui")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
