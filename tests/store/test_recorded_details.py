@@ -64,7 +64,8 @@ async def test_an_expired_lease_says_which_worker_stopped(store: SqlStore) -> No
     job = await submit(store)
     await start(store, job, "a", lease_s=-1.0)  # already expired
     [expired] = await store.expire_attempts()
-    assert expired.error == "lease expired: worker w1 stopped before the attempt ended"
+    assert expired.error is not None
+    assert expired.error.startswith("lease expired: worker w1 did not record an outcome")
 
 
 async def test_an_exclusive_refusal_names_the_job_and_the_open_attempt(store: SqlStore) -> None:

@@ -18,7 +18,7 @@ from router.models import AttemptUsage
 from router.states import AttemptState, JobState
 from router.store import open_store
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NASTY = "upstream said [/bold] and [red]no[/red] [providers.primary]"
 
 
