@@ -83,7 +83,11 @@ async def test_a_damaged_file_is_refused_at_open(tmp_path: Path) -> None:
 
 
 async def test_a_sound_file_opens(tmp_path: Path) -> None:
+    """quick_check at open passes a sound file, and its rows are all there."""
     path = tmp_path / "jobs.db"
     await _filled(path, 3)
     store = await open_store(f"sqlite:///{path}")
-    await store.close()
+    try:
+        assert await store.count_jobs() == 3
+    finally:
+        await store.close()
