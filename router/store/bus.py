@@ -16,7 +16,7 @@ from functools import lru_cache
 from importlib import resources
 
 from router.store.connector import Connector, parse_named_queries
-from router.store.outbox import OutboxEvent, _event
+from router.store.outbox import OutboxEvent, _event, claim_params
 
 DIALECT_SUFFIX = "__"
 
@@ -46,12 +46,9 @@ class BusMethods:
         self, owners: Iterable[str], worker: str, *, claim_s: float, limit: int
     ) -> list[OutboxEvent]:
         """Events of `owners` not on the bus yet, claimed by `worker` for `claim_s`."""
-        wanted = sorted(set(owners))
-        if not wanted or limit <= 0:
+        params = claim_params(owners, worker, claim_s=claim_s, limit=limit)
+        if params is None:
             return []
-        now = time.time()
-        params = {"owners": json.dumps(wanted), "worker": worker, "now": now,
-                  "claim_until": now + claim_s, "limit": limit}  # fmt: skip
         async with self.connector.write() as tx:
             rows = await tx.fetchall(self._bq["claim_unpublished"], params)
         return sorted((_event(row) for row in rows), key=lambda e: (e.created_at, e.id))

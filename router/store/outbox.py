@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from router.store.connector import Connector, Row, Tx
 
@@ -75,12 +75,9 @@ class OutboxMethods:
     ) -> list[OutboxEvent]:
         """Due events of `owners`, claimed by `worker` for `claim_s`, oldest due first. A claim
         keeps other processes off the rows; when it expires (the worker died), they take over."""
-        wanted = sorted(set(owners))
-        if not wanted or limit <= 0:
+        params = claim_params(owners, worker, claim_s=claim_s, limit=limit)
+        if params is None:
             return []
-        now = time.time()
-        params = {"owners": json.dumps(wanted), "worker": worker, "now": now,
-                  "claim_until": now + claim_s, "limit": limit}  # fmt: skip
         async with self.connector.write() as tx:
             rows = await tx.fetchall(self._q["claim_outbox"], params)
         events = [_event(row) for row in rows]
@@ -221,6 +218,18 @@ def _owners_json(owners: Iterable[str]) -> str:
     """The owners with a webhook as one JSON-array text parameter (a str is one owner, not a
     list of letters)."""
     return json.dumps(sorted({owners} if isinstance(owners, str) else set(owners)))
+
+
+def claim_params(owners: Iterable[str], worker: str, *, claim_s: float,
+                 limit: int) -> dict[str, Any] | None:
+    """The parameters of an outbox claim (webhook delivery or the bus relay); None: nothing to
+    claim (no owner, or no room)."""
+    wanted = sorted(set(owners))
+    if not wanted or limit <= 0:
+        return None
+    now = time.time()
+    return {"owners": json.dumps(wanted), "worker": worker, "now": now,
+            "claim_until": now + claim_s, "limit": limit}
 
 
 def _event(row: Row) -> OutboxEvent:
