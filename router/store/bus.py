@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from importlib import resources
 
-from router.store.connector import Connector, parse_named_queries
+from router.store.connector import Connector, in_dialect, parse_named_queries
 from router.store.outbox import OutboxEvent, _event, claim_params
 
 DIALECT_SUFFIX = "__"
@@ -31,7 +31,7 @@ def bus_queries(dialect: str) -> dict[str, str]:
         base, _, dialect_of = name.partition(DIALECT_SUFFIX)
         if dialect_of == dialect:
             queries[base] = sql
-    return queries
+    return in_dialect(queries, dialect)
 
 
 class BusMethods:

@@ -9,7 +9,7 @@ WHERE id IN (
     SELECT id FROM outbox
     WHERE published_at IS NULL AND delivered_at IS NULL
       AND (claim_until IS NULL OR claim_until < :now)
-      AND owner IN (SELECT value FROM json_each(:owners))
+      AND owner IN ({json_list(:owners)})
     ORDER BY next_attempt_at
     LIMIT :limit)
 RETURNING *
@@ -20,7 +20,7 @@ WHERE id IN (
     SELECT id FROM outbox
     WHERE published_at IS NULL AND delivered_at IS NULL
       AND (claim_until IS NULL OR claim_until < :now)
-      AND owner IN (SELECT json_array_elements_text(CAST(:owners AS json)))
+      AND owner IN ({json_list(:owners)})
     ORDER BY next_attempt_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED)
@@ -29,11 +29,7 @@ RETURNING *
 -- name: outbox_published
 -- After the stream acknowledged the publishes (:ids, a JSON array); the claims are given up.
 UPDATE outbox SET published_at = :now, claimed_by = NULL, claim_until = NULL
-WHERE id IN (SELECT value FROM json_each(:ids)) AND published_at IS NULL
-
--- name: outbox_published__postgres
-UPDATE outbox SET published_at = :now, claimed_by = NULL, claim_until = NULL
-WHERE id IN (SELECT json_array_elements_text(CAST(:ids AS json))) AND published_at IS NULL
+WHERE id IN ({json_list(:ids)}) AND published_at IS NULL
 
 -- name: outbox_unclaim
 UPDATE outbox SET claimed_by = NULL, claim_until = NULL WHERE id = :id AND claimed_by = :worker

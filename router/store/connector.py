@@ -21,6 +21,13 @@ Params = Mapping[str, Any]
 
 log = logging.getLogger("jobrouter.store")
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+# A list travels as one JSON-array text parameter (the same Python value on every backend);
+# `{json_list(:name)}` in a query is the statement that reads it as rows, in each dialect's words.
+_JSON_LIST = re.compile(r"\{json_list\(:(\w+)\)\}")
+JSON_LIST_ROWS = {
+    "sqlite": "SELECT value FROM json_each(:{name})",
+    "postgres": "SELECT json_array_elements_text(CAST(:{name} AS json))",
+}
 
 
 @dataclass
@@ -156,6 +163,14 @@ def parse_named_queries(text: str) -> dict[str, str]:
     return queries
 
 
+def in_dialect(queries: Mapping[str, str], dialect: str) -> dict[str, str]:
+    """`queries` with each `{json_list(:name)}` written out for `dialect` (the one thing the
+    dialects spell differently that is not a real difference of behaviour)."""
+    rows = JSON_LIST_ROWS[dialect]
+    return {name: _JSON_LIST.sub(lambda m: rows.format(name=m[1]), sql)
+            for name, sql in queries.items()}
+
+
 def load_queries(dialect: str) -> dict[str, str]:
     """The shared queries, with the dialect's overrides (`queries_<dialect>.sql`) on top."""
     package = resources.files("router.store")
@@ -163,7 +178,7 @@ def load_queries(dialect: str) -> dict[str, str]:
     override = package.joinpath(f"queries_{dialect}.sql")
     if override.is_file():
         queries.update(parse_named_queries(override.read_text("utf-8")))
-    return queries
+    return in_dialect(queries, dialect)
 
 
 def load_migrations(dialect: str) -> list[tuple[int, str, str]]:

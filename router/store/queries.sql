@@ -92,12 +92,12 @@ WHERE id = :id AND claimed_by = :worker
 -- mid-commit, a driver that crashed) lets its claim expire, so a poller picks it up again.
 UPDATE jobs SET claim_until = :claim_until
 WHERE claimed_by = :worker AND state IN ('queued', 'running')
-  AND id IN (SELECT value FROM json_each(:ids))
+  AND id IN ({json_list(:ids)})
 
 -- name: renew_attempt_leases
 -- Likewise only attempts of jobs in hand: an attempt nobody is calling expires to unknown (I7).
 UPDATE attempts SET lease_until = :lease_until
-WHERE worker = :worker AND state = 'started' AND job_id IN (SELECT value FROM json_each(:ids))
+WHERE worker = :worker AND state = 'started' AND job_id IN ({json_list(:ids)})
 
 -- name: expired_attempts
 SELECT * FROM attempts WHERE state = 'started' AND lease_until < :now ORDER BY lease_until LIMIT :limit
@@ -195,8 +195,9 @@ SELECT version FROM schema_migrations ORDER BY version
 SELECT state, COUNT(*) AS n FROM jobs WHERE state IN ('queued', 'running') GROUP BY state
 
 -- ---- outbox delivery and dead letters (router/store/outbox.py) -------------------------------
--- Lists travel as one JSON-array text parameter (:owners, :ids), read with json_each here and
--- json_array_elements_text in queries_postgres.sql: the same Python value on both backends.
+-- Lists travel as one JSON-array text parameter (:owners, :ids): `{json_list(:owners)}` is
+-- written out per dialect by the query loader (connector.in_dialect; json_each on SQLite,
+-- json_array_elements_text on PostgreSQL), so the same statement serves both backends.
 
 -- name: claim_outbox
 -- Due, undelivered events of the owners with a webhook, claimed for :worker until :claim_until;
@@ -207,7 +208,7 @@ WHERE id IN (
     SELECT id FROM outbox
     WHERE delivered_at IS NULL AND next_attempt_at <= :now
       AND (claim_until IS NULL OR claim_until < :now)
-      AND owner IN (SELECT value FROM json_each(:owners))
+      AND owner IN ({json_list(:owners)})
     ORDER BY next_attempt_at
     LIMIT :limit)
 RETURNING *
@@ -286,7 +287,7 @@ FROM jobs j
 WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
   AND NOT EXISTS (SELECT 1 FROM outbox o
                   WHERE o.job_id = j.id AND o.delivered_at IS NULL
-                    AND (o.owner IN (SELECT value FROM json_each(:owners))
+                    AND (o.owner IN ({json_list(:owners)})
                          OR o.tries > 0 OR o.claimed_by IS NOT NULL OR :drop_parked = 0))
   AND NOT EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id)
 
@@ -295,7 +296,7 @@ SELECT COUNT(*) AS n FROM jobs j
 WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
   AND (EXISTS (SELECT 1 FROM outbox o
                WHERE o.job_id = j.id AND o.delivered_at IS NULL
-                 AND (o.owner IN (SELECT value FROM json_each(:owners))
+                 AND (o.owner IN ({json_list(:owners)})
                          OR o.tries > 0 OR o.claimed_by IS NOT NULL OR :drop_parked = 0))
        OR EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id))
 
@@ -306,7 +307,7 @@ DELETE FROM jobs WHERE id IN (
     WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
       AND NOT EXISTS (SELECT 1 FROM outbox o
                       WHERE o.job_id = j.id AND o.delivered_at IS NULL
-                        AND (o.owner IN (SELECT value FROM json_each(:owners))
+                        AND (o.owner IN ({json_list(:owners)})
                          OR o.tries > 0 OR o.claimed_by IS NOT NULL OR :drop_parked = 0))
       AND NOT EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id)
     ORDER BY j.updated_at
@@ -315,7 +316,7 @@ RETURNING id
 
 -- name: purge_outbox
 -- Every outbox row of the purged jobs, delivered or parked (delivered_at NULL: a parked one).
-DELETE FROM outbox WHERE job_id IN (SELECT value FROM json_each(:ids)) RETURNING delivered_at
+DELETE FROM outbox WHERE job_id IN ({json_list(:ids)}) RETURNING delivered_at
 
 -- Listing (router/listing.py): `{where}` is filled with the `list_jobs_*` fragments of the
 -- filters in use, so each combination is its own statement with its own plan; newest first,
@@ -338,7 +339,7 @@ AND owner = :owner
 AND state = :state
 
 -- name: list_jobs_states
-AND state IN (SELECT value FROM json_each(:states))
+AND state IN ({json_list(:states)})
 
 -- name: list_jobs_task
 AND task = :task

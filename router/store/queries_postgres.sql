@@ -38,64 +38,8 @@ WHERE id IN (
     SELECT id FROM outbox
     WHERE delivered_at IS NULL AND next_attempt_at <= :now
       AND (claim_until IS NULL OR claim_until < :now)
-      AND owner IN (SELECT json_array_elements_text(CAST(:owners AS json)))
+      AND owner IN ({json_list(:owners)})
     ORDER BY next_attempt_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED)
 RETURNING *
-
--- Retention (see queries.sql): the same statements, reading the JSON-array lists with
--- json_array_elements_text.
-
--- name: count_purgeable
-SELECT COUNT(*) AS n,
-       COALESCE(SUM(CASE WHEN EXISTS (SELECT 1 FROM outbox p
-                                      WHERE p.job_id = j.id AND p.delivered_at IS NULL)
-                         THEN 1 ELSE 0 END), 0) AS parked
-FROM jobs j
-WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
-  AND NOT EXISTS (SELECT 1 FROM outbox o
-                  WHERE o.job_id = j.id AND o.delivered_at IS NULL
-                    AND (o.owner IN (SELECT json_array_elements_text(CAST(:owners AS json)))
-                         OR o.tries > 0 OR o.claimed_by IS NOT NULL OR :drop_parked = 0))
-  AND NOT EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id)
-
--- name: count_kept_undelivered
-SELECT COUNT(*) AS n FROM jobs j
-WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
-  AND (EXISTS (SELECT 1 FROM outbox o
-               WHERE o.job_id = j.id AND o.delivered_at IS NULL
-                 AND (o.owner IN (SELECT json_array_elements_text(CAST(:owners AS json)))
-                         OR o.tries > 0 OR o.claimed_by IS NOT NULL OR :drop_parked = 0))
-       OR EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id))
-
--- name: purge_jobs
-DELETE FROM jobs WHERE id IN (
-    SELECT j.id FROM jobs j
-    WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND j.updated_at < :cutoff
-      AND NOT EXISTS (SELECT 1 FROM outbox o
-                      WHERE o.job_id = j.id AND o.delivered_at IS NULL
-                        AND (o.owner IN (SELECT json_array_elements_text(CAST(:owners AS json)))
-                         OR o.tries > 0 OR o.claimed_by IS NOT NULL OR :drop_parked = 0))
-      AND NOT EXISTS (SELECT 1 FROM outbox_dead d WHERE d.job_id = j.id)
-    ORDER BY j.updated_at
-    LIMIT :limit)
-RETURNING id
-
--- name: purge_outbox
-DELETE FROM outbox
-WHERE job_id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
-RETURNING delivered_at
-
--- name: renew_claims
-UPDATE jobs SET claim_until = :claim_until
-WHERE claimed_by = :worker AND state IN ('queued', 'running')
-  AND id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
-
--- name: renew_attempt_leases
-UPDATE attempts SET lease_until = :lease_until
-WHERE worker = :worker AND state = 'started'
-  AND job_id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
-
--- name: list_jobs_states
-AND state IN (SELECT json_array_elements_text(CAST(:states AS json)))
