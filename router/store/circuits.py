@@ -1,7 +1,7 @@
-"""Provider health and certifications in the store: a mixin of `SqlStore`.
+"""Provider circuits in the store: a mixin of `SqlStore`.
 
-Circuits (router/breaker.py) live here so every router process on the database sees the same
-circuit; certification records (contracts.Certification as JSON) so every process routes by them.
+Circuits (router/breaker.py) live in the database so every router process on it sees the same
+circuit. (Certification records: certifications.py.)
 """
 
 from __future__ import annotations
@@ -21,13 +21,6 @@ class CircuitRow:
     failures: int
     opened_at: float | None
     probe_until: float | None
-
-
-@dataclass(frozen=True)
-class CertificationRow:
-    provider: str
-    contract: str
-    record: str  # the certification as JSON (contracts.Certification)
 
 
 class CircuitMethods:
@@ -58,22 +51,6 @@ class CircuitMethods:
                   "probe_s": probe_s}
         async with self.connector.write() as tx:
             return await tx.fetchone(self._q["claim_probe"], params) is not None
-
-    async def save_certification(
-        self, *, provider: str, contract: str, provider_fingerprint: str,
-        contract_fingerprint: str, passed: bool, record: str, certified_at: float,
-        expires_at: float,
-    ) -> None:  # fmt: skip
-        async with self.connector.write() as tx:
-            await tx.execute(self._q["upsert_certification"], {
-                "provider": provider, "contract": contract,
-                "provider_fingerprint": provider_fingerprint,
-                "contract_fingerprint": contract_fingerprint, "passed": int(passed),
-                "record": record, "certified_at": certified_at, "expires_at": expires_at})
-
-    async def certifications(self) -> list[CertificationRow]:
-        rows = await self.connector.fetchall(self._q["list_certifications"], {})
-        return [CertificationRow(row["provider"], row["contract"], row["record"]) for row in rows]
 
 
 def _circuit(row: dict[str, Any]) -> CircuitRow:

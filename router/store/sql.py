@@ -26,6 +26,7 @@ from router.models import (
 )
 from router.states import AttemptState, JobState, attempt_can_move, job_can_move
 from router.store.bus import BusMethods
+from router.store.certifications import CertificationMethods
 from router.store.changes import Change, ChangeMethods
 from router.store.circuits import CircuitMethods
 from router.store.claims import AttemptStart as AttemptStart
@@ -41,7 +42,7 @@ from router.store.tokens import TokenMethods
 
 class SqlStore(
     ReadMethods, ChangeMethods, ClaimMethods, TokenMethods, HealthMethods, OutboxMethods,
-    CircuitMethods, ListingMethods, BusMethods,
+    CircuitMethods, CertificationMethods, ListingMethods, BusMethods,
 ):
     def __init__(self, connector: Connector) -> None:
         self.connector = connector
