@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from providers import ProviderError
 from router.policy import Eligibility
 from router.store.circuits import CircuitRow
-from router.store.sql import SqlStore
+from router.store.sqlstore import SqlStore
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from router.errors import ConfigError
 from router.gate import Gate
 from router.metrics import record_attempt
 from router.policy import TaskPolicy
-from router.store.sql import SqlStore
+from router.store.sqlstore import SqlStore
 from router.tasks import TaskRuntime
 
 

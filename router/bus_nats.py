@@ -48,7 +48,7 @@ from router.outbox import (
     retry_delay,
 )
 from router.store.outbox import OutboxEvent
-from router.store.sql import SqlStore
+from router.store.sqlstore import SqlStore
 
 if TYPE_CHECKING:
     import httpx

@@ -13,7 +13,7 @@ from providers import Provider
 from router.build import warm_up
 from router.config import RouterConfig
 from router.errors import ConfigError
-from router.store.sql import SqlStore
+from router.store.sqlstore import SqlStore
 from router.tasks import TaskRuntime
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from router.driver import JobDriver, refusals
 from router.models import Attempt, Job
 from router.policy import Eligibility, Start, decide
 from router.store.claims import AttemptStart, Claimed
-from router.store.sql import SqlStore
+from router.store.sqlstore import SqlStore
 from router.tasks import TaskRuntime
 
 log = logging.getLogger("jobrouter.engine")

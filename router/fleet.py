@@ -13,7 +13,7 @@ from router.errors import ConfigError
 from router.leader import Leader, leader_lock
 from router.outbox import DeliverySettings, OutboxDeliverer, webhooks_from_config
 from router.periodic import periodic_tasks
-from router.store.sql import SqlStore
+from router.store.sqlstore import SqlStore
 
 ACK_WAIT_MARGIN_S = 30.0
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from providers import Provider, ProviderError
 from router.breaker import Breakers
 from router.policy import Eligibility
-from router.store.sql import SqlStore
+from router.store.sqlstore import SqlStore
 from router.tasks import TaskRuntime
 
 if TYPE_CHECKING:

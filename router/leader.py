@@ -44,7 +44,7 @@ from prometheus_client import Counter, Gauge
 from router.metrics import REGISTRY
 
 if TYPE_CHECKING:
-    from router.store.sql import SqlStore
+    from router.store.sqlstore import SqlStore
 
 log = logging.getLogger("jobrouter.leader")
 

@@ -32,7 +32,7 @@ from router.errors import ConfigError
 from router.metrics import record_delivery
 from router.models import canonical_json
 from router.store.outbox import OutboxEvent
-from router.store.sql import SqlStore
+from router.store.sqlstore import SqlStore
 
 log = logging.getLogger("jobrouter.outbox")
 

@@ -24,7 +24,7 @@ from router import retention
 from router.config import RouterConfig
 from router.leader import PeriodicTask
 from router.metrics import REGISTRY
-from router.store.sql import SqlStore
+from router.store.sqlstore import SqlStore
 
 log = logging.getLogger("jobrouter.periodic")
 CERT_CHECK_S = 3600.0

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from router.store.outbox import Purged
-from router.store.sql import SqlStore
+from router.store.sqlstore import SqlStore
 
 DAY_S = 86_400.0
 DEFAULT_BATCH = 500

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 
 from router.errors import StoreError
-from router.store.sql import SqlStore
+from router.store.sqlstore import SqlStore
 
 __all__ = ["SqlStore", "check_database_url", "open_store"]
 

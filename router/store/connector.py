@@ -1,6 +1,8 @@
 """The narrow storage seam: a backend opens a connection, runs named queries, and gives write
-transactions. All domain logic lives in `router.store.sql.SqlStore`, written once over this seam;
-the per-dialect files only connect, translate parameters and migrate.
+transactions. All domain logic lives in `router.store.sqlstore.SqlStore` (its parts named for what
+they hold: jobs.py, attempts.py, outbox.py ...), written once over this seam; the per-dialect
+files only connect, translate parameters and migrate, and the query loader here writes out the
+one spelling the dialects differ in (a JSON list read as rows).
 """
 
 from __future__ import annotations

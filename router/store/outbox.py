@@ -1,8 +1,8 @@
 """The outbox and retention: a mixin of `SqlStore` (SQL in queries.sql, like every store method).
 
-Completion events are written by `SqlStore._outbox` in the transaction of the terminal change
-(I8). Here they are claimed for delivery, marked delivered, rescheduled, buried as dead letters
-and replayed; and finished jobs whose completion is no longer owed to a configured webhook
+Completion events are written by `transitions.write_outbox` in the transaction of the terminal
+change (I8). Here they are claimed for delivery, marked delivered, rescheduled, buried as dead
+letters and replayed; and finished jobs whose completion is no longer owed to a configured webhook
 (delivered, or parked for an owner without one) are purged, in small batches.
 Every retry fact (tries, next_attempt_at, last_error, the claim) lives in the row.
 """

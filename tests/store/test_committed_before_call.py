@@ -91,7 +91,7 @@ async def test_the_provider_is_called_only_after_its_attempt_row_is_committed(
     db_url: str, gate: CommitGate, observer: SqlStore
 ) -> None:
     """Kills two mutants: the creating transaction's `on_created` hand-over run inside the
-    transaction instead of through `tx.after_commit` (router/store/sql.py), and SQLite's
+    transaction instead of through `tx.after_commit` (router/store/jobs.py), and SQLite's
     `after_commit` running its callback at once instead of after the COMMIT
     (router/store/sqlite.py). Either lets the driver call the provider while the COMMIT is
     still held: the fake then reads no attempt row. Checked by applying each mutation."""

@@ -12,7 +12,7 @@ from router.errors import IdempotencyConflict
 from router.models import Attempt, Job, NewEvent
 from router.states import AttemptState, JobState
 from router.store import SqlStore
-from router.store.sql import AttemptStart
+from router.store.claims import AttemptStart
 
 SKIPPED = NewEvent(kind="provider.skipped", data={"provider": "c"})
 FIRST = AttemptStart(provider="a", model="m", worker="w1", lease_s=30.0, notes=(SKIPPED,))

@@ -5,8 +5,8 @@ event log untouched, no outbox row. Once the fault is gone the same call goes th
 exactly one outbox row. On both backends.
 
 Kills the mutants "outbox row written in a second transaction after the CAS win" and "... after
-settle_job" (router/store/sql.py; checked by applying each): with the row written apart, the
-job is terminal in the database although its event was never written."""
+settle_job" (router/store/attempts.py, jobs.py; checked by applying each): with the row written
+apart, the job is terminal in the database although its event was never written."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from router.errors import StoreError
 from router.models import AttemptUsage
 from router.states import AttemptState, JobState
 from router.store import SqlStore, open_store
-from router.store.sql import AttemptStart
+from router.store.claims import AttemptStart
 from tests.support.fakes import FakeProvider, Step
 from tests.support.faulty_connector import FaultyConnector
 from tests.unit.test_engine import SETTLE, config, exclusive

@@ -178,7 +178,7 @@ async def test_a_started_attempt_this_worker_never_called_is_called_not_left_to_
     """An attempt row this worker wrote whose call never began (its driver failed first, or
     the COMMIT acknowledgement was lost) is adopted and called by the next driver of the job.
     The old code left it `started` until its lease expired: `unknown`, provider never called."""
-    from router.store.sql import AttemptStart
+    from router.store.claims import AttemptStart
 
     a, b = FakeProvider("a"), FakeProvider("b")
     async with Router.open(url(tmp_path), config(tmp_path), providers={"a": a, "b": b}) as r:

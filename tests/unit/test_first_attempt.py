@@ -19,7 +19,7 @@ from providers import NotSent
 from router.config import BreakerConfig, EngineConfig, RouterConfig, TaskConfig
 from router.errors import IdempotencyConflict
 from router.states import AttemptState, JobState
-from router.store.sql import AttemptStart
+from router.store.claims import AttemptStart
 from router.store.sqlite import SqliteConnector
 from tests.support.fakes import FakeProvider, Step
 from tests.unit.test_engine import SETTLE, config, open_router, shared, submit

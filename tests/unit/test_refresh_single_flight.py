@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from router.breaker import Breakers, BreakerSettings
 from router.store.circuits import CircuitRow
-from router.store.sql import SqlStore
+from router.store.sqlstore import SqlStore
 
 
 class SlowCircuits:

@@ -1,0 +1,174 @@
+"""Attempts in the store: start one (written before the provider is called), finish it (the
+compare-and-swap of I2 for a success), and an operator's resolution of an `unknown` one. A mixin
+of `SqlStore`; the steps inside a transaction are in transitions.py.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from router.errors import InvalidTransition
+from router.models import Attempt, AttemptUsage, FinishOutcome, Job, NewEvent, new_id
+from router.states import AttemptState, JobState
+from router.store.claims import AttemptStart
+from router.store.connector import Connector, Tx
+from router.store.rows import attempt_from_row, dumps, job_from_row
+from router.store.transitions import (
+    append_events,
+    end_attempt,
+    lock_attempt,
+    lock_job,
+    move_job,
+    refuse_if_open,
+    write_outbox,
+)
+
+
+class AttemptMethods:
+    connector: Connector
+    _q: Mapping[str, str]
+
+    if TYPE_CHECKING:
+
+        async def get_job(self, job_id: str) -> Job | None: ...
+
+        def _notify(self, job_id: str, job: Job | None = None) -> None: ...
+
+    async def start_attempt(
+        self, job_id: str, *, provider: str, model: str | None, worker: str, lease_s: float,
+        exclusive: bool, notes: Sequence[NewEvent] = (),
+    ) -> tuple[Job, Attempt]:  # fmt: skip
+        """Write the attempt row before the provider is called; the job becomes `running`."""
+        now = time.time()
+        start = AttemptStart(provider, model, worker, lease_s, tuple(notes))
+        async with self.connector.write() as tx:
+            job = await lock_job(self._q, tx, job_id)
+            job, attempt = await self._start_in(tx, job, start, exclusive, now)
+        self._notify(job_id, job)
+        return job, attempt
+
+    async def _start_in(
+        self, tx: Tx, job: Job, start: AttemptStart, exclusive: bool, now: float
+    ) -> tuple[Job, Attempt]:
+        if job.state not in (JobState.QUEUED, JobState.RUNNING):
+            raise InvalidTransition(
+                entity="job", entity_id=job.id, src=job.state, dst="new attempt",
+                why="only a queued or running job starts attempts",
+            )  # fmt: skip
+        if exclusive:
+            await refuse_if_open(self._q, tx, job.id)
+        row = await tx.fetchone(self._q["insert_attempt"], {
+            "id": new_id(), "job_id": job.id, "provider": start.provider, "model": start.model,
+            "now": now, "worker": start.worker, "lease_until": now + start.lease_s,
+        })  # fmt: skip
+        assert row is not None
+        attempt = attempt_from_row(row)
+        if job.state is JobState.QUEUED:
+            job = await move_job(self._q, tx, job, JobState.RUNNING, now=now)
+        started = NewEvent(kind="attempt.started", data={
+            "attempt_id": attempt.id, "provider": start.provider, "seq": attempt.seq})
+        await append_events(self._q, tx, job.id, job.state, [*start.notes, started], now)
+        return job, attempt
+
+    async def finish_attempt_cas(
+        self, attempt_id: str, output: Any, usage: AttemptUsage,
+        *, only_from: AttemptState | None = None,
+    ) -> FinishOutcome:  # fmt: skip
+        """The compare-and-swap of I2: the first finisher wins, later ones are recorded `lost`.
+        `only_from`: refuse (InvalidTransition) unless the attempt is in that state, under the
+        job's lock."""
+        now = time.time()
+        async with self.connector.write() as tx:
+            job, attempt = await lock_attempt(self._q, tx, attempt_id)
+            _require_state(attempt, only_from, AttemptState.SUCCEEDED)
+            if attempt.state.terminal:  # recorded already: by this call's own earlier try
+                # (its COMMIT acknowledgement lost: the win is reported again, never lost) or
+                # by a cancel under it (nothing to record)
+                return FinishOutcome(won=job.winner_attempt_id == attempt_id, job=job,
+                                     attempt=attempt)
+            won_row = None
+            if job.winner_attempt_id is None and not job.state.terminal:
+                won_row = await tx.fetchone(self._q["finish_job_cas"], {
+                    "id": job.id, "version": job.version, "attempt_id": attempt_id,
+                    "result": dumps(output), "now": now,
+                })  # fmt: skip
+            if won_row is None:
+                lost = await end_attempt(self._q, tx, attempt, AttemptState.LOST, usage, now,
+                                         error=f"finished after {job.winner_attempt_id} won")
+                await append_events(self._q, tx, job.id, job.state, [NewEvent(
+                    kind="attempt.lost", data={
+                        "attempt_id": attempt_id, "provider": attempt.provider,
+                        "winner_attempt_id": job.winner_attempt_id})], now)  # fmt: skip
+                outcome = FinishOutcome(won=False, job=job, attempt=lost)
+            else:
+                won = await end_attempt(self._q, tx, attempt, AttemptState.SUCCEEDED, usage,
+                                        now, output=output)
+                job = job_from_row(won_row)
+                await append_events(self._q, tx, job.id, job.state, [
+                    NewEvent(kind="attempt.succeeded", data={"attempt_id": attempt_id,
+                             "provider": attempt.provider}),
+                    NewEvent(kind="job.succeeded", data={"winner_attempt_id": attempt_id}),
+                ], now)  # fmt: skip
+                await write_outbox(self._q, tx, job, now)
+                outcome = FinishOutcome(won=True, job=job, attempt=won)
+        self._notify(attempt.job_id, job if outcome.won else None)
+        return outcome
+
+    async def finish_attempt(
+        self,
+        attempt_id: str,
+        state: AttemptState,
+        *,
+        error_kind: str | None,
+        error: str | None,
+        usage: AttemptUsage,
+        output: Any = None,
+        only_from: AttemptState | None = None,
+    ) -> Attempt:
+        """An attempt ends without a result: failed, unknown or cancelled. `output` keeps an
+        answer that did not win (an exclusive task's unusable answer, an answer whose result
+        could not be recorded) on the attempt, for the operator who resolves it (`only_from`:
+        as in finish_attempt_cas)."""
+        if state is AttemptState.SUCCEEDED:
+            raise ValueError("a success goes through finish_attempt_cas")
+        now = time.time()
+        async with self.connector.write() as tx:
+            job, attempt = await lock_attempt(self._q, tx, attempt_id)
+            _require_state(attempt, only_from, state)
+            if attempt.state.terminal or attempt.state is state:  # already recorded (cancel,
+                return attempt  # or a second sweeper): keep the first record
+            done = await end_attempt(self._q, tx, attempt, state, usage, now, error_kind, error,
+                                     output)
+            data = {"attempt_id": attempt_id, "provider": attempt.provider,
+                    "error_kind": error_kind, "error": error}  # fmt: skip
+            await append_events(self._q, tx, job.id, job.state,
+                                [NewEvent(kind=f"attempt.{state}", data=data)], now)
+        self._notify(attempt.job_id)
+        return done
+
+    async def resolve_attempt(
+        self, attempt_id: str, outcome: AttemptState, result: Any, note: str
+    ) -> tuple[Job, Attempt]:
+        """An operator says what became of an `unknown` attempt (out of band). Only an unknown
+        attempt: checked under the job's lock, so a sweeper or a late answer that changed it
+        meanwhile wins and the resolution is refused (InvalidTransition)."""
+        if outcome is AttemptState.SUCCEEDED:
+            finished = await self.finish_attempt_cas(
+                attempt_id, result, AttemptUsage(), only_from=AttemptState.UNKNOWN)
+            return finished.job, finished.attempt
+        attempt = await self.finish_attempt(
+            attempt_id, outcome, error_kind="resolved", error=note, usage=AttemptUsage(),
+            only_from=AttemptState.UNKNOWN,
+        )  # fmt: skip
+        job = await self.get_job(attempt.job_id)
+        assert job is not None
+        return job, attempt
+
+
+def _require_state(attempt: Attempt, only_from: AttemptState | None, dst: AttemptState) -> None:
+    if only_from is not None and attempt.state is not only_from:
+        why = f"only an attempt in state {only_from} may"
+        raise InvalidTransition(entity="attempt", entity_id=attempt.id, src=attempt.state,
+                                dst=dst, why=why)  # fmt: skip

@@ -1,0 +1,210 @@
+"""Jobs in the store: submit (create, or find by idempotency key; the first attempt in the
+same transaction when asked) and the job's own outcomes (settle, note, cancel, reopen). A mixin
+of `SqlStore`; the steps inside a transaction are in transitions.py.
+
+Every state change runs in one write transaction together with its events (and, for a terminal
+change, its outbox row), so the log, the row and the outbox can never disagree.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from router.errors import IdempotencyConflict, JobNotFound
+from router.models import (
+    Attempt,
+    AttemptUsage,
+    Job,
+    JsonObject,
+    NewEvent,
+    new_id,
+    payload_fingerprint,
+)
+from router.states import AttemptState, JobState
+from router.store.claims import AttemptStart
+from router.store.connector import Connector, Row, Tx
+from router.store.rows import attempt_from_row, dumps, job_from_row
+from router.store.transitions import (
+    append_events,
+    end_attempt,
+    insert_events,
+    lock_job,
+    move_job,
+    write_outbox,
+)
+
+
+class JobMethods:
+    connector: Connector
+    _q: Mapping[str, str]
+
+    if TYPE_CHECKING:
+
+        async def find_job(self, owner: str, idempotency_key: str) -> Job | None: ...
+
+        def _remember_created(self, job: Job) -> None: ...
+
+        def _forget_created(self, job_id: str) -> None: ...
+
+        def _notify(self, job_id: str, job: Job | None = None) -> None: ...
+
+    # ---- submit ------------------------------------------------------------------------------
+
+    async def create_job(
+        self, *, owner: str, idempotency_key: str, task: str, input: JsonObject,
+        params: JsonObject, deadline_s: float | None, claimed_by: str | None, claim_s: float,
+    ) -> Job:  # fmt: skip
+        """Insert the job, or return the one with the same key (I1); never read-then-insert."""
+        job, _ = await self.create_and_start(
+            owner=owner, idempotency_key=idempotency_key, task=task, input=input, params=params,
+            deadline_s=deadline_s, claimed_by=claimed_by, claim_s=claim_s)  # fmt: skip
+        return job
+
+    async def create_and_start(
+        self, *, owner: str, idempotency_key: str, task: str, input: JsonObject,
+        params: JsonObject, deadline_s: float | None, claimed_by: str | None, claim_s: float,
+        first: AttemptStart | None = None,
+        on_created: Callable[[Job, Attempt | None], None] | None = None,
+    ) -> tuple[Job, Attempt | None]:  # fmt: skip
+        """`create_job`, and when it creates the job and `first` is given, that first attempt
+        in the same transaction (the job is then `running`). A job found under the key gets
+        no attempt: (job, None). `on_created(job, attempt)` runs once the new job is committed,
+        even if this call is cancelled while waiting for the commit (the job must reach a
+        worker all the same)."""
+        now = time.time()
+        fingerprint = payload_fingerprint(task, input, params)
+        row_params = {
+            "id": new_id(), "owner": owner, "idempotency_key": idempotency_key,
+            "fingerprint": fingerprint, "task": task, "input": dumps(input),
+            "params": dumps(params), "now": now,
+            "deadline_at": now + deadline_s if deadline_s else None,
+            "claimed_by": claimed_by, "claim_until": now + claim_s if claimed_by else None,
+        }  # fmt: skip
+        queued = NewEvent(kind="job.queued", data={"task": task})
+        job = attempt = None
+        try:
+            async with self.connector.write() as tx:
+                if first is None:
+                    row = await tx.fetchone(self._q["insert_job"], {
+                        **row_params, "state": JobState.QUEUED, "version": 1, "event_seq": 1})
+                    if row is not None:
+                        await insert_events(self._q, tx, row["id"],
+                                            [(queued, JobState.QUEUED)], 1, now)
+                else:
+                    row, attempt = await self._insert_started(tx, row_params, queued, first, now)
+                if row is not None:
+                    job = job_from_row(row, created=True)
+                    self._remember_created(job)
+                    if on_created is not None:
+                        tx.after_commit(functools.partial(on_created, job, attempt))
+        except BaseException:
+            self._forget_created(str(row_params["id"]))
+            raise
+        if job is None:
+            return await self._existing(owner, idempotency_key, fingerprint), None
+        if attempt is not None:
+            self._notify(job.id, job)
+        return job, attempt
+
+    async def _insert_started(
+        self, tx: Tx, row_params: dict[str, Any], queued: NewEvent, first: AttemptStart,
+        now: float,
+    ) -> tuple[Row | None, Attempt | None]:  # fmt: skip
+        """Insert the job already running, its first attempt and all their events: three
+        statements, where a queued job and a separate move would take six."""
+        events = [queued, *first.notes]
+        row = await tx.fetchone(self._q["insert_job"], {
+            **row_params, "state": JobState.RUNNING, "version": 2,
+            "event_seq": len(events) + 1})  # fmt: skip
+        if row is None:
+            return None, None
+        attempt_row = await tx.fetchone(self._q["insert_attempt"], {
+            "id": new_id(), "job_id": row["id"], "provider": first.provider,
+            "model": first.model, "now": now, "worker": first.worker,
+            "lease_until": now + first.lease_s})  # fmt: skip
+        assert attempt_row is not None
+        attempt = attempt_from_row(attempt_row)
+        events.append(NewEvent(kind="attempt.started", data={
+            "attempt_id": attempt.id, "provider": first.provider, "seq": attempt.seq}))
+        states = [JobState.QUEUED] + [JobState.RUNNING] * (len(events) - 1)
+        await insert_events(self._q, tx, row["id"], list(zip(events, states, strict=True)), 1, now)
+        return row, attempt
+
+    async def _existing(self, owner: str, idempotency_key: str, fingerprint: str) -> Job:
+        existing = await self.find_job(owner, idempotency_key)
+        if existing is None:  # purged between the two statements: the caller may submit again
+            raise JobNotFound(f"{owner}/{idempotency_key}")
+        if existing.fingerprint != fingerprint:
+            raise IdempotencyConflict(
+                owner=owner, idempotency_key=idempotency_key, job_id=existing.id
+            )
+        return existing
+
+    # ---- job outcomes ------------------------------------------------------------------------
+
+    async def settle_job(
+        self, job_id: str, state: JobState, *, error: str | None, notes: Sequence[NewEvent] = ()
+    ) -> Job:
+        """Move a job to failed / unknown (or back to running), with its events and outbox row."""
+        now = time.time()
+        async with self.connector.write() as tx:
+            job = await lock_job(self._q, tx, job_id)
+            if job.state is state:
+                return job
+            job = await move_job(self._q, tx, job, state, now=now, error=error)
+            data: JsonObject = {"error": error} if error else {}
+            await append_events(self._q, tx, job_id, state,
+                                [*notes, NewEvent(kind=f"job.{state}", data=data)], now)
+            if state.terminal:
+                await write_outbox(self._q, tx, job, now)
+        self._notify(job_id, job)
+        return job
+
+    async def note(self, job_id: str, events: Sequence[NewEvent]) -> None:
+        """Append informational events (a provider skipped, the job waiting) without a change."""
+        now = time.time()
+        async with self.connector.write() as tx:
+            job = await lock_job(self._q, tx, job_id)
+            await append_events(self._q, tx, job_id, job.state, events, now)
+        self._notify(job_id)
+
+    async def cancel_job(self, job_id: str, reason: str) -> Job:
+        now = time.time()
+        async with self.connector.write() as tx:
+            job = await lock_job(self._q, tx, job_id)
+            if job.state is JobState.CANCELLED:
+                return job
+            events, unknown = [], []
+            for row in await tx.fetchall(self._q["open_attempts_of_job"], {"job_id": job_id}):
+                attempt = attempt_from_row(row)
+                if attempt.state is AttemptState.UNKNOWN:  # it may have happened: cancelling
+                    unknown.append(attempt.id)  # the job does not undo that, so the attempt
+                    continue  # keeps saying so (an operator may still resolve it)
+                await end_attempt(self._q, tx, attempt, AttemptState.CANCELLED, AttemptUsage(),
+                                  now, error_kind="cancelled", error=reason)
+                events.append(NewEvent(kind="attempt.cancelled",
+                                       data={"attempt_id": attempt.id, "error": reason}))
+            job = await move_job(self._q, tx, job, JobState.CANCELLED, now=now, error=reason)
+            events.append(NewEvent(kind="job.cancelled", data={
+                "reason": reason, **({"unknown_attempts": unknown} if unknown else {})}))
+            await append_events(self._q, tx, job_id, job.state, events, now)
+            await write_outbox(self._q, tx, job, now)
+        self._notify(job_id)
+        return job
+
+    async def reopen_job(self, job_id: str, reason: str) -> Job:
+        """unknown -> running, due now: the policy decides again after an operator resolved."""
+        now = time.time()
+        async with self.connector.write() as tx:
+            job = await lock_job(self._q, tx, job_id)
+            if job.state is not JobState.UNKNOWN:
+                return job
+            job = await move_job(self._q, tx, job, JobState.RUNNING, now=now)
+            await tx.execute(self._q["clear_claim"], {"id": job_id, "next_run_at": now})
+            await append_events(self._q, tx, job_id, job.state,
+                                [NewEvent(kind="job.reopened", data={"reason": reason})], now)
+        self._notify(job_id)
+        return job

@@ -1,0 +1,131 @@
+"""The steps of a write transaction that jobs, attempts and claims share: lock a job (or an
+attempt's job), move a job or an attempt through the transition table (router/states.py),
+append events, write the outbox row of a terminal change. Plain functions over the open
+transaction and the loaded queries: the store's one seam is the connector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from router.errors import AttemptNotFound, InvalidTransition, JobNotFound
+from router.models import Attempt, AttemptUsage, Job, NewEvent, new_id
+from router.states import AttemptState, JobState, attempt_can_move, job_can_move
+from router.store.connector import Tx
+from router.store.rows import attempt_from_row, dumps, job_from_row
+
+Queries = Mapping[str, str]
+
+
+async def lock_job(q: Queries, tx: Tx, job_id: str) -> Job:
+    row = await tx.fetchone(q["lock_job"], {"id": job_id})
+    if row is None:
+        raise JobNotFound(job_id)
+    return job_from_row(row)
+
+
+async def lock_attempt(q: Queries, tx: Tx, attempt_id: str) -> tuple[Job, Attempt]:
+    """The attempt's job, locked, and the attempt as it is under that lock. Every change of
+    an attempt's state holds its job's lock, so the attempt cannot change after this read;
+    one read before the lock could be stale (a sweeper of another process, or the late
+    answer of a worker thought dead, changed it meanwhile)."""
+    row = await tx.fetchone(q["lock_job_of_attempt"], {"attempt_id": attempt_id})
+    if row is None:
+        raise AttemptNotFound(attempt_id)
+    return job_from_row(row), await read_attempt(q, tx, attempt_id)
+
+
+async def read_attempt(q: Queries, tx: Tx, attempt_id: str) -> Attempt:
+    row = await tx.fetchone(q["get_attempt"], {"id": attempt_id})
+    if row is None:
+        raise AttemptNotFound(attempt_id)
+    return attempt_from_row(row)
+
+
+async def refuse_if_open(q: Queries, tx: Tx, job_id: str) -> None:
+    open_rows = await tx.fetchall(q["open_attempts_of_job"], {"job_id": job_id})
+    if open_rows:
+        first = attempt_from_row(open_rows[0])
+        raise InvalidTransition(
+            entity="job", entity_id=job_id, src=f"attempt {first.id} {first.state}",
+            dst="new attempt", why="an exclusive task waits until that attempt is resolved",
+        )  # fmt: skip
+
+
+async def move_job(
+    q: Queries, tx: Tx, job: Job, dst: JobState, *, now: float, error: str | None = None
+) -> Job:
+    if not job_can_move(job.state, dst):
+        raise InvalidTransition(entity="job", entity_id=job.id, src=job.state, dst=dst)
+    row = await tx.fetchone(q["update_job_state"], {
+        "id": job.id, "version": job.version, "state": dst, "error": error, "now": now,
+        "next_run_at": now})  # fmt: skip
+    if row is None:
+        raise InvalidTransition(entity="job", entity_id=job.id, src=job.state, dst=dst,
+                                why=f"version {job.version} is no longer current")
+    return job_from_row(row)
+
+
+async def end_attempt(
+    q: Queries, tx: Tx, attempt: Attempt, dst: AttemptState, usage: AttemptUsage, now: float,
+    error_kind: str | None = None, error: str | None = None, output: Any = None,
+) -> Attempt:
+    if not attempt_can_move(attempt.state, dst):
+        raise InvalidTransition(entity="attempt", entity_id=attempt.id, src=attempt.state,
+                                dst=dst)
+    row = await tx.fetchone(q["finish_attempt"], {
+        "id": attempt.id, "from_state": attempt.state, "state": dst,
+        "error_kind": error_kind, "error": error, "output": dumps(output), "now": now,
+        "latency_ms": usage.latency_ms, "model": usage.model,
+        "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+        "cost_usd": usage.cost_usd})  # fmt: skip
+    if row is None:
+        raise InvalidTransition(entity="attempt", entity_id=attempt.id, src=attempt.state,
+                                dst=dst, why="it changed under us")
+    return attempt_from_row(row)
+
+
+async def append_events(
+    q: Queries, tx: Tx, job_id: str, job_state: JobState, events: Iterable[NewEvent], now: float
+) -> None:
+    batch = list(events)
+    if not batch:
+        return
+    row = await tx.fetchone(q["bump_event_seq"], {"id": job_id, "n": len(batch)})
+    assert row is not None
+    first = int(row["event_seq"]) - len(batch) + 1
+    await insert_events(q, tx, job_id, [(event, job_state) for event in batch], first, now)
+
+
+async def insert_events(
+    q: Queries, tx: Tx, job_id: str, batch: Sequence[tuple[NewEvent, JobState]], first: int,
+    now: float,
+) -> None:  # fmt: skip
+    """All of `batch` (each event with the job's state it records) in one statement,
+    numbered from `first`."""
+    params: dict[str, Any] = {"job_id": job_id, "at": now}
+    for i, (event, state) in enumerate(batch):
+        params.update({f"seq{i}": first + i, f"kind{i}": event.kind, f"state{i}": state,
+                       f"data{i}": dumps(event.data)})
+    await tx.execute(events_insert(len(batch)), params)
+
+
+async def write_outbox(q: Queries, tx: Tx, job: Job, now: float) -> None:
+    payload = {"event": f"job.{job.state}", "job_id": job.id, "owner": job.owner,
+               "idempotency_key": job.idempotency_key, "task": job.task,
+               "state": job.state, "result": job.result, "error": job.error,
+               "version": job.version}  # fmt: skip
+    await tx.execute(q["insert_outbox"], {
+        "id": new_id(), "job_id": job.id, "owner": job.owner, "kind": f"job.{job.state}",
+        "payload": dumps(payload), "now": now})
+
+
+@lru_cache(maxsize=16)
+def events_insert(rows: int) -> str:
+    """INSERT of `rows` events in one statement (the same text for the same count: translated
+    and prepared once per backend)."""
+    values = ", ".join(f"(:job_id, :seq{i}, :kind{i}, :state{i}, :data{i}, :at)"
+                       for i in range(rows))
+    return f"INSERT INTO job_events (job_id, seq, kind, job_state, data, at) VALUES {values}"
