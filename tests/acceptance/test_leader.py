@@ -100,7 +100,8 @@ async def lock_holder(pg_url: str) -> str | None:
     try:
         app = await conn.fetchval(
             "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
-            "WHERE l.locktype = 'advisory' AND l.granted AND l.objid = $1", LEADER_LOCK)
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.objid = $1 AND l.database = "
+            "(SELECT oid FROM pg_database WHERE datname = current_database())", LEADER_LOCK)
     finally:
         await conn.close()
     return str(app)[len(APP_NAME_PREFIX):] if app else None
