@@ -29,7 +29,7 @@ from router.gate import Gate
 from router.leader import Leader
 from router.models import Attempt, Job, JobEvent, JsonObject
 from router.persist import persist
-from router.states import AttemptState, JobState
+from router.states import AttemptState, JobState, watch_ends
 from router.store import SqlStore, open_store
 from router.store.transient import is_transient
 from router.tasks import TaskRuntime
@@ -281,23 +281,23 @@ class Router:
     async def watch(
         self, job_id: str, after: int = 0, poll: float = 0.25
     ) -> AsyncIterator[JobEvent]:
-        """Every event after `after`, stored ones first, then new ones as they happen; ends when
-        the job is terminal or needs attention (never on an attempt's own end)."""
+        """Every event after `after`, stored ones first, then new ones as they happen; ends
+        where `watch_ends` says: on the event that makes the job terminal, or once caught up
+        with a job that needs attention (never on an attempt's own end)."""
         await self.get(job_id)
         await self.store.follow("events")
         with self.store.watching(job_id) as changed:
             while True:
                 changed.take()  # what follows reads everything up to now
-                # The job first, then its events: they include every change up to that state.
-                # A pause for a person (unknown) ends the watch only if it is where the job is
-                # now; an unknown job resolved later goes on, so a late watcher sees the end.
-                job = await self.get(job_id)
+                # The job first, then its events: they include every change up to that state,
+                # so the last state they announce (else the job's) is where the job is now.
+                latest = (await self.get(job_id)).state
                 for event in await self.store.list_events(job_id, after):
-                    after = event.seq
+                    after, latest = event.seq, event.kind.job_state or latest
                     yield event
-                    if event.job_state.terminal and event.kind.startswith("job."):
+                    if watch_ends(event.kind.job_state, caught_up=False):
                         return
-                if job.state.settled:
+                if watch_ends(latest, caught_up=True):
                     return
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), poll)
@@ -313,7 +313,7 @@ class Router:
         await self.store.follow("settled")
         with self.store.watching(job_id) as change:
             job = self.store.created_here(job_id) or await self.get(job_id)
-            while not job.state.settled:
+            while not watch_ends(job.state, caught_up=True):  # the job read is caught up
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise TimeoutError(f"job {job_id} is still {job.state} after {timeout}s")

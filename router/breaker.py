@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from providers import ProviderError
 from router.policy import Eligibility
+from router.states import CircuitState
 from router.store.circuits import CircuitRow
 from router.store.sqlstore import SqlStore
 
@@ -40,9 +41,9 @@ class Breakers:
         """May this provider get an attempt now, as far as its circuit goes?"""
         circuit = (await self._current()).get(provider)
         now = time.time()
-        if circuit is None or circuit.state == "closed":
+        if circuit is None or circuit.state.passes_all:
             return Eligibility(True)
-        if circuit.state == "open":
+        if circuit.state is CircuitState.OPEN:
             reopen_at = (circuit.opened_at or now) + self.settings.cooldown_s
             if now < reopen_at:
                 return Eligibility(False, f"circuit open after {circuit.failures} failures; "
@@ -60,7 +61,7 @@ class Breakers:
         """Claim the right to call: always for a closed circuit; for an open one, the single
         probe (atomically, fleet-wide)."""
         circuit = (await self._current()).get(provider)
-        if circuit is None or circuit.state == "closed":
+        if circuit is None or circuit.state.passes_all:
             return True
         got = await self.store.claim_probe(
             provider, cooldown_s=self.settings.cooldown_s, probe_s=self.settings.probe_s)
@@ -73,7 +74,7 @@ class Breakers:
             return
         circuit = self._circuits.get(provider)
         if error is None:
-            if circuit is not None and (circuit.state != "closed" or circuit.failures):
+            if circuit is not None and (not circuit.state.passes_all or circuit.failures):
                 self._circuits[provider] = await self.store.circuit_success(provider)
             return
         self._circuits[provider] = await self.store.circuit_failure(

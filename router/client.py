@@ -47,6 +47,7 @@ from tenacity import (
 )
 
 from router.models import Attempt, Job, JobEvent, JsonObject
+from router.states import JobState, watch_ends
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 REPLAY_HEADER = "Idempotent-Replayed"
@@ -253,17 +254,26 @@ class JobClient:
         return Job.model_validate(response.json())
 
     async def events(self, job_id: str, after: int = 0) -> AsyncIterator[JobEvent]:
-        """Every event after `after`, each once and in order, until the job settles; a broken
-        stream is resumed from the last event seen (Last-Event-ID)."""
+        """Every event after `after`, each once and in order, until the job settles (where
+        `watch_ends` says, as for the server's stream); a broken stream is resumed from the last
+        event seen (Last-Event-ID)."""
         failures = 0
+        latest: JobState | None = None  # the job state the events seen announce
         while True:
             try:
                 async with contextlib.aclosing(self._stream(job_id, after)) as stream:
                     async for event in stream:
                         after, failures = event.seq, 0
+                        latest = event.kind.job_state or latest
                         yield event
-                        if event.job_state.settled and event.kind.startswith("job."):
+                        if watch_ends(event.kind.job_state, caught_up=False):
                             return
+                # The server ended the stream: its watch caught up with a settled job. Whether
+                # it did is read from the job itself when no event of this call said so.
+                if latest is None:
+                    latest = (await self.get(job_id)).state
+                if watch_ends(latest, caught_up=True):
+                    return
             except (httpx.TransportError, _RetryableStatus) as exc:
                 failures += 1
                 if failures >= self.retry.attempts:
@@ -284,7 +294,7 @@ class JobClient:
                 except Unavailable:
                     failures += 1
                 job = await self.get(job_id)
-                if job.state.settled:
+                if watch_ends(job.state, caught_up=True):  # the durable record is caught up
                     return job
                 await asyncio.sleep(self.retry.backoff(failures))
 

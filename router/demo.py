@@ -30,6 +30,7 @@ from router.cli_output import print_job
 from router.config import RouterConfig, load_config
 from router.errors import IdempotencyConflict
 from router.models import Job
+from router.states import EventKind
 
 REPO = Path(__file__).resolve().parents[1]
 CASSETTES = REPO / "cassettes"
@@ -158,7 +159,7 @@ async def _jobs(router: Router, primary: InjectedFault) -> list[Job]:
                                     {"listing": "Blue ceramic mug, 350 ml, dishwasher safe"})
     primary.hang = False
     for event in await router.events(silent.id):
-        if event.kind == "provider.skipped":
+        if event.kind is EventKind.PROVIDER_SKIPPED:
             console.print(f"event {event.seq} provider.skipped: {event.data}")
 
     _scene(6, "Hedging: the primary is slow (injected); after 0.5 s of silence the backup "

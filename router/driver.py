@@ -33,7 +33,7 @@ from router.policy import (
     ended_state,
     unbuildable,
 )
-from router.states import AttemptState, JobState
+from router.states import AttemptState, EventKind, JobState
 from router.store.transient import is_transient
 from router.tasks import TaskRuntime
 
@@ -150,7 +150,7 @@ class JobDriver:
                 self.job.id, provider=decision.provider, model=getattr(provider, "model", None),
                 worker=self.engine.worker_id, lease_s=self._lease_s(decision.provider),
                 exclusive=self.task.policy.exclusive,
-                notes=[*notes, *([NewEvent(kind="attempt.hedged", data={
+                notes=[*notes, *([NewEvent(kind=EventKind.ATTEMPT_HEDGED, data={
                     "provider": decision.provider})] if decision.hedge else [])],
             )  # fmt: skip
         except InvalidTransition:  # cancelled or resolved meanwhile: look again
@@ -211,7 +211,8 @@ class JobDriver:
         """Nothing can run now: note it once and give the job back until `until`."""
         if not self._waiting_noted:
             await persist(lambda: self.store.note(self.job.id, [*notes, NewEvent(
-                kind="job.waiting", data={"reason": decision.reason, "until": decision.until})]))
+                kind=EventKind.JOB_WAITING,
+                data={"reason": decision.reason, "until": decision.until})]))
             self._waiting_noted = True
         until = decision.until
         delay = self.engine.settings.poll_s if until is None else until - time.time()
@@ -389,7 +390,7 @@ class JobDriver:
 def refusals(eligibility: Mapping[str, Eligibility]) -> list[NewEvent]:
     """Providers refused for this decision, as events: the reasons go on the job's log."""
     return [
-        NewEvent(kind="provider.skipped", data={"provider": name, "reason": verdict.reason})
+        NewEvent(kind=EventKind.PROVIDER_SKIPPED, data={"provider": name, "reason": verdict.reason})
         for name, verdict in eligibility.items()
         if not verdict.ok
     ]

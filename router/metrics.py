@@ -15,13 +15,13 @@ from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
 from router.models import Attempt
-from router.states import AttemptState
+from router.states import AttemptState, CircuitState
 
 if TYPE_CHECKING:
     from router.store.outbox import OutboxCounts
 
 REGISTRY = CollectorRegistry(auto_describe=True)
-CIRCUIT_STATES = ["closed", "open", "half_open"]
+CIRCUIT_STATES = [state.value for state in CircuitState]
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 
 ATTEMPTS = Counter(
@@ -108,13 +108,14 @@ def record_attempt(attempt: Attempt, timed_out: bool) -> None:
         )
 
 
-def set_gauges(open_jobs: dict[str, int], circuits: Iterable[tuple[str, str]]) -> None:
+def set_gauges(
+    open_jobs: dict[str, int], circuits: Iterable[tuple[str, CircuitState]]
+) -> None:
     """Current state from the store: queue depth by job state, and each provider's circuit."""
     for state, count in open_jobs.items():
         QUEUE_DEPTH.labels(state=state).set(count)
     for provider, state in circuits:
-        if state in CIRCUIT_STATES:
-            CIRCUITS.labels(provider=provider).state(state)
+        CIRCUITS.labels(provider=provider).state(state.value)
 
 
 def record_delivery(owner: str, outcome: str, seconds: float) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from router.states import AttemptState, JobState
+from router.states import AttemptState, EventKind, JobState
 
 JsonObject = dict[str, Any]
 
@@ -91,7 +91,7 @@ class JobEvent(BaseModel):
 
     job_id: str
     seq: int
-    kind: str
+    kind: EventKind
     job_state: JobState
     data: JsonObject
     at: datetime
@@ -102,7 +102,7 @@ class NewEvent(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: str
+    kind: EventKind
     data: JsonObject = Field(default_factory=dict)
 
 

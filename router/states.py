@@ -1,5 +1,6 @@
-"""Job and attempt states as data: each state declares `terminal`, and one table lists every
-allowed transition. Control flow asks these tables; nothing derives meaning from names.
+"""Job, attempt and circuit states and event kinds as data: each state declares `terminal`, one
+table lists every allowed transition, each event kind names the job state it announces. Control
+flow asks these; nothing derives meaning from names. The values are the strings stored and sent.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ class JobState(StrEnum):
 
     @property
     def settled(self) -> bool:
-        """Where a watcher stops: terminal, or waiting for a person."""
+        """Where a watch ends (`Router.watch`, `Router.wait`, the SSE stream, the client's
+        `events` and `wait`): terminal, or waiting for a person. A watch asks it of the latest
+        state it knows, so an `unknown` job resolved since is followed to its new end."""
         return self.terminal or self.needs_attention
 
 
@@ -46,6 +49,55 @@ class AttemptState(StrEnum):
     def open(self) -> bool:
         """Its outcome may still turn out to be a result: blocks an exclusive job (I4)."""
         return not self.terminal
+
+
+class CircuitState(StrEnum):
+    """A provider's circuit (router/breaker.py), as stored in the `circuits` table."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+    @property
+    def passes_all(self) -> bool:
+        """Every call goes through; there is no probe to claim and no cooldown to wait out."""
+        return self is CircuitState.CLOSED
+
+
+class EventKind(StrEnum):
+    """The kind of an entry of a job's event log (stored, and sent as the SSE `event:`)."""
+
+    JOB_QUEUED = "job.queued"
+    JOB_RUNNING = "job.running"
+    JOB_SUCCEEDED = "job.succeeded"
+    JOB_FAILED = "job.failed"
+    JOB_UNKNOWN = "job.unknown"
+    JOB_CANCELLED = "job.cancelled"
+    JOB_WAITING = "job.waiting"
+    JOB_REOPENED = "job.reopened"
+    ATTEMPT_STARTED = "attempt.started"
+    ATTEMPT_HEDGED = "attempt.hedged"
+    ATTEMPT_SUCCEEDED = "attempt.succeeded"
+    ATTEMPT_FAILED = "attempt.failed"
+    ATTEMPT_UNKNOWN = "attempt.unknown"
+    ATTEMPT_LOST = "attempt.lost"
+    ATTEMPT_CANCELLED = "attempt.cancelled"
+    PROVIDER_SKIPPED = "provider.skipped"
+
+    @classmethod
+    def job_moved(cls, state: JobState) -> EventKind:
+        """The event that records a job's move to `state`."""
+        return _JOB_MOVED[state]
+
+    @classmethod
+    def attempt_ended(cls, state: AttemptState) -> EventKind:
+        """The event that records an attempt's end in `state`."""
+        return _ATTEMPT_ENDED[state]
+
+    @property
+    def job_state(self) -> JobState | None:
+        """The job state this event announces, None for a note (waiting, skipped, an attempt)."""
+        return _ANNOUNCES.get(self)
 
 
 _JOB_TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
@@ -90,9 +142,40 @@ ATTEMPT_TRANSITIONS: dict[AttemptState, frozenset[AttemptState]] = {
 }
 
 
+def watch_ends(announced: JobState | None, *, caught_up: bool) -> bool:
+    """THE rule for when a watch of a job ends: `Router.watch` (and so the SSE stream), the
+    client's `events` and `wait`. `announced` is the job state the latest event seen announced
+    (`EventKind.job_state`; None when none did). A terminal state ends the watch at once: nothing
+    changes it again (I6). `unknown` (waiting for a person) ends it only once the watcher has
+    `caught_up` with the log, so an unknown job resolved since is followed to its new end."""
+    if announced is None:
+        return False
+    return announced.terminal or (caught_up and announced.settled)
+
+
 def job_can_move(src: JobState, dst: JobState) -> bool:
     return dst in JOB_TRANSITIONS[src]
 
 
 def attempt_can_move(src: AttemptState, dst: AttemptState) -> bool:
     return dst in ATTEMPT_TRANSITIONS[src]
+
+
+_JOB_MOVED: dict[JobState, EventKind] = {
+    JobState.QUEUED: EventKind.JOB_QUEUED,
+    JobState.RUNNING: EventKind.JOB_RUNNING,
+    JobState.SUCCEEDED: EventKind.JOB_SUCCEEDED,
+    JobState.FAILED: EventKind.JOB_FAILED,
+    JobState.UNKNOWN: EventKind.JOB_UNKNOWN,
+    JobState.CANCELLED: EventKind.JOB_CANCELLED,
+}
+# An operator's resolve that lets the policy run again records the move back to running so.
+_ANNOUNCES = {kind: state for state, kind in _JOB_MOVED.items()} | {
+    EventKind.JOB_REOPENED: JobState.RUNNING}
+_ATTEMPT_ENDED: dict[AttemptState, EventKind] = {
+    AttemptState.SUCCEEDED: EventKind.ATTEMPT_SUCCEEDED,
+    AttemptState.FAILED: EventKind.ATTEMPT_FAILED,
+    AttemptState.UNKNOWN: EventKind.ATTEMPT_UNKNOWN,
+    AttemptState.LOST: EventKind.ATTEMPT_LOST,
+    AttemptState.CANCELLED: EventKind.ATTEMPT_CANCELLED,
+}

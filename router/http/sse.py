@@ -2,9 +2,10 @@
 
 Each event is sent as `id: <seq>`, `event: <kind>`, `data: <the JobEvent as JSON>`; a client
 that reconnects with `Last-Event-ID: <seq>` gets every event after it, so nothing is lost or
-repeated. Comment lines keep idle connections alive. The stream ends after the event that
-settles the job (terminal, or needs attention), and only then: subscribing after the job
-finished replays the whole log and ends.
+repeated. Comment lines keep idle connections alive. The stream ends where `Router.watch`
+ends (`router.states.watch_ends`): after the event that makes the job terminal, or once the log
+is read to its end while the job needs attention; subscribing after the job finished replays
+the log and ends.
 """
 
 from __future__ import annotations

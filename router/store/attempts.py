@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from router.errors import InvalidTransition
 from router.models import Attempt, AttemptUsage, FinishOutcome, Job, NewEvent, new_id
-from router.states import AttemptState, JobState
+from router.states import AttemptState, EventKind, JobState
 from router.store.claims import AttemptStart
 from router.store.connector import Connector, Tx
 from router.store.rows import attempt_from_row, dumps, job_from_row
@@ -67,7 +67,7 @@ class AttemptMethods:
         attempt = attempt_from_row(row)
         if job.state is JobState.QUEUED:
             job = await move_job(self._q, tx, job, JobState.RUNNING, now=now)
-        started = NewEvent(kind="attempt.started", data={
+        started = NewEvent(kind=EventKind.ATTEMPT_STARTED, data={
             "attempt_id": attempt.id, "provider": start.provider, "seq": attempt.seq})
         await append_events(self._q, tx, job.id, job.state, [*start.notes, started], now)
         return job, attempt
@@ -98,7 +98,7 @@ class AttemptMethods:
                 lost = await end_attempt(self._q, tx, attempt, AttemptState.LOST, usage, now,
                                          error=f"finished after {job.winner_attempt_id} won")
                 await append_events(self._q, tx, job.id, job.state, [NewEvent(
-                    kind="attempt.lost", data={
+                    kind=EventKind.ATTEMPT_LOST, data={
                         "attempt_id": attempt_id, "provider": attempt.provider,
                         "winner_attempt_id": job.winner_attempt_id})], now)  # fmt: skip
                 outcome = FinishOutcome(won=False, job=job, attempt=lost)
@@ -107,9 +107,9 @@ class AttemptMethods:
                                         now, output=output)
                 job = job_from_row(won_row)
                 await append_events(self._q, tx, job.id, job.state, [
-                    NewEvent(kind="attempt.succeeded", data={"attempt_id": attempt_id,
+                    NewEvent(kind=EventKind.ATTEMPT_SUCCEEDED, data={"attempt_id": attempt_id,
                              "provider": attempt.provider}),
-                    NewEvent(kind="job.succeeded", data={"winner_attempt_id": attempt_id}),
+                    NewEvent(kind=EventKind.JOB_SUCCEEDED, data={"winner_attempt_id": attempt_id}),
                 ], now)  # fmt: skip
                 await write_outbox(self._q, tx, job, now)
                 outcome = FinishOutcome(won=True, job=job, attempt=won)
@@ -144,7 +144,7 @@ class AttemptMethods:
             data = {"attempt_id": attempt_id, "provider": attempt.provider,
                     "error_kind": error_kind, "error": error}  # fmt: skip
             await append_events(self._q, tx, job.id, job.state,
-                                [NewEvent(kind=f"attempt.{state}", data=data)], now)
+                                [NewEvent(kind=EventKind.attempt_ended(state), data=data)], now)
         self._notify(attempt.job_id)
         return done
 

@@ -11,13 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from router.states import CircuitState
 from router.store.connector import Connector
 
 
 @dataclass(frozen=True)
 class CircuitRow:
     provider: str
-    state: str  # closed | open | half_open
+    state: CircuitState
     failures: int
     opened_at: float | None
     probe_until: float | None
@@ -43,7 +44,7 @@ class CircuitMethods:
             row = await tx.fetchone(self._q["circuit_success"],
                                     {"provider": provider, "now": time.time()})
         if row is None:
-            return CircuitRow(provider, "closed", 0, None, None)
+            return CircuitRow(provider, CircuitState.CLOSED, 0, None, None)
         return _circuit(row)
 
     async def claim_probe(self, provider: str, *, cooldown_s: float, probe_s: float) -> bool:
@@ -54,5 +55,5 @@ class CircuitMethods:
 
 
 def _circuit(row: dict[str, Any]) -> CircuitRow:
-    return CircuitRow(row["provider"], row["state"], int(row["failures"]), row["opened_at"],
-                      row["probe_until"])
+    return CircuitRow(row["provider"], CircuitState(row["state"]), int(row["failures"]),
+                      row["opened_at"], row["probe_until"])

@@ -23,7 +23,7 @@ from router.models import (
     new_id,
     payload_fingerprint,
 )
-from router.states import AttemptState, JobState
+from router.states import AttemptState, EventKind, JobState
 from router.store.claims import AttemptStart
 from router.store.connector import Connector, Row, Tx
 from router.store.rows import attempt_from_row, dumps, job_from_row
@@ -83,7 +83,7 @@ class JobMethods:
             "deadline_at": now + deadline_s if deadline_s else None,
             "claimed_by": claimed_by, "claim_until": now + claim_s if claimed_by else None,
         }  # fmt: skip
-        queued = NewEvent(kind="job.queued", data={"task": task})
+        queued = NewEvent(kind=EventKind.JOB_QUEUED, data={"task": task})
         job = attempt = None
         try:
             async with self.connector.write() as tx:
@@ -127,7 +127,7 @@ class JobMethods:
             "lease_until": now + first.lease_s})  # fmt: skip
         assert attempt_row is not None
         attempt = attempt_from_row(attempt_row)
-        events.append(NewEvent(kind="attempt.started", data={
+        events.append(NewEvent(kind=EventKind.ATTEMPT_STARTED, data={
             "attempt_id": attempt.id, "provider": first.provider, "seq": attempt.seq}))
         states = [JobState.QUEUED] + [JobState.RUNNING] * (len(events) - 1)
         await insert_events(self._q, tx, row["id"], list(zip(events, states, strict=True)), 1, now)
@@ -157,7 +157,7 @@ class JobMethods:
             job = await move_job(self._q, tx, job, state, now=now, error=error)
             data: JsonObject = {"error": error} if error else {}
             await append_events(self._q, tx, job_id, state,
-                                [*notes, NewEvent(kind=f"job.{state}", data=data)], now)
+                                [*notes, NewEvent(kind=EventKind.job_moved(state), data=data)], now)
             if state.terminal:
                 await write_outbox(self._q, tx, job, now)
         self._notify(job_id, job)
@@ -185,10 +185,10 @@ class JobMethods:
                     continue  # keeps saying so (an operator may still resolve it)
                 await end_attempt(self._q, tx, attempt, AttemptState.CANCELLED, AttemptUsage(),
                                   now, error_kind="cancelled", error=reason)
-                events.append(NewEvent(kind="attempt.cancelled",
+                events.append(NewEvent(kind=EventKind.ATTEMPT_CANCELLED,
                                        data={"attempt_id": attempt.id, "error": reason}))
             job = await move_job(self._q, tx, job, JobState.CANCELLED, now=now, error=reason)
-            events.append(NewEvent(kind="job.cancelled", data={
+            events.append(NewEvent(kind=EventKind.JOB_CANCELLED, data={
                 "reason": reason, **({"unknown_attempts": unknown} if unknown else {})}))
             await append_events(self._q, tx, job_id, job.state, events, now)
             await write_outbox(self._q, tx, job, now)
@@ -204,7 +204,7 @@ class JobMethods:
                 return job
             job = await move_job(self._q, tx, job, JobState.RUNNING, now=now)
             await tx.execute(self._q["clear_claim"], {"id": job_id, "next_run_at": now})
-            await append_events(self._q, tx, job_id, job.state,
-                                [NewEvent(kind="job.reopened", data={"reason": reason})], now)
+            reopened = NewEvent(kind=EventKind.JOB_REOPENED, data={"reason": reason})
+            await append_events(self._q, tx, job_id, job.state, [reopened], now)
         self._notify(job_id)
         return job

@@ -12,7 +12,7 @@ from typing import Any
 
 from router.errors import AttemptNotFound, InvalidTransition, JobNotFound
 from router.models import Attempt, AttemptUsage, Job, NewEvent, new_id
-from router.states import AttemptState, JobState, attempt_can_move, job_can_move
+from router.states import AttemptState, EventKind, JobState, attempt_can_move, job_can_move
 from router.store.connector import Tx
 from router.store.rows import attempt_from_row, dumps, job_from_row
 
@@ -113,12 +113,13 @@ async def insert_events(
 
 
 async def write_outbox(q: Queries, tx: Tx, job: Job, now: float) -> None:
-    payload = {"event": f"job.{job.state}", "job_id": job.id, "owner": job.owner,
+    kind = EventKind.job_moved(job.state)
+    payload = {"event": kind, "job_id": job.id, "owner": job.owner,
                "idempotency_key": job.idempotency_key, "task": job.task,
                "state": job.state, "result": job.result, "error": job.error,
                "version": job.version}  # fmt: skip
     await tx.execute(q["insert_outbox"], {
-        "id": new_id(), "job_id": job.id, "owner": job.owner, "kind": f"job.{job.state}",
+        "id": new_id(), "job_id": job.id, "owner": job.owner, "kind": kind,
         "payload": dumps(payload), "now": now})
 
 

@@ -228,9 +228,13 @@ async def test_operator_resolves_an_unknown_attempt(
         resolved = await ops.resolve(attempt.id, "succeeded", {"text": "posted"}, "seen online")
         with pytest.raises(NotFound):
             await ops.resolve("no-such-attempt", "failed")
+        # A late watcher follows the log past the pause to the job's end, as the server's
+        # stream does (the client once stopped at the old `job.unknown`).
+        replay = [event.kind async for event in jobs.events(job.id)]
     assert forbidden.value.status == 403
     assert resolved.state == "succeeded" and resolved.result == {"text": "posted"}
     assert resolved.winner_attempt_id == attempt.id
+    assert replay[-1] == "job.succeeded" and "job.unknown" in replay
 
 
 async def test_health_and_metrics(server: Server, alice: str) -> None:

@@ -163,3 +163,53 @@ async def test_wait_returns_the_record_read_after_the_settling_event() -> None:
     async with client(handler) as jobs:
         job = await jobs.wait("j1", timeout=5)
     assert reads == 1 and job.version == 3
+
+
+def sse(text: str) -> httpx.Response:
+    return httpx.Response(200, text=f"retry: 1000\n\n{text}",
+                          headers={"content-type": "text/event-stream"})
+
+
+async def test_events_follow_a_resolved_unknown_job_to_its_end() -> None:
+    """The stream ends where the server's watch does: not on a `job.unknown` that a later
+    event already moved on from (the client once stopped there: a bug fixed with issue 17)."""
+    log = [(1, "job.queued", "queued"), (2, "attempt.started", "running"),
+           (3, "attempt.unknown", "running"), (4, "job.unknown", "unknown"),
+           (5, "job.reopened", "running"), (6, "attempt.started", "running"),
+           (7, "attempt.succeeded", "succeeded"), (8, "job.succeeded", "succeeded")]  # fmt: skip
+    script = Script(sse("".join(event(*entry) for entry in log)))
+    async with client(script) as jobs:
+        kinds = [item.kind async for item in jobs.events("j1")]
+    assert kinds == [kind for _, kind, _ in log]
+    assert len(script.requests) == 1
+
+
+async def test_events_of_a_job_paused_for_a_person_end_with_the_stream() -> None:
+    script = Script(sse(event(1, "job.queued", "queued") + event(2, "job.unknown", "unknown")))
+    async with client(script) as jobs:
+        kinds = [item.kind async for item in jobs.events("j1")]
+    assert kinds == ["job.queued", "job.unknown"]
+    assert len(script.requests) == 1  # ended with the stream: no reconnect, no read
+
+
+async def test_events_after_the_end_of_a_settled_job_end_without_reconnecting() -> None:
+    """Nothing after `after` and the job settled: the server ends the stream at once and the
+    client reads the job to know why (it once reconnected forever: fixed with issue 17)."""
+    script = Script(sse(""), httpx.Response(200, json=job_body("succeeded")))
+    async with client(script) as jobs:
+        items = [item async for item in jobs.events("j1", after=4)]
+    assert items == []
+    assert [request.url.path for request in script.requests] == [
+        "/v1/jobs/j1/events", "/v1/jobs/j1"]  # fmt: skip
+    assert script.requests[0].headers["Last-Event-ID"] == "4"
+
+
+async def test_events_of_a_running_job_reconnect_when_the_stream_ends_early() -> None:
+    """A stream closed before the job settled (a proxy, say) is resumed, not taken as the end."""
+    script = Script(sse(event(1, "job.queued", "queued")), sse(""),
+                    sse(event(2, "job.succeeded", "succeeded")))
+    async with client(script) as jobs:
+        seqs = [item.seq async for item in jobs.events("j1")]
+    assert seqs == [1, 2]
+    assert [request.headers.get("Last-Event-ID") for request in script.requests] == [
+        "0", "1", "1"]  # fmt: skip

@@ -9,6 +9,7 @@ import asyncio
 from typing import Any, cast
 
 from router.breaker import Breakers, BreakerSettings
+from router.states import CircuitState
 from router.store.circuits import CircuitRow
 from router.store.sqlstore import SqlStore
 
@@ -20,7 +21,7 @@ class SlowCircuits:
         self.reads = 0
         self.read = asyncio.Event()  # set at each read
         self.release = asyncio.Event()
-        self.rows = [CircuitRow("a", "closed", 0, None, None)]
+        self.rows = [CircuitRow("a", CircuitState.CLOSED, 0, None, None)]
 
     async def circuits(self) -> list[CircuitRow]:
         self.reads += 1
@@ -57,7 +58,7 @@ async def test_a_read_begun_before_a_change_here_is_not_the_answer_after_it() ->
     subject = breakers(store)
     before = asyncio.create_task(subject.verdict("a"))
     await store.reads_reach(1)
-    store.rows = [CircuitRow("a", "open", 5, 2e9, None)]  # opened, then forgotten here
+    store.rows = [CircuitRow("a", CircuitState.OPEN, 5, 2e9, None)]  # opened, then forgotten here
     subject._read_at = float("-inf")
     subject._forgotten += 1
     after = asyncio.create_task(subject.verdict("a"))
