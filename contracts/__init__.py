@@ -7,7 +7,7 @@ through the `providers.Provider` seam.
 """
 
 from contracts.agreement import Agreement, measure_agreement
-from contracts.certification import CaseEvidence, Certification, RenderingEvidence
+from contracts.certification import CaseEvidence, Certification, RenderingEvidence, Validity
 from contracts.certify import ProgressCallback, certify, certify_case
 from contracts.checks import (
     CheckFailure,
@@ -68,6 +68,7 @@ __all__ = [
     "RenderError",
     "RenderingEvidence",
     "Sampling",
+    "Validity",
     "build_request",
     "certify",
     "certify_case",

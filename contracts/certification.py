@@ -9,6 +9,7 @@ the `now` given to `certify`).
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, JsonValue, ValidationError
@@ -18,6 +19,31 @@ from providers.base import MarkerTokens, Message
 Verdict = Literal["pass", "fail", "unverified"]
 """``unverified``: the check could not be performed. It is never a pass: it blocks
 certification unless the provider's config names a waiver for that check."""
+
+
+class Validity(StrEnum):
+    """What a certification record says of a provider for a contract at a given time (a cell of
+    the certification matrix). Only `pass` lets the router route there."""
+
+    PASS = "pass"
+    FAIL = "fail"  # certified, and a check failed
+    UNVERIFIED = "unverified"  # a check could not be performed and no waiver covers it
+    STALE = "stale"  # the contract or the provider changed since, or an older jobrouter's record
+    EXPIRED = "expired"
+    MISSING = "missing"  # never certified
+
+    @property
+    def valid(self) -> bool:
+        return self is Validity.PASS
+
+    @property
+    def outdated(self) -> bool:
+        """The record (if any) speaks of another contract, provider or time: certify again; its
+        cases' own verdicts say nothing of now."""
+        return self in _OUTDATED
+
+
+_OUTDATED = frozenset({Validity.STALE, Validity.EXPIRED, Validity.MISSING})
 
 
 class _Record(BaseModel):
@@ -162,7 +188,15 @@ class Certification(_Record):
     def is_valid_for(
         self, contract_fingerprint: str, provider_fingerprint: str, now: datetime
     ) -> tuple[bool, str]:
-        """Whether this record certifies that provider for that contract at `now`, and why.
+        """Whether this record certifies that provider for that contract at `now`, and why
+        (`validity_for`, with the validity as a flag)."""
+        validity, reason = self.validity_for(contract_fingerprint, provider_fingerprint, now)
+        return validity.valid, reason
+
+    def validity_for(
+        self, contract_fingerprint: str, provider_fingerprint: str, now: datetime
+    ) -> tuple[Validity, str]:
+        """What this record says of that provider for that contract at `now`, and why.
 
         Reasons, in the order checked: ``stale: contract changed``, ``stale: provider changed``,
         ``expired at <iso time>``, ``failed: <first failure>``, ``unverified: <check>: <why>``;
@@ -171,16 +205,17 @@ class Certification(_Record):
         if now.tzinfo is None:
             raise ValueError("now must be timezone-aware (e.g. datetime.now(UTC))")
         if contract_fingerprint != self.contract_fingerprint:
-            return False, "stale: contract changed"
+            return Validity.STALE, "stale: contract changed"
         if provider_fingerprint != self.provider_fingerprint:
-            return False, "stale: provider changed"
+            return Validity.STALE, "stale: provider changed"
         if now >= self.expires_at:
-            return False, f"expired at {self.expires_at.isoformat()}"
+            return Validity.EXPIRED, f"expired at {self.expires_at.isoformat()}"
         if not self.passed:
             if self.verdict == "unverified":
-                return False, f"unverified: {self.first_failure or 'not verified'}"
-            return False, f"failed: {self.first_failure or 'no passing evidence'}"
+                return (Validity.UNVERIFIED,
+                        f"unverified: {self.first_failure or 'not verified'}")
+            return Validity.FAIL, f"failed: {self.first_failure or 'no passing evidence'}"
         waived = "".join(f"; waived: {check} unverified ({reason})"
                          for check, reason in self.waivers.items()
                          if check in self.unverified_checks)
-        return True, f"valid until {self.expires_at.isoformat()}{waived}"
+        return Validity.PASS, f"valid until {self.expires_at.isoformat()}{waived}"

@@ -17,7 +17,7 @@ from router.store.sqlstore import SqlStore
 from router.tasks import TaskRuntime
 
 if TYPE_CHECKING:
-    from contracts import Certification, Contract
+    from contracts import Certification, Contract, Validity
 
 
 @dataclass(frozen=True)
@@ -31,11 +31,11 @@ class Pair:
 
 @dataclass(frozen=True)
 class Cell:
-    """One matrix cell: status is pass, fail, unverified, stale, expired or missing."""
+    """One matrix cell: what the stored record says of the pair now, and why."""
 
     provider: str
     contract: str
-    status: str
+    status: Validity
     detail: str
     certification: Certification | None = None
 
@@ -93,7 +93,7 @@ async def matrix(
     now: datetime | None = None,
 ) -> list[Cell]:  # fmt: skip
     """The stored status of each pair, without calling anyone."""
-    from contracts import Certification
+    from contracts import Certification, Validity
 
     records = {(r.provider, r.contract): r.record for r in await store.certifications()}
     when = now or datetime.now(UTC)
@@ -101,24 +101,15 @@ async def matrix(
     for pair in pairs:
         record = records.get((pair.provider, pair.contract.name))
         if record is None:
-            cells.append(Cell(pair.provider, pair.contract.name, "missing", "never certified"))
+            cells.append(Cell(pair.provider, pair.contract.name, Validity.MISSING,
+                              "never certified"))
             continue
         cert = Certification.parse_stored(record)
         if cert is None:
-            cells.append(Cell(pair.provider, pair.contract.name, "stale",
+            cells.append(Cell(pair.provider, pair.contract.name, Validity.STALE,
                               "stale: recorded by an older jobrouter; certify again"))
             continue
-        valid, reason = cert.is_valid_for(pair.contract_fingerprint,
-                                          providers[pair.provider].fingerprint, when)
-        cells.append(Cell(pair.provider, pair.contract.name, _status(valid, reason), reason, cert))
+        validity, reason = cert.validity_for(pair.contract_fingerprint,
+                                             providers[pair.provider].fingerprint, when)
+        cells.append(Cell(pair.provider, pair.contract.name, validity, reason, cert))
     return cells
-
-
-def _status(valid: bool, reason: str) -> str:
-    if valid:
-        return "pass"
-    for prefix, status in (("stale", "stale"), ("expired", "expired"),
-                           ("unverified", "unverified")):
-        if reason.startswith(prefix):
-            return status
-    return "fail"

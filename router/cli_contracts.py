@@ -82,7 +82,7 @@ def run_contracts(
         json_report.write_text(json.dumps(report(cells), indent=2) + "\n")
     if junit:
         junit.write_text(junit_xml(cells))
-    if any(cell.status != "pass" for cell in cells):
+    if not all(cell.status.valid for cell in cells):
         raise typer.Exit(1)
 
 
@@ -180,14 +180,16 @@ def render_matrix(cells: Sequence[Cell], width: int = 110) -> str:
 
 def cell_text(cell: Cell) -> tuple[str, str]:
     """(first line: the status and the checks that decided it, short detail)."""
+    from contracts import Validity  # loaded already: the cell came from `matrix`
+
     cert = cell.certification
-    if cert is None or cell.status in ("stale", "expired", "missing"):
-        return cell.status, "" if cell.status == "pass" else _short(cell.detail)
+    if cert is None or cell.status.outdated:
+        return cell.status, _short(cell.detail)
     cases = f"{sum(case.passed for case in cert.cases)}/{len(cert.cases)} cases"
-    if cell.status == "fail":
+    if cell.status is Validity.FAIL:
         return f"fail: {', '.join(cert.failed_checks)}", _short(
             f"{cases}; {cert.first_failure or cell.detail}")
-    if cell.status == "unverified":
+    if cell.status is Validity.UNVERIFIED:
         return f"unverified: {', '.join(cert.unverified_checks)}", _short(
             f"{cases}; no waiver; {cert.first_failure or cell.detail}")
     waived = [c for c in cert.waivers if c in cert.unverified_checks]
@@ -203,7 +205,7 @@ def _short(detail: str) -> str:
 
 def report(cells: Sequence[Cell]) -> dict[str, object]:
     """Every cell with its status, the checks that decided it, and the full record."""
-    return {"passed": all(c.status == "pass" for c in cells), "cells": [
+    return {"passed": all(c.status.valid for c in cells), "cells": [
         {"provider": c.provider, "contract": c.contract, "status": c.status, "detail": c.detail,
          "failed_checks": list(c.certification.failed_checks) if c.certification else [],
          "unverified_checks": list(c.certification.unverified_checks) if c.certification else [],
@@ -223,7 +225,7 @@ def junit_xml(cells: Sequence[Cell]) -> str:
             count += 1
             node = ET.SubElement(suite, "testcase", classname=f"{cell.provider}.{cell.contract}",
                                  name=case.name)
-            if not case.passed or cell.status in ("stale", "expired"):
+            if not case.passed or cell.status.outdated:
                 failures += 1
                 lines = [str(f) for f in case.failures] or list(case.rendering.unverified)
                 if case.failures:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from contracts import Certification, Contract, certify, contract_fingerprint, contract_from_data
-from contracts.certification import Failure
+from contracts.certification import Failure, Validity
 from contracts.rendering import NO_USAGE, UNKNOWN_WINDOW
 from providers.base import (
     Completion,
@@ -380,6 +380,37 @@ async def test_is_valid_for_reasons(contract: Contract) -> None:
     assert cert.is_valid_for(fp, "fake-v1", later - timedelta(seconds=1))[0] is True
     with pytest.raises(ValueError, match="timezone-aware"):
         cert.is_valid_for(fp, "fake-v1", datetime(2025, 3, 1))  # naive on purpose
+
+
+async def test_validity_is_data_not_read_back_from_the_reason(contract: Contract) -> None:
+    """The matrix's status comes with the reason (`validity_for`), never parsed out of it."""
+    cert = await certify(FakeProvider(GOOD_ANSWERS), contract, now=NOW, ttl=timedelta(hours=1))
+    fp = cert.contract_fingerprint
+    changed = contract_fingerprint(contract.model_copy(update={"version": 2}))
+    later = NOW + timedelta(hours=1)
+    empty = await certify(FakeProvider(GOOD_ANSWERS), contract.model_copy(update={"cases": ()}),
+                          now=NOW)
+    down = InspectableFake(GOOD_ANSWERS, NotSent("tokenize endpoint down", provider="fake"))
+    unverified = await certify(down, contract, now=NOW)
+    seen = {
+        "contract changed": cert.validity_for(changed, "fake-v1", NOW),
+        "provider changed": cert.validity_for(fp, "fake-v2", NOW),
+        "expired": cert.validity_for(fp, "fake-v1", later),
+        "valid": cert.validity_for(fp, "fake-v1", NOW),
+        "no cases": empty.validity_for(empty.contract_fingerprint, "fake-v1", NOW),
+        "inspection down": unverified.validity_for(unverified.contract_fingerprint, "fake-v1",
+                                                   NOW),
+    }  # fmt: skip
+    assert {what: validity for what, (validity, _) in seen.items()} == {
+        "contract changed": Validity.STALE, "provider changed": Validity.STALE,
+        "expired": Validity.EXPIRED, "valid": Validity.PASS, "no cases": Validity.FAIL,
+        "inspection down": Validity.UNVERIFIED}  # fmt: skip
+    assert [validity.valid for validity, _ in seen.values()] == [
+        False, False, False, True, False, False]  # fmt: skip
+    assert {v for v in Validity if v.outdated} == {
+        Validity.STALE, Validity.EXPIRED, Validity.MISSING}  # fmt: skip
+    assert {v.value for v in Validity} == {
+        "pass", "fail", "unverified", "stale", "expired", "missing"}  # fmt: skip
 
 
 async def test_a_failed_record_without_evidence_says_so(contract: Contract) -> None:

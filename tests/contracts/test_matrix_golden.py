@@ -12,7 +12,7 @@ import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from contracts import CaseEvidence, Certification, RenderingEvidence
+from contracts import CaseEvidence, Certification, RenderingEvidence, Validity
 from contracts.certification import Failure
 from router.certifier import Cell
 from router.cli_contracts import cell_text, render_matrix
@@ -52,23 +52,23 @@ SCHEMA = Failure(check="schema", run="1/3", detail="answer does not match the ou
                  "'number'")
 WAIVER = {"rendering": "hosted API: template not visible; accepted by ops 2026-01-05"}
 CELLS = [
-    Cell("primary", "product_title", "pass", "valid until 2026-01-12T09:30:00+00:00",
+    Cell("primary", "product_title", Validity.PASS, "valid until 2026-01-12T09:30:00+00:00",
          certification("primary", "product_title")),
-    Cell("primary", "extract_product", "fail", f"failed: tea: {FAILURE}",
+    Cell("primary", "extract_product", Validity.FAIL, f"failed: tea: {FAILURE}",
          certification("primary", "extract_product", (FAILURE,))),
-    Cell("gemma_chatml", "product_title", "stale", "stale: provider changed",
+    Cell("gemma_chatml", "product_title", Validity.STALE, "stale: provider changed",
          certification("gemma_chatml", "product_title")),
-    Cell("gemma_chatml", "extract_product", "expired", "expired at 2026-01-12T09:30:00+00:00",
-         certification("gemma_chatml", "extract_product")),
-    Cell("backup", "product_title", "missing", "never certified"),
-    Cell("backup", "extract_product", "fail", f"failed: tea: {AGREEMENT}",
+    Cell("gemma_chatml", "extract_product", Validity.EXPIRED,
+         "expired at 2026-01-12T09:30:00+00:00", certification("gemma_chatml", "extract_product")),
+    Cell("backup", "product_title", Validity.MISSING, "never certified"),
+    Cell("backup", "extract_product", Validity.FAIL, f"failed: tea: {AGREEMENT}",
          certification("backup", "extract_product", (AGREEMENT, Failure(
              check="json", run="3/3", detail="[/b] is not markup either")))),
-    Cell("hosted", "product_title", "unverified", "unverified: tea: ...",
+    Cell("hosted", "product_title", Validity.UNVERIFIED, "unverified: tea: ...",
          certification("hosted", "product_title", unverified=True)),
-    Cell("hosted", "extract_product", "pass", "valid until 2026-01-12T09:30:00+00:00",
+    Cell("hosted", "extract_product", Validity.PASS, "valid until 2026-01-12T09:30:00+00:00",
          certification("hosted", "extract_product", unverified=True, waivers=WAIVER)),
-    Cell("strict", "extract_product", "fail", f"failed: tea: {SCHEMA}",
+    Cell("strict", "extract_product", Validity.FAIL, f"failed: tea: {SCHEMA}",
          certification("strict", "extract_product", (SCHEMA, FAILURE))),
 ]  # fmt: skip
 
