@@ -103,13 +103,15 @@ class NotSent(ProviderError):
 
 
 class Rejected(ProviderError):
-    """Default: not retried (it may have acted); counts against health for a 5xx only (an
-    answer we cannot use says nothing about whether the provider is up)."""
+    """Default: not retried (it may have acted), and not counted against health (an answer we
+    cannot use says nothing about whether the provider is up). A rejection by HTTP status is
+    built by `providers.classify.from_status`, which decides both from the status (a 5xx
+    counts); nothing here looks at the status again."""
 
     kind = ErrorKind.REJECTED
 
     def _default_counts(self) -> bool:
-        return self.status is not None and self.status >= 500
+        return False
 
 
 class InvalidOutput(Rejected):

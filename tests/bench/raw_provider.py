@@ -18,7 +18,8 @@ from typing import Any
 import aiohttp
 
 from providers import Completion, CompletionRequest, Usage
-from providers.errors import NotSent, OutcomeUnknown, Rejected
+from providers.classify import from_status
+from providers.errors import NotSent, OutcomeUnknown
 
 
 class RawOpenAIProvider:
@@ -52,8 +53,7 @@ class RawOpenAIProvider:
         try:
             async with self._session.post(self._url, json=body) as answer:
                 if answer.status != 200:
-                    raise Rejected(f"HTTP {answer.status}", provider=self._name,
-                                   status=answer.status)
+                    raise from_status(answer.status, f"HTTP {answer.status}", self._name)
                 data = await answer.json(content_type=None)
         except aiohttp.ClientConnectorError as exc:
             raise NotSent(str(exc), provider=self._name) from exc

@@ -11,8 +11,8 @@ import aiohttp
 import httpx
 import pytest
 
-from providers.classify import cause_chain, classify, parse_retry_after
-from providers.errors import ErrorKind, NotSent
+from providers.classify import cause_chain, classify, from_status, parse_retry_after
+from providers.errors import ErrorKind, NotSent, Rejected
 
 REQUEST = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
 
@@ -76,6 +76,18 @@ def test_status_and_retry_after_come_from_the_real_response() -> None:
     error = classify(chained(RuntimeError("w"), status_error(429, {"Retry-After": "3"})), "p")
     assert (error.kind, error.status, error.retry_after) == (ErrorKind.NOT_SENT, 429, 3.0)
     assert error.retryable and error.counts_against_health
+
+
+def test_only_from_status_reads_a_status() -> None:
+    """The health decision for an HTTP rejection is made once, from its status, in
+    `from_status`; the error class does not derive it again from the status it carries."""
+    assert from_status(500, "boom", "p").counts_against_health is True
+    assert from_status(502, "bad gateway", "p").counts_against_health is True
+    assert from_status(409, "conflict", "p").counts_against_health is False
+    assert Rejected("unusable answer", provider="p").counts_against_health is False
+    assert Rejected("as told", provider="p", status=500).counts_against_health is False
+    assert Rejected("as told", provider="p", status=500,
+                    counts_against_health=True).counts_against_health is True
 
 
 def test_context_is_followed_when_there_is_no_cause() -> None:

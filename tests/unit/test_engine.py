@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from providers import Rejected
+from providers.classify import from_status
 from router import Router
 from router.config import EngineConfig, RouterConfig, TaskConfig
 from router.errors import ConfigError
@@ -293,8 +293,7 @@ async def test_watch_yields_every_event_from_seq_1_and_ends_when_terminal(
 async def test_watch_does_not_end_when_an_attempt_ends_and_the_job_continues(
     tmp_path: Path,
 ) -> None:
-    a = FakeProvider("a", default=Step(delay=0.05, error=Rejected("HTTP 500", provider="a",
-                                                                  status=500)))  # fmt: skip
+    a = FakeProvider("a", default=Step(delay=0.05, error=from_status(500, "HTTP 500", "a")))
     b = FakeProvider("b", default=Step(delay=0.05, output={"text": "from b"}))
     async with open_router(tmp_path, config(caption=shared()), {"a": a, "b": b}) as router:
         job = await submit(router, "caption")
