@@ -215,8 +215,8 @@ def conclusion(cells: list[Cell]) -> list[str]:
     lines = []
     for contract in sorted({c.contract for c in cells}):
         row = [c for c in cells if c.contract == contract]
-        passed = [c.provider for c in row if c.status == "pass"]
-        refused = [f"{c.provider} ({_why(c)})" for c in row if c.status != "pass"]
+        passed = [c.provider for c in row if c.status.valid]
+        refused = [f"{c.provider} ({_why(c)})" for c in row if not c.status.valid]
         head = (f"{contract}: certified {', '.join(passed)}" if passed
                 else f"{contract}: NO certified provider, its jobs would not run")
         lines.append(head + (f"; refused {', '.join(refused)}" if refused else ""))
@@ -224,10 +224,12 @@ def conclusion(cells: list[Cell]) -> list[str]:
 
 
 def _why(cell: Cell) -> str:
+    from contracts import Validity  # loaded already: the cell came from `matrix`
+
     cert = cell.certification
-    if cell.status == "fail" and cert is not None:
+    if cell.status is Validity.FAIL and cert is not None:
         return f"failed {', '.join(cert.failed_checks)}"
-    if cell.status == "unverified" and cert is not None:
+    if cell.status is Validity.UNVERIFIED and cert is not None:
         return f"unverified {', '.join(cert.unverified_checks)}"
     return cell.status
 
