@@ -56,11 +56,13 @@ class Completion(BaseModel):
 
 @runtime_checkable
 class Provider(Protocol):
-    """Anything that can answer a `CompletionRequest`.
+    """Anything that can answer a `CompletionRequest`: everything the router and the contracts
+    use of a provider, and nothing more.
 
     `name` is the configured provider name (e.g. "primary"); `fingerprint` identifies everything
     about the provider that affects behaviour (model, endpoint, output mode, chat format), so that
-    a certification becomes stale when it changes.
+    a certification becomes stale when it changes; `model` is what an attempt records as its
+    model when it starts (None: only the answer will name it, and the attempt records that).
     """
 
     @property
@@ -69,7 +71,19 @@ class Provider(Protocol):
     @property
     def fingerprint(self) -> str: ...
 
+    @property
+    def model(self) -> str | None: ...
+
+    async def warm_up(self) -> None:
+        """Do now what the first call would do first (imports, client setup), sending nothing:
+        called before a process claims jobs or certifies. Nothing to do is fine."""
+        ...
+
     async def complete(self, request: CompletionRequest) -> Completion: ...
+
+    async def close(self) -> None:
+        """Release what the provider holds; a second call does nothing."""
+        ...
 
 
 CountBasis = Literal["exact", "estimate", "lower_bound"]

@@ -61,6 +61,12 @@ class LiteLLMProvider:
         return self._fingerprint
 
     @property
+    def model(self) -> None:
+        """None: an attempt records the model the answer names (litellm's model string is a
+        route, e.g. ``openai/gpt-4o-mini``, not what the provider reports)."""
+        return None
+
+    @property
     def config(self) -> ProviderConfig:
         return self._config
 

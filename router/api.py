@@ -160,9 +160,7 @@ class Router:
         if self.leader is not None:
             await self.leader.stop()
         for provider in self.providers.values():
-            closer = getattr(provider, "close", None)
-            if closer is not None:
-                await closer()
+            await provider.close()
         await self.store.close()
         if self._telemetry:  # the last flush is blocking HTTP: not on the event loop
             await asyncio.get_running_loop().run_in_executor(None, telemetry.release)

@@ -27,9 +27,7 @@ async def warm_up(providers: Iterable[Provider]) -> None:
     and first-call setup). Called before a process claims jobs or certifies: that time must
     not block the loop while claims are held, nor count against a first attempt's deadline."""
     for provider in providers:
-        warm = getattr(provider, "warm_up", None)
-        if warm is not None:
-            await warm()
+        await provider.warm_up()
 
 
 def resolve_config(config: RouterConfig | str | Path | None) -> RouterConfig:

@@ -58,6 +58,13 @@ class InjectedFault:
     def fingerprint(self) -> str:
         return self.inner.fingerprint
 
+    @property
+    def model(self) -> str | None:
+        return self.inner.model
+
+    async def warm_up(self) -> None:
+        await self.inner.warm_up()
+
     async def complete(self, request: CompletionRequest) -> Completion:
         if self.hang:
             await asyncio.Event().wait()
@@ -70,9 +77,7 @@ class InjectedFault:
         return await self.inner.inspect_prompt(messages, output_schema)  # type: ignore[attr-defined, no-any-return]
 
     async def close(self) -> None:
-        closer = getattr(self.inner, "close", None)
-        if closer is not None:
-            await closer()
+        await self.inner.close()
 
 
 @app.command()

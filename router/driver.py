@@ -147,7 +147,7 @@ class JobDriver:
             return  # another process took the circuit's single probe: decide again
         try:
             job, attempt = await self.store.start_attempt(
-                self.job.id, provider=decision.provider, model=getattr(provider, "model", None),
+                self.job.id, provider=decision.provider, model=provider.model,
                 worker=self.engine.worker_id, lease_s=self._lease_s(decision.provider),
                 exclusive=self.task.policy.exclusive,
                 notes=[*notes, *([NewEvent(kind=EventKind.ATTEMPT_HEDGED, data={

@@ -152,7 +152,7 @@ class Engine:
         if not isinstance(decision, Start) or eligibility[decision.provider].reason:
             return None
         return AttemptStart(
-            decision.provider, getattr(self.providers[decision.provider], "model", None),
+            decision.provider, self.providers[decision.provider].model,
             self.worker_id, self.lease_s(task, decision.provider, deadline_at),
             tuple(refusals(eligibility)),
         )  # fmt: skip

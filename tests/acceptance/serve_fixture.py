@@ -21,9 +21,10 @@ from pathlib import Path
 from providers import Completion, CompletionRequest
 from router.api import Router
 from router.http.server import serve
+from tests.support.fakes import Lifecycle
 
 
-class DelayedEcho:
+class DelayedEcho(Lifecycle):
     def __init__(self, name: str, delay: float) -> None:
         self.name = name
         self.delay = delay

@@ -37,6 +37,9 @@ class RawOpenAIProvider:
     def fingerprint(self) -> str:
         return hashlib.sha256(f"raw:{self._url}:{self.model}".encode()).hexdigest()
 
+    async def warm_up(self) -> None:
+        pass  # nothing to load: aiohttp is imported with this module
+
     async def complete(self, request: CompletionRequest) -> Completion:
         if self._session is None:
             self._session = aiohttp.ClientSession()

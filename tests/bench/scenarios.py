@@ -258,9 +258,7 @@ async def certify(config_file: Path, given: dict[str, Any] | None) -> None:
     finally:
         if given is None:  # the router closes the ones it is given
             for provider in providers.values():
-                closer = getattr(provider, "close", None)
-                if closer is not None:
-                    await closer()
+                await provider.close()
         await store.close()
 
 

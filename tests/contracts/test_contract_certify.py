@@ -24,6 +24,7 @@ from providers.base import (
     Usage,
 )
 from providers.errors import NotSent, OutcomeUnknown, ProviderError, Rejected
+from tests.support.fakes import Lifecycle
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 Answer = dict[str, Any] | str | ProviderError
@@ -33,7 +34,7 @@ NEGATIVE = {"sentiment": "negative", "reason": "it broke"}
 GOOD_ANSWERS: dict[str, list[Answer]] = {"Great mug": [POSITIVE], "Broke": [NEGATIVE]}
 
 
-class BareFake:
+class BareFake(Lifecycle):
     """Answers by the review text in the user message: a script of answers used in turn.
 
     A dict is a parsed output (reported usage: `USAGE` prompt tokens), a str is raw text the

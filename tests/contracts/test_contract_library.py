@@ -24,6 +24,7 @@ from contracts import (
     load_contract,
 )
 from providers.base import Completion, CompletionRequest
+from tests.support.fakes import Lifecycle
 
 FILLERS: dict[str, Any] = {"reason": "short reason", "text": "", "name": "item"}
 
@@ -46,7 +47,7 @@ def oracle_output(contract: Contract, case_name: str) -> dict[str, Any]:
 WAIVER = {"rendering": "an oracle, not a model: there is no prompt rendering to inspect"}
 
 
-class Oracle:
+class Oracle(Lifecycle):
     def __init__(self, contract: Contract) -> None:
         self._contract = contract
 

@@ -9,9 +9,10 @@ import pytest
 from contracts import CaseEvidence, Contract, RenderingEvidence, load_contract
 from contracts.suite import assert_case_passes, case_params, describe_case
 from providers.base import Completion, CompletionRequest
+from tests.support.fakes import Lifecycle
 
 
-class Constant:
+class Constant(Lifecycle):
     """A provider that always answers the same output."""
 
     def __init__(self, name: str, output: dict[str, str]) -> None:

@@ -23,6 +23,19 @@ class Step:
     release: asyncio.Event | None = None
 
 
+class Lifecycle:
+    """The `Provider` members of a fake with nothing to load or release and no model of its
+    own to record (an attempt then records the model its answer names)."""
+
+    model: str | None = None
+
+    async def warm_up(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
 @dataclass
 class FakeProvider:
     name: str
@@ -35,6 +48,14 @@ class FakeProvider:
     # Awaited first on every call, before the step: lets a test look at the world (e.g. read
     # the database over another connection) at the moment the provider is called.
     on_call: Callable[[CompletionRequest], Awaitable[None]] | None = None
+    warmed: int = 0  # warm_up calls
+    closed: int = 0  # close calls
+
+    async def warm_up(self) -> None:
+        self.warmed += 1
+
+    async def close(self) -> None:
+        self.closed += 1
 
     async def complete(self, request: CompletionRequest) -> Completion:
         self.calls.append(request)
