@@ -79,10 +79,12 @@ class Router:
 
         `config` is a `RouterConfig` or the path of a jobrouter.toml; `database_url` overrides
         its [database] url. `providers` replaces the configured ones by name (tests, custom
-        providers). With `run_workers` (default) jobs run on workers inside this process.
-        With `start_in_background` the router is returned before its providers are warmed up
-        (litellm's import: seconds): a server answers at once; jobs submitted meanwhile are
-        accepted queued, and no attempt starts until the workers start, after the warm-up.
+        providers: each implements all of `providers.Provider`, `warm_up`, `model` and `close`
+        included; the router closes them). With `run_workers` (default) jobs run on workers
+        inside this process. With `start_in_background` the router is returned before its
+        providers are warmed up (litellm's import: seconds): a server answers at once; jobs
+        submitted meanwhile are accepted queued, and no attempt starts until the workers start,
+        after the warm-up.
         """
         return _Opening(cls._open(database_url, config, providers, run_workers,
                                   start_in_background))
