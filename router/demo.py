@@ -12,11 +12,9 @@ matrix is derived from the matrix itself, never written in advance.
 from __future__ import annotations
 
 import asyncio
-import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from rich.panel import Panel
 from rich.table import Table
 
@@ -24,12 +22,11 @@ from providers import Completion, CompletionRequest, Message, PromptInspection, 
 from router.api import Router
 from router.build import build_providers
 from router.certifier import Cell, certify_pair, matrix, pairs_to_certify
-from router.cli import app, console, err, run
-from router.cli_contracts import LIVE_RECORD, recording, render_matrix
-from router.cli_output import print_job
 from router.config import RouterConfig, load_config
 from router.errors import IdempotencyConflict
 from router.models import Job
+from router.printing import console, print_job, render_matrix
+from router.recordings import LIVE_RECORD, recording
 from router.states import EventKind
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,25 +77,6 @@ class InjectedFault:
         await self.inner.close()
 
 
-@app.command()
-def demo(
-    record: Annotated[bool, typer.Option(
-        help="run against the live local servers and record the job calls")] = False,
-    database: Annotated[str | None, typer.Option(
-        help="database URL (default: a new SQLite file in a temporary folder)")] = None,
-) -> None:
-    """The whole story, offline, from recorded cassettes: start here.
-
-    Certify providers, submit real shop jobs, and watch: a duplicate submit, a silent primary
-    becoming unknown, failover past an uncertified provider, hedging, and a late result losing
-    the compare-and-swap."""
-    if not CONFIG.exists():
-        err.print(f"[red]error:[/red] {CONFIG} is missing: the demo runs from a source checkout")
-        raise typer.Exit(2)
-    url = database or f"sqlite:///{tempfile.mkdtemp(prefix='jobrouter-demo-')}/demo.db"
-    run(lambda: _story(url, record))
-
-
 # How long an attempt may stay silent before it is unknown. Replayed answers come at once, so
 # the silent primary of scene 5 costs the demo only this long; live (recording) answers of a
 # CPU-bound 270M model on 2 cores take seconds, so recording allows more.
@@ -106,7 +84,8 @@ REPLAY_ATTEMPT_TIMEOUT_S = 2.0
 LIVE_ATTEMPT_TIMEOUT_S = 60.0
 
 
-async def _story(url: str, record: bool) -> None:
+async def story(url: str, record: bool) -> None:
+    """The demo on the database at `url`: replayed, or (`record`) live and recorded."""
     config = _with_attempt_timeout(load_config(CONFIG),
                                    LIVE_ATTEMPT_TIMEOUT_S if record else REPLAY_ATTEMPT_TIMEOUT_S)
     providers = build_providers(config, None)

@@ -1,7 +1,7 @@
 """The HTTP service of jobrouter: `create_app(router)` and `serve(...)`.
 
-Both are imported on first use (PEP 562): `jobrouter serve` lives in `router.http.cli`, which
-every CLI command registers, and the other commands must not pay for FastAPI and uvicorn.
+Both are imported on first use (PEP 562): `jobrouter serve` lives in `router.cli.http`, which
+every CLI command loads, and the other commands must not pay for FastAPI and uvicorn.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from pathlib import Path
 from contracts import CaseEvidence, Certification, RenderingEvidence, Validity
 from contracts.certification import Failure
 from router.certifier import Cell
-from router.cli_contracts import cell_text, render_matrix
+from router.printing import cell_text, render_matrix
 
 GOLDEN = Path(__file__).with_name("golden") / "matrix.txt"
 WIDTH = 100

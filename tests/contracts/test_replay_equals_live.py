@@ -11,8 +11,8 @@ import pytest
 from contracts import Certification, certify, load_contract
 from providers.cassettes import cassette
 from router.build import build_providers
-from router.cli_contracts import LIVE_RECORD
 from router.config import load_config
+from router.recordings import LIVE_RECORD
 
 CASSETTES = Path(__file__).resolve().parents[2] / "cassettes"
 RECORDED = sorted(CASSETTES.glob(f"*/*/{LIVE_RECORD}"))

@@ -19,9 +19,9 @@ from rich.console import Console
 import router.api
 from router import Router
 from router import persist as persist_module
-from router.cli_output import print_job
 from router.errors import StoreError
 from router.models import AttemptUsage
+from router.printing import print_job
 from router.states import AttemptState, JobState
 from router.store import SqlStore, open_store
 from router.store.claims import AttemptStart

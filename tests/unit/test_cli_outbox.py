@@ -15,7 +15,6 @@ import pytest
 from typer.testing import CliRunner
 
 from router.cli import app
-from router.cli_outbox import outbox_app  # noqa: F401  (registers the commands)
 from router.config import OutboxConfig, RetentionConfig, RouterConfig, WebhookConfig
 from router.retention import cutoff_for
 from router.states import JobState

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from router import cli_contracts  # noqa: F401 (registers `contracts status`)
 from router.build import build_tasks
 from router.cli import app
 from router.config import load_config
@@ -72,8 +71,6 @@ def test_a_task_may_tighten_side_effects_but_never_loosen_them(tmp_path: Path) -
 
 def test_the_cli_submit_gets_the_door_too(tmp_path: Path) -> None:
     """`jobrouter submit` calls `Router.submit`: the same refusal, one line, exit code 5."""
-    from router import cli_jobs  # noqa: F401 (registers `submit`)
-
     path = write(tmp_path, f'[certification]\nrequired = false\n[tasks.post]\nproviders = ["a"]\n'
                  f'contract = "{contract(tmp_path)}"\n')
     result = CliRunner().invoke(app, [

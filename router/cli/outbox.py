@@ -13,9 +13,9 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from router.cli import ConfigOpt, DatabaseOpt, app, console, err, run, settings
-from router.cli_output import print_json
+from router.cli.common import ConfigOpt, DatabaseOpt, run, settings
 from router.config import RouterConfig, config_path
+from router.printing import console, err, print_json
 from router.retention import DEFAULT_BATCH, MIN_DAYS, cutoff_for, plan_purge, purge
 from router.store import SqlStore, open_store
 from router.store.outbox import OutboxCounts, OutboxEvent
@@ -24,7 +24,6 @@ outbox_app = typer.Typer(
     help="Completion events waiting for their owner's webhook, and dead letters.",
     no_args_is_help=False,
 )
-app.add_typer(outbox_app, name="outbox")
 
 
 @asynccontextmanager
@@ -90,7 +89,6 @@ def replay(
     console.print(f"moved {moved} dead letter{'s' if moved != 1 else ''} back to pending")
 
 
-@app.command(name="purge")
 def purge_command(
     older_than: Annotated[
         float | None,

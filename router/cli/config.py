@@ -9,15 +9,13 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from router.cli import ConfigOpt, app, console, err
-from router.cli_jobs import JsonOpt
-from router.cli_output import print_json
+from router.cli.common import ConfigOpt, JsonOpt
 from router.config import config_path
 from router.config_check import CheckReport, check_config
 from router.exits import Exit
+from router.printing import console, err, print_json
 
 config_app = typer.Typer(help="The configuration file.", no_args_is_help=True)
-app.add_typer(config_app, name="config")
 
 
 @config_app.command("check")

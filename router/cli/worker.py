@@ -9,11 +9,11 @@ from typing import Annotated
 import typer
 
 from router.api import Router
-from router.cli import ConfigOpt, DatabaseOpt, app, console, run, settings
+from router.cli.common import ConfigOpt, DatabaseOpt, run, settings
 from router.logs import setup_logging
+from router.printing import console
 
 
-@app.command()
 def worker(
     concurrency: Annotated[int | None, typer.Option(
         help="jobs driven at once (default: the config's \\[engine] workers)")] = None,

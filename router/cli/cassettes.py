@@ -8,12 +8,12 @@ from typing import Annotated
 import typer
 
 from router.build import build_providers, build_tasks
-from router.cli import ConfigOpt, app, console, err, settings
+from router.cli.common import ConfigOpt, settings
 from router.demo import DEMO_GROUP, demo_fingerprint
+from router.printing import console, err
 
 cassettes_app = typer.Typer(help="Recorded provider interactions (vcrpy), replayed in CI.",
                             no_args_is_help=True)
-app.add_typer(cassettes_app, name="cassettes")
 
 
 @cassettes_app.command("check")

@@ -1,5 +1,5 @@
-"""`jobrouter serve` and `jobrouter token create | list | revoke`: registered on the CLI by
-`router.cli.main`."""
+"""`jobrouter serve` and `jobrouter token create | list | revoke`: the HTTP API's commands.
+FastAPI and uvicorn are imported inside each command, never when the CLI starts."""
 
 from __future__ import annotations
 
@@ -9,13 +9,11 @@ from typing import Annotated
 
 import typer
 
-from router.cli import ConfigOpt, DatabaseOpt, app, run, settings
+from router.cli.common import ConfigOpt, DatabaseOpt, run, settings
 
 token_app = typer.Typer(help="API tokens for `jobrouter serve`.", no_args_is_help=True)
-app.add_typer(token_app, name="token")
 
 
-@app.command()
 def serve(
     config: ConfigOpt = None,
     host: Annotated[str | None, typer.Option(help="address to listen on; default: "

@@ -13,15 +13,13 @@ import typer
 from rich.text import Text
 
 from router.api import Outcome, Router
-from router.cli import ConfigOpt, DatabaseOpt, app, console, parse_json, run, settings
-from router.cli_output import job_document, print_events, print_job, print_json
+from router.cli.common import ConfigOpt, DatabaseOpt, JsonOpt, parse_json, run, settings
 from router.config import RouterConfig
 from router.errors import JobNotFound
 from router.exits import exit_code_of_state
 from router.models import Job
+from router.printing import console, job_document, print_events, print_job, print_json
 from router.store import SqlStore, open_store
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document (for scripts)")]
 
 
 def read_json_argument(option: str, value: str) -> Any:
@@ -62,7 +60,6 @@ async def emit(source: Router | SqlStore, job: Job, as_json: bool, *,
         print_events(console, logged)
 
 
-@app.command()
 def submit(
     task: Annotated[str, typer.Option("--task", "-t",
                                       help="task name from the config's \\[tasks.NAME] sections")],
@@ -105,7 +102,6 @@ def submit(
     raise typer.Exit(exit_code_of_state(job.state))
 
 
-@app.command()
 def show(
     job_id: Annotated[str, typer.Argument(help="the job id")],
     events: Annotated[bool, typer.Option(help="also print the job's event log")] = False,
@@ -127,7 +123,6 @@ def show(
     run(step)
 
 
-@app.command()
 def find(
     key: Annotated[str, typer.Argument(help="the idempotency key")],
     owner: Annotated[str, typer.Option(help="the key's owner")] = "cli",
@@ -153,7 +148,6 @@ def find(
     run(step)
 
 
-@app.command()
 def cancel(
     job_id: Annotated[str, typer.Argument(help="the job id")],
     reason: Annotated[str, typer.Option(help="why, for the job's log")] = "cancelled from the CLI",
@@ -170,7 +164,6 @@ def cancel(
     run(step)
 
 
-@app.command()
 def resolve(
     attempt_id: Annotated[str, typer.Argument(help="the unknown attempt's id")],
     outcome: Annotated[str, typer.Option(help="succeeded | failed | cancelled")],

@@ -1,22 +1,30 @@
-"""How the CLI prints jobs, attempts and events: for people, as text (never as rich markup:
-a provider's error or a job's input may hold `[/...]`, which markup would eat or choke on),
-and for scripts, as one JSON document (`--json`)."""
+"""How the CLI and the demo print jobs, attempts, events and the certification matrix: for
+people, as text (never as rich markup: a provider's error or a job's input may hold `[/...]`,
+which markup would eat or choke on), and for scripts, as one JSON document (`--json`)."""
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Column, Table
 from rich.text import Text
 
 from router.listing import JobPage
 from router.models import Attempt, Job, JobEvent
 from router.states import AttemptState, JobState
+
+if TYPE_CHECKING:
+    from router.certifier import Cell
+
+console = Console()
+err = Console(stderr=True)
 
 _COLOR = {JobState.SUCCEEDED: "green", JobState.FAILED: "red", JobState.UNKNOWN: "yellow"}
 
@@ -102,3 +110,56 @@ def page_document(page: JobPage, counts: dict[JobState, int] | None) -> dict[str
     if counts is not None:
         document["counts"] = {str(state): n for state, n in counts.items()}
     return document
+
+
+_STYLE = {"pass": "green", "fail": "red", "unverified": "yellow", "stale": "yellow",
+          "expired": "yellow", "missing": "dim"}  # fmt: skip
+
+
+def render_matrix(cells: Sequence[Cell], width: int = 110) -> str:
+    """The matrix as text: providers down, contracts across. A cell that is not a pass names
+    its failing (or unverified) checks on its first line, before any detail; a pass under a
+    waiver says which check it waives."""
+    contracts = sorted({c.contract for c in cells})
+    providers = list(dict.fromkeys(c.provider for c in cells))
+    by_pair = {(c.provider, c.contract): c for c in cells}
+    table = Table("provider", *contracts, title="certification matrix", show_lines=True)
+    for name in providers:
+        row = []
+        for contract in contracts:
+            cell = by_pair.get((name, contract))
+            if cell is None:
+                row.append("")
+                continue
+            head, detail = cell_text(cell)
+            more = f"\n{escape(detail)}" if detail else ""
+            row.append(f"[{_STYLE[cell.status]}]{escape(head)}[/]{more}")
+        table.add_row(escape(name), *row)
+    out = Console(record=True, width=width, file=io.StringIO(), color_system=None)
+    out.print(table)
+    return out.export_text()
+
+
+def cell_text(cell: Cell) -> tuple[str, str]:
+    """(first line: the status and the checks that decided it, short detail)."""
+    from contracts import Validity  # loaded already: the cell came from `matrix`
+
+    cert = cell.certification
+    if cert is None or cell.status.outdated:
+        return cell.status, _short(cell.detail)
+    cases = f"{sum(case.passed for case in cert.cases)}/{len(cert.cases)} cases"
+    if cell.status is Validity.FAIL:
+        return f"fail: {', '.join(cert.failed_checks)}", _short(
+            f"{cases}; {cert.first_failure or cell.detail}")
+    if cell.status is Validity.UNVERIFIED:
+        return f"unverified: {', '.join(cert.unverified_checks)}", _short(
+            f"{cases}; no waiver; {cert.first_failure or cell.detail}")
+    waived = [c for c in cert.waivers if c in cert.unverified_checks]
+    if waived:
+        reasons = "; ".join(cert.waivers[c] for c in waived)
+        return f"pass, waived: {', '.join(waived)} unverified", _short(reasons)
+    return cell.status, ""
+
+
+def _short(detail: str) -> str:
+    return detail if len(detail) <= 70 else detail[:67] + "..."

@@ -8,15 +8,13 @@ from typing import Annotated
 
 import typer
 
-from router.cli import ConfigOpt, DatabaseOpt, app, console, run, settings
-from router.cli_jobs import JsonOpt
-from router.cli_output import page_document, print_json, print_page
+from router.cli.common import ConfigOpt, DatabaseOpt, JsonOpt, run, settings
 from router.listing import DEFAULT_PAGE, MAX_PAGE, JobFilter, checked_cursor
+from router.printing import console, page_document, print_json, print_page
 from router.states import JobState
 from router.store import open_store
 
 jobs_app = typer.Typer(help="Jobs in bulk: list them with filters.", no_args_is_help=True)
-app.add_typer(jobs_app, name="jobs")
 
 
 def _moment(option: str, value: str | None) -> float | None:

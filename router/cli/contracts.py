@@ -2,40 +2,29 @@
 
 from __future__ import annotations
 
-import io
 import json
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 from xml.etree import ElementTree as ET
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from providers import Provider
 from router.api import Router
-from router.certifier import Cell, Pair, certify_pair, matrix, pairs_to_certify
-from router.cli import ConfigOpt, DatabaseOpt, app, run, settings
+from router.certifier import Cell, certify_pair, matrix, pairs_to_certify
+from router.cli.common import ConfigOpt, DatabaseOpt, run, settings
 from router.config import RouterConfig
+from router.printing import render_matrix
+from router.recordings import LIVE_RECORD, recording
 
 if TYPE_CHECKING:
     from contracts import CaseEvidence
 
 contracts_app = typer.Typer(help="Certify providers against task contracts; see the matrix.",
                             no_args_is_help=True)
-app.add_typer(contracts_app, name="contracts")
-
-# The certification computed live while recording, kept beside the cassette: replaying the
-# cassette must give the same record (tests/contracts/test_replay_equals_live.py).
-LIVE_RECORD = "certification.json"
-
-_STYLE = {"pass": "green", "fail": "red", "unverified": "yellow", "stale": "yellow",
-          "expired": "yellow", "missing": "dim"}  # fmt: skip
 
 
 @contracts_app.command("run")
@@ -130,77 +119,10 @@ def uncertified_tasks(cfg: RouterConfig) -> list[str]:
     return lines
 
 
-@contextmanager
-def recording(root: Path | None, record: bool, provider: Provider, pair: Pair) -> Iterator[None]:
-    """Replay (or record) one pair's calls from cassettes/<provider>/<contract>/certify.yaml."""
-    if root is None:
-        yield
-        return
-    from providers.cassettes import cassette, cassette_path, write_meta
-
-    path = cassette_path(root, pair.provider, pair.contract.name, "certify")
-    if record and path.exists():
-        path.unlink()  # vcrpy's "all" mode would keep answers no new request matches
-    with cassette(path, record=record):
-        yield
-    if record:
-        write_meta(path.parent, provider=pair.provider, provider_fingerprint=provider.fingerprint,
-                   contract_fingerprint=pair.contract_fingerprint)
-
-
 def _progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=Console(stderr=True),
                     disable=not sys.stderr.isatty())  # fmt: skip
-
-
-def render_matrix(cells: Sequence[Cell], width: int = 110) -> str:
-    """The matrix as text: providers down, contracts across. A cell that is not a pass names
-    its failing (or unverified) checks on its first line, before any detail; a pass under a
-    waiver says which check it waives."""
-    contracts = sorted({c.contract for c in cells})
-    providers = list(dict.fromkeys(c.provider for c in cells))
-    by_pair = {(c.provider, c.contract): c for c in cells}
-    table = Table("provider", *contracts, title="certification matrix", show_lines=True)
-    for name in providers:
-        row = []
-        for contract in contracts:
-            cell = by_pair.get((name, contract))
-            if cell is None:
-                row.append("")
-                continue
-            head, detail = cell_text(cell)
-            more = f"\n{escape(detail)}" if detail else ""
-            row.append(f"[{_STYLE[cell.status]}]{escape(head)}[/]{more}")
-        table.add_row(escape(name), *row)
-    out = Console(record=True, width=width, file=io.StringIO(), color_system=None)
-    out.print(table)
-    return out.export_text()
-
-
-def cell_text(cell: Cell) -> tuple[str, str]:
-    """(first line: the status and the checks that decided it, short detail)."""
-    from contracts import Validity  # loaded already: the cell came from `matrix`
-
-    cert = cell.certification
-    if cert is None or cell.status.outdated:
-        return cell.status, _short(cell.detail)
-    cases = f"{sum(case.passed for case in cert.cases)}/{len(cert.cases)} cases"
-    if cell.status is Validity.FAIL:
-        return f"fail: {', '.join(cert.failed_checks)}", _short(
-            f"{cases}; {cert.first_failure or cell.detail}")
-    if cell.status is Validity.UNVERIFIED:
-        return f"unverified: {', '.join(cert.unverified_checks)}", _short(
-            f"{cases}; no waiver; {cert.first_failure or cell.detail}")
-    waived = [c for c in cert.waivers if c in cert.unverified_checks]
-    if waived:
-        reasons = "; ".join(cert.waivers[c] for c in waived)
-        return f"pass, waived: {', '.join(waived)} unverified", _short(reasons)
-    return cell.status, ""
-
-
-def _short(detail: str) -> str:
-    return detail if len(detail) <= 70 else detail[:67] + "..."
 
 
 def report(cells: Sequence[Cell]) -> dict[str, object]:

@@ -1,0 +1,34 @@
+"""Certification through recorded cassettes: replay (or record) one (provider, contract) pair's
+calls, and keep the live certification beside its cassette. Used by `jobrouter contracts run
+--cassettes` and by the demo."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from providers import Provider
+from router.certifier import Pair
+
+# The certification computed live while recording, kept beside the cassette: replaying the
+# cassette must give the same record (tests/contracts/test_replay_equals_live.py).
+LIVE_RECORD = "certification.json"
+
+
+@contextmanager
+def recording(root: Path | None, record: bool, provider: Provider, pair: Pair) -> Iterator[None]:
+    """Replay (or record) one pair's calls from cassettes/<provider>/<contract>/certify.yaml."""
+    if root is None:
+        yield
+        return
+    from providers.cassettes import cassette, cassette_path, write_meta
+
+    path = cassette_path(root, pair.provider, pair.contract.name, "certify")
+    if record and path.exists():
+        path.unlink()  # vcrpy's "all" mode would keep answers no new request matches
+    with cassette(path, record=record):
+        yield
+    if record:
+        write_meta(path.parent, provider=pair.provider, provider_fingerprint=provider.fingerprint,
+                   contract_fingerprint=pair.contract_fingerprint)
