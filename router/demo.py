@@ -1,12 +1,13 @@
 """`jobrouter demo`: the whole story on the embedded SQLite default, offline, in seconds.
 
 Every provider answer comes from cassettes recorded from real local llama.cpp servers (see
-cassettes/jobrouter.toml); nothing reaches a network and no model runs. Two things a cassette
-cannot do are injected on top, and said so on screen: a primary that stays silent, and one that
-is slow. `jobrouter demo --record` runs the job calls against the live servers and records them;
-the certifications still replay their own cassettes (re-record those with `jobrouter contracts
-run --record`), and the screen says which part is which. The conclusion printed after the
-matrix is derived from the matrix itself, never written in advance.
+router/cassettes/jobrouter.toml; the cassettes ship as package data, router/recordings.py finds
+them); nothing reaches a network and no model runs. Two things a cassette cannot do are injected
+on top, and said so on screen: a primary that stays silent, and one that is slow. `jobrouter demo
+--record` runs the job calls against the live servers and records them; the certifications
+still replay their own cassettes (re-record those with `jobrouter contracts run --record`), and
+the screen says which part is which. The conclusion printed after the matrix is derived from
+the matrix itself, never written in advance.
 """
 
 from __future__ import annotations
@@ -26,13 +27,12 @@ from router.config import RouterConfig, load_config
 from router.errors import IdempotencyConflict
 from router.models import Job
 from router.printing import console, print_job, render_matrix
-from router.recordings import LIVE_RECORD, recording
+from router.recordings import LIVE_RECORD, recording, shipped_cassettes
 from router.states import EventKind
 
-REPO = Path(__file__).resolve().parents[1]
-CASSETTES = REPO / "cassettes"
+CASSETTES = shipped_cassettes()
 CONFIG = CASSETTES / "jobrouter.toml"
-DEMO_GROUP = "demo"  # cassettes/demo/<contract>/: the demo's job calls, all providers in one
+DEMO_GROUP = "demo"  # router/cassettes/demo/<contract>/: the demo's job calls, all providers in one
 JOBS_CASSETTE = CASSETTES / DEMO_GROUP / "product_title" / "jobs.yaml"
 OWNER = "shop-42"
 
@@ -182,15 +182,20 @@ async def _recorded_attempts(router: Router, job_id: str) -> list[Any]:
 
 def what_runs(record: bool) -> str:
     """What the screen shows, said truthfully: which calls are live and which are replayed."""
-    certs = (f"certifications: REPLAYED from cassettes/<provider>/<contract>/certify.yaml "
-             f"(recorded live with their {LIVE_RECORD}; re-record: jobrouter contracts run "
-             "--record)")
+    certs = (f"certifications: REPLAYED from {_shown(CASSETTES)}/<provider>/<contract>/"
+             f"certify.yaml (recorded live with their {LIVE_RECORD}; re-record: jobrouter "
+             "contracts run --record)")
     if record:
         jobs = (f"job calls: LIVE against the local llama.cpp servers (Gemma 3 270M), recorded "
-                f"to {JOBS_CASSETTE.relative_to(REPO)}")
+                f"to {_shown(JOBS_CASSETTE)}")
     else:
-        jobs = f"job calls: REPLAYED from {JOBS_CASSETTE.relative_to(REPO)}; no model runs"
+        jobs = f"job calls: REPLAYED from {_shown(JOBS_CASSETTE)}; no model runs"
     return f"{certs}\n{jobs}\ninjected on top (said so at each scene): a silent and a slow primary"
+
+
+def _shown(path: Path) -> str:
+    """A shipped file as the package names it (router/cassettes/...), wherever it is installed."""
+    return f"router/{path.relative_to(CASSETTES.parent)}"
 
 
 def conclusion(cells: list[Cell]) -> list[str]:

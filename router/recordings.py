@@ -1,11 +1,13 @@
-"""Certification through recorded cassettes: replay (or record) one (provider, contract) pair's
-calls, and keep the live certification beside its cassette. Used by `jobrouter contracts run
---cassettes` and by the demo."""
+"""Recorded cassettes: the ones jobrouter ships (router/cassettes/, package data, recorded from
+real local llama.cpp servers with router/cassettes/jobrouter.toml), and certification through
+cassettes: replay (or record) one (provider, contract) pair's calls, and keep the live
+certification beside its cassette. Used by `jobrouter contracts run --cassettes` and the demo."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib import resources
 from pathlib import Path
 
 from providers import Provider
@@ -16,9 +18,19 @@ from router.certifier import Pair
 LIVE_RECORD = "certification.json"
 
 
+def shipped_cassettes() -> Path:
+    """The folder of the cassettes jobrouter ships, found through importlib.resources: the same
+    from a source checkout and from an installed wheel."""
+    folder = resources.files("router") / "cassettes"
+    if not isinstance(folder, Path):  # vcrpy reads (and, recording, writes) real files
+        raise RuntimeError(f"router/cassettes is not a folder on disk ({folder!r}): install "
+                           "jobrouter as files, not as a zip")
+    return folder
+
+
 @contextmanager
 def recording(root: Path | None, record: bool, provider: Provider, pair: Pair) -> Iterator[None]:
-    """Replay (or record) one pair's calls from cassettes/<provider>/<contract>/certify.yaml."""
+    """Replay (or record) one pair's calls from <root>/<provider>/<contract>/certify.yaml."""
     if root is None:
         yield
         return

@@ -24,7 +24,8 @@ def demo(
     becoming unknown, failover past an uncertified provider, hedging, and a late result losing
     the compare-and-swap."""
     if not CONFIG.exists():
-        err.print(f"[red]error:[/red] {CONFIG} is missing: the demo runs from a source checkout")
+        err.print(f"[red]error:[/red] {CONFIG} is missing: this installation lacks the "
+                  "demo's cassettes (package data of jobrouter)")
         raise typer.Exit(2)
     url = database or f"sqlite:///{tempfile.mkdtemp(prefix='jobrouter-demo-')}/demo.db"
     run(lambda: story(url, record))

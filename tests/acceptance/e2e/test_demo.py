@@ -1,6 +1,6 @@
 """`jobrouter demo`, the README's main job, run as a new user runs it: a subprocess, offline
-(replaying cassettes/), on a fresh SQLite file. The story's outcomes are checked in the database
-it leaves, not only in what it prints."""
+(replaying router/cassettes/), on a fresh SQLite file. The story's outcomes are checked in the
+database it leaves, not only in what it prints."""
 
 from __future__ import annotations
 
