@@ -40,10 +40,6 @@ def set_testing(*, no_backoff: bool = True) -> None:
     _testing_no_backoff = no_backoff
 
 
-def is_testing() -> bool:
-    return _testing_no_backoff
-
-
 class Bulkhead:
     """At most `limit` concurrent calls; the slot is held only while a request is in flight."""
 

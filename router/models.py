@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -34,10 +34,6 @@ def payload_fingerprint(task: str, input: JsonObject, params: JsonObject) -> str
     """What makes two submits "the same intent": sha256 of task + input + params."""
     body = canonical_json({"task": task, "input": input, "params": params})
     return hashlib.sha256(body.encode()).hexdigest()
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 class Job(BaseModel):
