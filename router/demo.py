@@ -1,10 +1,10 @@
 """`jobrouter demo`: the whole story on the embedded SQLite default, offline, in seconds.
 
 Every provider answer comes from cassettes recorded from real local llama.cpp servers (see
-router/cassettes/jobrouter.toml; the cassettes ship as package data, router/recordings.py finds
-them); nothing reaches a network and no model runs. Two things a cassette cannot do are injected
-on top, and said so on screen: a primary that stays silent, and one that is slow. `jobrouter demo
---record` runs the job calls against the live servers and records them; the certifications
+cassettes/jobrouter.toml; the cassettes ship inside the wheel as `router.cassettes`,
+router/recordings.py finds them); nothing reaches a network and no model runs. Two things a
+cassette cannot do are injected on top, and said so on screen: a primary that stays silent,
+and one that is slow. `jobrouter demo --record` runs the job calls against the live servers and records them; the certifications
 still replay their own cassettes (re-record those with `jobrouter contracts run --record`), and
 the screen says which part is which. The conclusion printed after the matrix is derived from
 the matrix itself, never written in advance.
@@ -32,7 +32,7 @@ from router.states import EventKind
 
 CASSETTES = shipped_cassettes()
 CONFIG = CASSETTES / "jobrouter.toml"
-DEMO_GROUP = "demo"  # router/cassettes/demo/<contract>/: the demo's job calls, all providers in one
+DEMO_GROUP = "demo"  # cassettes/demo/<contract>/: the demo's job calls, all providers in one
 JOBS_CASSETTE = CASSETTES / DEMO_GROUP / "product_title" / "jobs.yaml"
 OWNER = "shop-42"
 
@@ -194,8 +194,9 @@ def what_runs(record: bool) -> str:
 
 
 def _shown(path: Path) -> str:
-    """A shipped file as the package names it (router/cassettes/...), wherever it is installed."""
-    return f"router/{path.relative_to(CASSETTES.parent)}"
+    """A shipped file as cassettes/..., wherever it is installed: the top-level folder of a
+    source checkout, shipped inside the wheel as the package `router.cassettes`."""
+    return str(path.relative_to(CASSETTES.parent))
 
 
 def conclusion(cells: list[Cell]) -> list[str]:

@@ -1,5 +1,6 @@
-"""Recorded cassettes: the ones jobrouter ships (router/cassettes/, package data, recorded from
-real local llama.cpp servers with router/cassettes/jobrouter.toml), and certification through
+"""Recorded cassettes: the ones jobrouter ships (the top-level cassettes/ folder, in the wheel as
+the package `router.cassettes`, recorded from real local llama.cpp servers with
+cassettes/jobrouter.toml), and certification through
 cassettes: replay (or record) one (provider, contract) pair's calls, and keep the live
 certification beside its cassette. Used by `jobrouter contracts run --cassettes` and the demo."""
 
@@ -21,9 +22,9 @@ LIVE_RECORD = "certification.json"
 def shipped_cassettes() -> Path:
     """The folder of the cassettes jobrouter ships, found through importlib.resources: the same
     from a source checkout and from an installed wheel."""
-    folder = resources.files("router") / "cassettes"
+    folder = resources.files("router.cassettes")
     if not isinstance(folder, Path):  # vcrpy reads (and, recording, writes) real files
-        raise RuntimeError(f"router/cassettes is not a folder on disk ({folder!r}): install "
+        raise RuntimeError(f"router.cassettes is not a folder on disk ({folder!r}): install "
                            "jobrouter as files, not as a zip")
     return folder
 

@@ -3,7 +3,7 @@
     python -m tests.bench.startup [--runs 5]
 
 Each CLI command runs as a fresh `python -m router` process on a small SQLite database with
-`router/cassettes/jobrouter.toml` (five tasks on litellm providers); the table gives the median wall
+`cassettes/jobrouter.toml` (five tasks on litellm providers); the table gives the median wall
 time and whether litellm was imported (from `python -X importtime`). For serve: the time from
 spawning the process to the first 200 of /health/live, and to the log line that says the
 providers are warmed up and the workers started."""
@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = ROOT / "router" / "cassettes" / "jobrouter.toml"
+CONFIG = ROOT / "cassettes" / "jobrouter.toml"
 COMMANDS = [["--help"], ["show", "{job}"], ["jobs", "list"], ["config", "check"],
             ["outbox"], ["contracts", "status"]]  # fmt: skip
 

@@ -1,8 +1,8 @@
 """The gate for "enable failover": one test per provider x contract x case, from cassettes.
 
-The providers and routes are those of router/cassettes/jobrouter.toml (three local llama.cpp
+The providers and routes are those of cassettes/jobrouter.toml (three local llama.cpp
 servers serving Gemma 3 270M). Each (provider, contract) pair's certification was recorded into
-router/cassettes/<provider>/<contract>/certify.yaml, all cases in order, so a pair is replayed ONCE
+cassettes/<provider>/<contract>/certify.yaml, all cases in order, so a pair is replayed ONCE
 (`Replays`, module-scoped: `contracts.certify` under the cassette, strict replay, every recorded
 interaction played) and each parameter then judges its own case's evidence.
 
@@ -34,7 +34,7 @@ from router.certifier import Pair, pairs_to_certify
 from router.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
-CASSETTES = ROOT / "router" / "cassettes"
+CASSETTES = ROOT / "cassettes"
 VERDICTS = Path(__file__).with_name("golden") / "local_verdicts.json"
 CONFIG = load_config(CASSETTES / "jobrouter.toml")
 PAIRS = pairs_to_certify(CONFIG, build_tasks(CONFIG))
@@ -55,8 +55,8 @@ PARAMS = [param for pair in PAIRS for param in case_params([Recorded(pair.provid
 
 
 def rerecord(pair: Pair) -> str:
-    return ("re-record: jobrouter contracts run -c router/cassettes/jobrouter.toml "
-            f"--cassettes router/cassettes --record --provider {pair.provider} "
+    return ("re-record: jobrouter contracts run -c cassettes/jobrouter.toml "
+            f"--cassettes cassettes --record --provider {pair.provider} "
             f"--contract {pair.contract.name}")  # fmt: skip
 
 

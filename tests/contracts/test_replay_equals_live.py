@@ -1,6 +1,6 @@
 """A certification computed from replayed cassettes is identical to the one computed live when
-they were recorded (router/cassettes/<provider>/<contract>/certification.json, written by
-`jobrouter contracts run --cassettes router/cassettes --record`)."""
+they were recorded (cassettes/<provider>/<contract>/certification.json, written by
+`jobrouter contracts run --cassettes cassettes --record`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from router.build import build_providers
 from router.config import load_config
 from router.recordings import LIVE_RECORD
 
-CASSETTES = Path(__file__).resolve().parents[2] / "router" / "cassettes"
+CASSETTES = Path(__file__).resolve().parents[2] / "cassettes"
 RECORDED = sorted(CASSETTES.glob(f"*/*/{LIVE_RECORD}"))
 
 

@@ -1,9 +1,9 @@
 """The litellm adapter against real llama.cpp servers, replayed from cassettes in CI.
 
-Recorded from the local providers of router/cassettes/jobrouter.toml (servers as its header says)
+Recorded from the local providers of cassettes/jobrouter.toml (servers as its header says)
 with
     JOBROUTER_RECORD=1 python -m pytest tests/providers/test_recorded_llama.py
-into router/cassettes/<provider>/provider_integration/<test>.yaml; otherwise replayed strictly.
+into cassettes/<provider>/provider_integration/<test>.yaml; otherwise replayed strictly.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from providers.config import provider_fingerprint
 from providers.litellm_provider import LiteLLMProvider
 from router.config import load_config
 
-ROOT = Path(__file__).resolve().parents[2] / "router" / "cassettes"
+ROOT = Path(__file__).resolve().parents[2] / "cassettes"
 RECORD = os.environ.get("JOBROUTER_RECORD") == "1"
 GROUP = "provider_integration"
 CONFIG = load_config(ROOT / "jobrouter.toml")

@@ -52,3 +52,18 @@ def test_every_command_module_is_registered() -> None:
     modules = {f"router.cli.{p.stem}" for p in CLI.glob("*.py")} - {"router.cli.__init__",
                                                                       "router.cli.common"}
     assert registered == modules
+
+
+def test_every_package_of_the_checkout_is_listed_for_the_wheel() -> None:
+    """pyproject.toml lists the packages (the cassettes folder is mapped into the wheel as
+    `router.cassettes`); a package added under router/, providers/ or contracts/ and not
+    listed would be missing from an installed jobrouter."""
+    import tomllib
+
+    root = CLI.parents[1]
+    setuptools = tomllib.loads((root / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]
+    found = {".".join(init.parent.relative_to(root).parts)
+             for top in ("router", "providers", "contracts")
+             for init in (root / top).rglob("__init__.py")}  # fmt: skip
+    assert found | {"router.cassettes"} == set(setuptools["packages"])
+    assert setuptools["package-dir"] == {"router.cassettes": "cassettes"}

@@ -21,14 +21,14 @@ def check(root: Path, config: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_recorded_cassettes_pass() -> None:
-    done = check(ROOT / "router" / "cassettes", ROOT / "router" / "cassettes" / "jobrouter.toml")
+    done = check(ROOT / "cassettes", ROOT / "cassettes" / "jobrouter.toml")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no secrets, none stale" in done.stdout
 
 
 def test_a_planted_secret_and_a_stale_contract_fail(tmp_path: Path) -> None:
     root = tmp_path / "cassettes"
-    shutil.copytree(ROOT / "router" / "cassettes", root)
+    shutil.copytree(ROOT / "cassettes", root)
     cassette = root / "primary" / "product_title" / "certify.yaml"
     planted = "\n# Authorization: Bearer abcdefghijklmnopqrstuvwxyz0123\n"
     cassette.write_text(cassette.read_text() + planted)

@@ -141,7 +141,7 @@ def test_config_check_suggests_and_lists_routes(tmp_path: Path) -> None:
     assert "did you mean 'max_attempts'?" in done.stderr
     assert "did you mean 'primary'?" in done.stderr
     good = jobrouter("config", "check", "--json",
-                     str(ROOT / "router" / "cassettes" / "jobrouter.toml"), cwd=tmp_path)
+                     str(ROOT / "cassettes" / "jobrouter.toml"), cwd=tmp_path)
     report: dict[str, Any] = json.loads(good.stdout)
     assert good.returncode == 0 and report["valid"] is True
     routes = {r["task"]: [name for name, _ in r["providers"]] for r in report["routes"]}

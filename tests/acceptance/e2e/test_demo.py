@@ -1,5 +1,5 @@
 """`jobrouter demo`, the README's main job, run as a new user runs it: a subprocess, offline
-(replaying router/cassettes/), on a fresh SQLite file. The story's outcomes are checked in the
+(replaying cassettes/), on a fresh SQLite file. The story's outcomes are checked in the
 database it leaves, not only in what it prints."""
 
 from __future__ import annotations

@@ -12,8 +12,11 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-DATA = ("router/cassettes", "contracts/library", "router/store", "router/ui/templates",
-        "router/ui/static")  # fmt: skip
+# Folders of data files: where they are in the checkout, where they are in the wheel (the
+# top-level cassettes/ ships as the package router.cassettes).
+DATA = {"cassettes": "router/cassettes", "contracts/library": "contracts/library",
+        "router/store": "router/store", "router/ui/templates": "router/ui/templates",
+        "router/ui/static": "router/ui/static"}  # fmt: skip
 # Built from a copy without the build's leftovers: a stale *.egg-info/SOURCES.txt would put files
 # in the wheel that the package-data of pyproject.toml leaves out.
 LEFTOVERS = shutil.ignore_patterns(".git", ".venv", "*.egg-info", "build", "dist", "__pycache__",
@@ -32,12 +35,12 @@ def test_an_installed_wheel_runs_the_demo_outside_the_checkout(tmp_path: Path) -
                    check=True, cwd=tmp_path, timeout=600)  # fmt: skip
     [wheel] = (tmp_path / "dist").glob("*.whl")
     shipped = set(zipfile.ZipFile(wheel).namelist())
-    for folder in DATA:  # every data file of the checkout is in the wheel
+    for folder, in_wheel in DATA.items():  # every data file of the checkout is in the wheel
         files = [p for p in (ROOT / folder).rglob("*") if p.is_file() and p.suffix != ".py"
                  and "__pycache__" not in p.parts]  # fmt: skip
         assert files, folder
         missing = [str(p.relative_to(ROOT)) for p in files
-                   if str(p.relative_to(ROOT)) not in shipped]  # fmt: skip
+                   if f"{in_wheel}/{p.relative_to(ROOT / folder)}" not in shipped]  # fmt: skip
         assert not missing, missing
     site = tmp_path / "site"
     subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)],
@@ -52,7 +55,7 @@ def test_an_installed_wheel_runs_the_demo_outside_the_checkout(tmp_path: Path) -
              "LITELLM_OFFLINE_MODE": "true"},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "job calls: REPLAYED from router/cassettes/demo/product_title/jobs.yaml" in " ".join(
+    assert "job calls: REPLAYED from cassettes/demo/product_title/jobs.yaml" in " ".join(
         done.stdout.split())
     states = sqlite3.connect(db).execute("SELECT state FROM jobs").fetchall()
     assert sorted(states) == [("succeeded",)] * 3
