@@ -4,10 +4,10 @@ Every provider answer comes from cassettes recorded from real local llama.cpp se
 cassettes/jobrouter.toml; the cassettes ship inside the wheel as `router.cassettes`,
 router/recordings.py finds them); nothing reaches a network and no model runs. Two things a
 cassette cannot do are injected on top, and said so on screen: a primary that stays silent,
-and one that is slow. `jobrouter demo --record` runs the job calls against the live servers and records them; the certifications
-still replay their own cassettes (re-record those with `jobrouter contracts run --record`), and
-the screen says which part is which. The conclusion printed after the matrix is derived from
-the matrix itself, never written in advance.
+and one that is slow. `jobrouter demo --record` runs the job calls against the live servers
+and records them; the certifications still replay their own cassettes (re-record those with
+`jobrouter contracts run --record`), and the screen says which part is which. The conclusion
+printed after the matrix is derived from the matrix itself, never written in advance.
 """
 
 from __future__ import annotations
