@@ -20,6 +20,7 @@ from providers import Completion, CompletionRequest, ErrorKind, OutcomeUnknown, 
 from providers.errors import CassetteMiss
 from providers.redact import scrub
 from router import tracing
+from router.disclosure import broken_contract, provider_failure
 from router.errors import InvalidTransition
 from router.models import Attempt, AttemptUsage, Job, NewEvent, canonical_json
 from router.persist import persist
@@ -133,7 +134,8 @@ class JobDriver:
             await self._start(decision, notes)
         elif isinstance(decision, Finish):
             self.job = await persist(lambda: self.store.settle_job(
-                self.job.id, decision.state, error=decision.error, notes=notes))
+                self.job.id, decision.state, error=decision.error, notes=notes,
+                error_detail=decision.detail))
         elif self.in_flight:
             await self._wait_in_flight(decision.until)
         else:
@@ -274,7 +276,8 @@ class JobDriver:
         except Exception as exc:  # nothing was sent: a definite not_sent failure
             self.answered.add(attempt.id)
             await self._end(attempt, AttemptState.FAILED, ErrorKind.NOT_SENT, began,
-                            f"the request could not be built, nothing was sent: {exc}")
+                            "the request could not be built, nothing was sent",
+                            detail=f"the request could not be built, nothing was sent: {exc}")
             return
         self.calling.add(attempt.id)
         self.engine.calls_begun.add(attempt.id)
@@ -291,7 +294,8 @@ class JobDriver:
         except ProviderError as exc:
             self.answered.add(attempt.id)
             await self.engine.record_health(attempt.provider, exc)
-            await self._failed(attempt, exc.kind, began, str(exc), output=exc.answer)
+            await self._failed(attempt, exc.kind, began, provider_failure(exc), output=exc.answer,
+                               detail=str(exc))
         except asyncio.CancelledError:
             await self._end_cancelled(attempt, began)
             raise
@@ -305,27 +309,29 @@ class JobDriver:
             self.answered.add(attempt.id)
             log.exception("provider %s raised unexpectedly", attempt.provider)
             await self._end(attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began,
-                            scrub(f"provider raised {type(exc).__name__}: {exc}"))
+                            f"provider {attempt.provider} failed unexpectedly: the outcome is "
+                            "unknown", detail=scrub(f"provider raised {type(exc).__name__}: {exc}"))
         else:
             self.answered.add(attempt.id)
             await self.engine.record_health(attempt.provider, None)
             await self._succeed(attempt, completion, began)
 
     async def _failed(self, attempt: Attempt, kind: ErrorKind, began: float, error: str,
-                      output: Any = None) -> None:
-        """A failed call, recorded as what it proves (`policy.ended_state`)."""
+                      output: Any = None, detail: str | None = None) -> None:
+        """A failed call, recorded as what it proves (`policy.ended_state`): `error` is its
+        summary, `detail` what the provider said (router/disclosure.py)."""
         state = ended_state(kind, exclusive=self.task.policy.exclusive)
         if kind is ErrorKind.REJECTED and state is AttemptState.UNKNOWN:
             error += ("; the provider may have acted and the task is exclusive: check it, then "
                       "resolve this attempt (succeeded with the result, or failed)")
-        await self._end(attempt, state, kind, began, error, output=output)
+        await self._end(attempt, state, kind, began, error, output=output, detail=detail)
 
     async def _succeed(self, attempt: Attempt, completion: Completion, began: float) -> None:
         problems = self.task.output_problems(completion.output)
         if problems:
             await self._failed(attempt, ErrorKind.REJECTED, began,
-                               "output breaks the contract: " + "; ".join(problems[:3]),
-                               output=completion.output)
+                               broken_contract(attempt.provider), output=completion.output,
+                               detail="output breaks the contract: " + "; ".join(problems[:3]))
             return
         usage = completion.usage
         cost = AttemptUsage(
@@ -353,12 +359,14 @@ class JobDriver:
         """The answer's result could not be recorded: keep the answer on its attempt, marked
         unknown ("answered; result could not be recorded") for an operator to resolve with it;
         if even that cannot be written, the answer goes to the log, whole, at CRITICAL."""
+        summary = ("answered; the result could not be recorded: resolve this attempt as "
+                   "succeeded with its output")
         message = (f"answered; the result could not be recorded ({error}): resolve this "
                    "attempt as succeeded with its output")
         try:
             done = await persist(lambda: self.store.finish_attempt(
-                attempt.id, AttemptState.UNKNOWN, error_kind=UNRECORDED, error=message,
-                usage=usage, output=output))  # fmt: skip
+                attempt.id, AttemptState.UNKNOWN, error_kind=UNRECORDED, error=summary,
+                usage=usage, output=output, error_detail=message))  # fmt: skip
         except Exception:
             log.critical("attempt %s of job %s answered but nothing could be recorded; its "
                          "output: %s", attempt.id, self.job.id, canonical_json(output))
@@ -378,11 +386,14 @@ class JobDriver:
 
     async def _end(
         self, attempt: Attempt, state: AttemptState, kind: str, began: float, error: str,
-        timed_out: bool = False, output: Any = None,
+        timed_out: bool = False, output: Any = None, detail: str | None = None,
     ) -> None:  # fmt: skip
+        """Record an attempt's end: `error` is the summary anyone may read, `detail` the raw
+        text behind it (operators only, router/disclosure.py)."""
         usage = AttemptUsage(latency_ms=(time.perf_counter() - began) * 1000)
         done = await persist(lambda: self.store.finish_attempt(
-            attempt.id, state, error_kind=kind, error=error, usage=usage, output=output))
+            attempt.id, state, error_kind=kind, error=error, usage=usage, output=output,
+            error_detail=detail))
         self.ended[attempt.id] = done
         self.engine.metrics_attempt(done, timed_out)
 

@@ -50,7 +50,12 @@ class Job(BaseModel):
     version: int
     winner_attempt_id: str | None = None
     result: Any = None
+    # `error` is the summary anyone who may see the job is shown: our own words only (what the
+    # router concluded, the provider's alias, an HTTP status), never a provider's text.
+    # `error_detail` is the raw detail behind it (a provider's words, scrubbed of credentials):
+    # operators only; `router.disclosure.disclose` blanks it for everyone else.
     error: str | None = None
+    error_detail: str | None = None
     created_at: datetime
     updated_at: datetime
     deadline_at: datetime | None = None
@@ -68,7 +73,8 @@ class Attempt(BaseModel):
     model: str | None = None
     state: AttemptState
     error_kind: str | None = None
-    error: str | None = None
+    error: str | None = None  # the summary, our own words (see Job.error)
+    error_detail: str | None = None  # the raw detail: operators only (see Job.error)
     output: Any = None
     started_at: datetime
     finished_at: datetime | None = None

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from providers import ErrorKind
+from router.disclosure import attempts_summary
 from router.models import Attempt
 from router.states import AttemptState, JobState
 
@@ -48,7 +49,8 @@ class Wait:
 @dataclass(frozen=True)
 class Finish:
     state: JobState  # failed (terminal) or unknown (needs attention)
-    error: str
+    error: str  # the summary: our own words (router/disclosure.py)
+    detail: str | None = None  # the attempts' raw detail behind it: operators only
 
 
 Decision = Start | Wait | Finish
@@ -193,9 +195,11 @@ def _not_used(
 def _exhausted(attempts: Sequence[Attempt], unknown: Sequence[Attempt], why: str) -> Finish:
     if unknown:  # I3: an unknown outcome is never turned into a failure
         return Finish(JobState.UNKNOWN, f"{why}; " + _unknown_message(unknown, exclusive=False))
-    tried = "; ".join(f"{a.provider}: {a.error_kind or a.state} {a.error or ''}".strip()
-                      for a in attempts)
-    return Finish(JobState.FAILED, f"{why}" + (f"; attempts: {tried}" if tried else ""))
+    if not attempts:
+        return Finish(JobState.FAILED, why)
+    summary, detail = (attempts_summary(attempts, detail=d) for d in (False, True))
+    return Finish(JobState.FAILED, f"{why}; attempts: {summary}",
+                  None if detail == summary else f"{why}; attempts: {detail}")
 
 
 def _unknown_message(unknown: Sequence[Attempt], *, exclusive: bool) -> str:

@@ -126,11 +126,13 @@ class AttemptMethods:
         usage: AttemptUsage,
         output: Any = None,
         only_from: AttemptState | None = None,
+        error_detail: str | None = None,
     ) -> Attempt:
         """An attempt ends without a result: failed, unknown or cancelled. `output` keeps an
         answer that did not win (an exclusive task's unusable answer, an answer whose result
         could not be recorded) on the attempt, for the operator who resolves it (`only_from`:
-        as in finish_attempt_cas)."""
+        as in finish_attempt_cas). `error` is the summary, the only text the attempt's event
+        carries; `error_detail` (operators only) stays on the row (router/disclosure.py)."""
         if state is AttemptState.SUCCEEDED:
             raise ValueError("a success goes through finish_attempt_cas")
         now = time.time()
@@ -140,7 +142,7 @@ class AttemptMethods:
             if attempt.state.terminal or attempt.state is state:  # already recorded (cancel,
                 return attempt  # or a second sweeper): keep the first record
             done = await end_attempt(self._q, tx, attempt, state, usage, now, error_kind, error,
-                                     output)
+                                     output, error_detail)
             data = {"attempt_id": attempt_id, "provider": attempt.provider,
                     "error_kind": error_kind, "error": error}  # fmt: skip
             await append_events(self._q, tx, job.id, job.state,

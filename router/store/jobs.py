@@ -146,15 +146,18 @@ class JobMethods:
     # ---- job outcomes ------------------------------------------------------------------------
 
     async def settle_job(
-        self, job_id: str, state: JobState, *, error: str | None, notes: Sequence[NewEvent] = ()
-    ) -> Job:
-        """Move a job to failed / unknown (or back to running), with its events and outbox row."""
+        self, job_id: str, state: JobState, *, error: str | None, notes: Sequence[NewEvent] = (),
+        error_detail: str | None = None,
+    ) -> Job:  # fmt: skip
+        """Move a job to failed / unknown (or back to running), with its events and outbox row.
+        Only the summary `error` goes into them; `error_detail` stays on the row."""
         now = time.time()
         async with self.connector.write() as tx:
             job = await lock_job(self._q, tx, job_id)
             if job.state is state:
                 return job
-            job = await move_job(self._q, tx, job, state, now=now, error=error)
+            job = await move_job(self._q, tx, job, state, now=now, error=error,
+                                 error_detail=error_detail)
             data: JsonObject = {"error": error} if error else {}
             await append_events(self._q, tx, job_id, state,
                                 [*notes, NewEvent(kind=EventKind.job_moved(state), data=data)], now)

@@ -39,8 +39,8 @@ RETURNING *
 
 -- name: update_job_state
 -- The optimistic lock of DESIGN.md: zero rows means someone else changed the job first.
-UPDATE jobs SET state = :state, error = :error, version = version + 1, updated_at = :now,
-                next_run_at = :next_run_at
+UPDATE jobs SET state = :state, error = :error, error_detail = :error_detail,
+                version = version + 1, updated_at = :now, next_run_at = :next_run_at
 WHERE id = :id AND version = :version AND winner_attempt_id IS NULL
 RETURNING *
 
@@ -51,7 +51,8 @@ WHERE id = :id AND version = :version AND winner_attempt_id IS NULL
 RETURNING *
 
 -- name: finish_attempt
-UPDATE attempts SET state = :state, error_kind = :error_kind, error = :error, output = :output,
+UPDATE attempts SET state = :state, error_kind = :error_kind, error = :error,
+                    error_detail = :error_detail, output = :output,
                     finished_at = :now, latency_ms = :latency_ms, model = COALESCE(:model, model),
                     prompt_tokens = :prompt_tokens, completion_tokens = :completion_tokens,
                     cost_usd = :cost_usd, lease_until = NULL

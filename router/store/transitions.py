@@ -55,13 +55,14 @@ async def refuse_if_open(q: Queries, tx: Tx, job_id: str) -> None:
 
 
 async def move_job(
-    q: Queries, tx: Tx, job: Job, dst: JobState, *, now: float, error: str | None = None
-) -> Job:
+    q: Queries, tx: Tx, job: Job, dst: JobState, *, now: float, error: str | None = None,
+    error_detail: str | None = None,
+) -> Job:  # fmt: skip
     if not job_can_move(job.state, dst):
         raise InvalidTransition(entity="job", entity_id=job.id, src=job.state, dst=dst)
     row = await tx.fetchone(q["update_job_state"], {
         "id": job.id, "version": job.version, "state": dst, "error": error, "now": now,
-        "next_run_at": now})  # fmt: skip
+        "error_detail": error_detail, "next_run_at": now})  # fmt: skip
     if row is None:
         raise InvalidTransition(entity="job", entity_id=job.id, src=job.state, dst=dst,
                                 why=f"version {job.version} is no longer current")
@@ -71,13 +72,15 @@ async def move_job(
 async def end_attempt(
     q: Queries, tx: Tx, attempt: Attempt, dst: AttemptState, usage: AttemptUsage, now: float,
     error_kind: str | None = None, error: str | None = None, output: Any = None,
+    error_detail: str | None = None,
 ) -> Attempt:
     if not attempt_can_move(attempt.state, dst):
         raise InvalidTransition(entity="attempt", entity_id=attempt.id, src=attempt.state,
                                 dst=dst)
     row = await tx.fetchone(q["finish_attempt"], {
         "id": attempt.id, "from_state": attempt.state, "state": dst,
-        "error_kind": error_kind, "error": error, "output": dumps(output), "now": now,
+        "error_kind": error_kind, "error": error, "error_detail": error_detail,
+        "output": dumps(output), "now": now,
         "latency_ms": usage.latency_ms, "model": usage.model,
         "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
         "cost_usd": usage.cost_usd})  # fmt: skip
