@@ -1,6 +1,9 @@
 """How the CLI and the demo print jobs, attempts, events and the certification matrix: for
 people, as text (never as rich markup: a provider's error or a job's input may hold `[/...]`,
-which markup would eat or choke on), and for scripts, as one JSON document (`--json`)."""
+which markup would eat or choke on), and for scripts, as one JSON document (`--json`).
+
+The CLI reads the database itself: whoever runs it holds the database and is an operator, shown
+the raw detail behind each error (`error_detail`, router/disclosure.py) as well as its summary."""
 
 from __future__ import annotations
 
@@ -67,6 +70,8 @@ def print_job(console: Console, job: Job, attempts: Sequence[Attempt]) -> None:
         console.print(Text(json.dumps(job.result, ensure_ascii=False, indent=2)))
     if job.error:
         console.print(Text(job.error, style="red"))
+    if job.error_detail:
+        console.print(Text(f"detail: {job.error_detail}"))
     table = Table("seq", _id_column("attempt id"), "provider", "state", "error kind", "latency ms",
                   "error", title="attempts")  # fmt: skip
     for a in attempts:
@@ -76,6 +81,9 @@ def print_job(console: Console, job: Job, attempts: Sequence[Attempt]) -> None:
             str(a.seq), a.id, a.provider, f"{a.state}{winner}", a.error_kind or "", latency,
             (a.error or "")[:80])))  # fmt: skip
     console.print(table)
+    for a in attempts:
+        if a.error_detail:
+            console.print(Text(f"attempt {a.seq} detail: {a.error_detail}"))
     for a in attempts:  # an answer kept for whoever resolves the attempt (docs/failures.md)
         if a.state is AttemptState.UNKNOWN and a.output is not None:
             console.print(Text(f"attempt {a.id} kept its answer: "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
@@ -21,12 +21,12 @@ from router.http.problems import (
 )
 from router.http.schemas import (
     AttemptList,
+    AttemptResource,
     CancelJob,
     JobResource,
     ResolveAttempt,
     SubmitJob,
     json_answer,
-    plain,
 )
 from router.http.sse import HEADERS, event_stream
 from router.models import Job
@@ -75,13 +75,13 @@ async def submit_job(
     job = await router.submit(caller.owner, key, body.task, body.input, body.params)
     url = str(request.url_for("get_job", job_id=job.id))
     headers = {"Location": url} if job.created else {"Location": url, REPLAY_HEADER: "true"}
-    return json_answer(JobResource.body(job, url), 202, headers)
+    return json_answer(JobResource.body(job, url, operator=caller.operator), 202, headers)
 
 
 @routes.get("/jobs/{job_id}", response_model=JobResource, name="get_job", operation_id="get_job",
             summary="Read a job", responses=documented(401, 404, 422, 503))
 async def get_job(job_id: str, request: Request, router: RouterDep, caller: Caller) -> Response:
-    return _resource(request, await _visible_job(router, caller, job_id))
+    return _resource(request, caller, await _visible_job(router, caller, job_id))
 
 
 @routes.get("/jobs/{job_id}/attempts", response_model=AttemptList, name="list_attempts",
@@ -92,7 +92,8 @@ async def get_job(job_id: str, request: Request, router: RouterDep, caller: Call
                 **documented(401, 404, 422, 503)})  # fmt: skip
 async def list_attempts(job_id: str, router: RouterDep, caller: Caller) -> Response:
     await _visible_job(router, caller, job_id)
-    return json_answer({"items": [plain(attempt) for attempt in await router.attempts(job_id)]})
+    return json_answer({"items": [AttemptResource.body(attempt, operator=caller.operator)
+                                  for attempt in await router.attempts(job_id)]})
 
 
 @routes.post("/jobs/{job_id}/cancel", response_model=JobResource, name="cancel_job",
@@ -106,7 +107,7 @@ async def cancel_job(
     succeeded or failed job cannot be cancelled: 409)."""
     await _visible_job(router, caller, job_id)
     job = await router.cancel(job_id, (body or CancelJob()).reason)
-    return _resource(request, job)
+    return _resource(request, caller, job)
 
 
 @routes.post("/attempts/{attempt_id}/resolve", response_model=JobResource, name="resolve_attempt",
@@ -114,12 +115,12 @@ async def cancel_job(
              summary="Say what became of an unknown attempt (operators)",
              responses=documented(400, 401, 403, 404, 409, 413, 422, 503))  # fmt: skip
 async def resolve_attempt(
-    attempt_id: str, body: ResolveAttempt, request: Request, router: RouterDep, _op: Operator
+    attempt_id: str, body: ResolveAttempt, request: Request, router: RouterDep, op: Operator
 ) -> Response:
     if await router.store.get_attempt(attempt_id) is None:
         raise AttemptNotFound(attempt_id)
     job = await router.resolve(attempt_id, body.outcome, body.result, body.note)
-    return _resource(request, job)
+    return _resource(request, op, job)
 
 
 @routes.get(
@@ -178,9 +179,6 @@ async def _visible_job(router: Router, caller: Principal, job_id: str) -> Job:
     return job
 
 
-def _body(request: Request, job: Job) -> dict[str, Any]:
-    return JobResource.body(job, str(request.url_for("get_job", job_id=job.id)))
-
-
-def _resource(request: Request, job: Job) -> Response:
-    return json_answer(_body(request, job))
+def _resource(request: Request, caller: Principal, job: Job) -> Response:
+    url = str(request.url_for("get_job", job_id=job.id))
+    return json_answer(JobResource.body(job, url, operator=caller.operator))

@@ -91,7 +91,7 @@ async def list_jobs(
             raise ProblemError(422, "listing-invalid", "`idempotency_key` finds one job; send "
                                "it alone, without other filters")
         job = await router.find(caller.owner, idempotency_key)
-        return _page([_body(request, job)] if job else [], None, None)
+        return _page([_body(request, caller, job)] if job else [], None, None)
     where = job_filter(caller, owner=owner, state=state, needs_attention=needs_attention,
                        task=task, provider=provider, created_after=created_after,
                        created_before=created_before)
@@ -102,7 +102,8 @@ async def list_jobs(
     following = None
     if page.next_cursor is not None:
         following = str(request.url.include_query_params(cursor=page.next_cursor))
-    return _page([_body(request, job) for job in page.items], page.next_cursor, following)
+    return _page([_body(request, caller, job) for job in page.items], page.next_cursor,
+                 following)
 
 
 @routes.get("/jobs/counts", response_model=JobCounts, name="count_jobs",
@@ -120,8 +121,9 @@ async def count_jobs(
     return JobCounts(counts=counts, total=sum(counts.values()))
 
 
-def _body(request: Request, job: Job) -> dict[str, Any]:
-    return JobResource.body(job, str(request.url_for("get_job", job_id=job.id)))
+def _body(request: Request, caller: Principal, job: Job) -> dict[str, Any]:
+    url = str(request.url_for("get_job", job_id=job.id))
+    return JobResource.body(job, url, operator=caller.operator)
 
 
 def _page(items: list[dict[str, Any]], next_cursor: str | None, following: str | None) -> Response:

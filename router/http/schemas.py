@@ -9,6 +9,7 @@ from typing import Any, Literal
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from router.disclosure import disclose
 from router.models import Attempt, Job
 from router.states import JobState
 
@@ -67,6 +68,14 @@ class ResolveAttempt(_Body):
     note: str = Field(default="", max_length=1000)
 
 
+ERROR = ("why the job (or attempt) did not succeed, in the router's own words: what the "
+         "outcome proves (not sent, rejected, unknown), the provider's name, the HTTP status "
+         "where one came back. Never the provider's text: that is `error_detail`")
+ERROR_DETAIL = ("the raw detail behind `error` (what the provider said, credentials scrubbed), "
+                "for operator tokens only: null for an owner's token, and when `error` is all "
+                "there is")
+
+
 class JobResource(BaseModel):
     id: str
     owner: str
@@ -81,22 +90,18 @@ class JobResource(BaseModel):
     version: int
     winner_attempt_id: str | None
     result: Any
-    error: str | None
+    error: str | None = Field(description=ERROR)
+    error_detail: str | None = Field(description=ERROR_DETAIL)
     created_at: datetime
     updated_at: datetime
     deadline_at: datetime | None
     url: str
 
-    @classmethod
-    def of(cls, job: Job, url: str) -> JobResource:
-        fields = job.model_dump(exclude={"created"})
-        return cls(**fields, terminal=job.state.terminal,
-                   needs_attention=job.state.needs_attention, url=url)
-
     @staticmethod
-    def body(job: Job, url: str) -> dict[str, Any]:
-        """The resource as JSON-ready data (see `plain`), without a pydantic round trip."""
-        return plain(job, terminal=job.state.terminal,
+    def body(job: Job, url: str, *, operator: bool) -> dict[str, Any]:
+        """The resource as JSON-ready data (see `plain`), without a pydantic round trip, as an
+        operator or the job's owner may see it (`router.disclosure`)."""
+        return plain(disclose(job, operator=operator), terminal=job.state.terminal,
                      needs_attention=job.state.needs_attention, url=url)
 
 
@@ -127,8 +132,22 @@ class JobList(BaseModel):
     items: list[JobResource]
 
 
+class AttemptResource(Attempt):
+    """An attempt as the HTTP API shows it (`router.disclosure`)."""
+
+    error: str | None = Field(default=None, description=ERROR)
+    error_detail: str | None = Field(default=None, description=ERROR_DETAIL)
+    output: Any = Field(default=None, description="the answer: the winning attempt's result; an "
+                        "answer that did not win (kept for whoever resolves the attempt) is "
+                        "shown to operator tokens only")
+
+    @staticmethod
+    def body(attempt: Attempt, *, operator: bool) -> dict[str, Any]:
+        return plain(disclose(attempt, operator=operator))
+
+
 class AttemptList(BaseModel):
-    items: list[Attempt]
+    items: list[AttemptResource]
 
 
 class Status(BaseModel):

@@ -12,6 +12,7 @@ from urllib.parse import urlencode, urlsplit
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from router.disclosure import disclose
 from router.errors import JobNotFound, JobRouterError, ListingError
 from router.http.auth import Principal, RouterDep
 from router.http.listing import job_filter
@@ -182,8 +183,12 @@ async def _visible(router: RouterDep, who: Principal, job_id: str) -> Job:
     return job
 
 
-async def _job_context(router: RouterDep, job: Job) -> dict[str, Any]:
-    return {"job": job, "attempts": await router.store.list_attempts(job.id),
+async def _job_context(router: RouterDep, who: Principal, job: Job) -> dict[str, Any]:
+    """The job as `who` may see it (router/disclosure.py: an owner is not shown what a
+    provider said)."""
+    attempts = await router.store.list_attempts(job.id)
+    return {"job": disclose(job, operator=who.operator),
+            "attempts": [disclose(a, operator=who.operator) for a in attempts],
             "events": await router.store.list_events(job.id)}
 
 
@@ -195,13 +200,13 @@ async def job_page(job_id: str, request: Request, router: RouterDep, who: Viewer
     except JobNotFound:
         return page(request, "message.html", who, 404, title="No such job",
                     message=f"There is no job {job_id} that you may see.")
-    return page(request, "job.html", who, done=done, **await _job_context(router, job))
+    return page(request, "job.html", who, done=done, **await _job_context(router, who, job))
 
 
 @routes.get("/jobs/{job_id}/live", response_class=HTMLResponse)
 async def job_live(job_id: str, request: Request, router: RouterDep, who: Viewer) -> HTMLResponse:
     job = await _visible(router, who, job_id)
-    return page(request, "_job_live.html", who, **await _job_context(router, job))
+    return page(request, "_job_live.html", who, **await _job_context(router, who, job))
 
 
 @routes.post("/jobs/{job_id}/cancel", response_model=None)
@@ -228,7 +233,7 @@ async def resolve(
     problem = _resolve_problem(who, outcome, note, result)
     if problem:
         return page(request, "job.html", who, 403 if not who.operator else 422, error=problem,
-                    **await _job_context(router, job))
+                    **await _job_context(router, who, job))
     value = json.loads(result) if outcome == "succeeded" else None
     note_text = f"{note.strip()} (by {who.owner} in the console)"
     action = router.resolve(attempt_id, outcome, value, note_text)  # type: ignore[arg-type]

@@ -1,16 +1,22 @@
 """A provider that echoes the key it was sent: the key is found nowhere the router stores or
-shows anything (issue 14).
+shows anything, and the job's owner is shown none of the provider's words at all (issue 14).
 
-The real CLI serves (`jobrouter serve`, a subprocess) with the real litellm provider; the fault
-server (tests/providers/fault_server.py, `echo: true`) answers 401 and 500 echoing the
-`Authorization` header and the bare key in its body and headers, and a 200 whose text holds the
-key. The key has no known token shape, so only the registered VALUE can catch it; a second,
-token-shaped credential the router never held (`hf_...`) is planted in the answer text to
-prove the pattern net. Then every table, every log line, every SSE event, every webhook body
-and every HTTP answer (owner and operator) is searched for both.
+The real CLI serves (`jobrouter serve`, a subprocess) with the real litellm provider, on SQLite
+and on PostgreSQL; the fault server (tests/providers/fault_server.py, `echo: true`) answers 401
+and 500 echoing the `Authorization` header and the bare key in its body and headers, and a 200
+whose text holds the key. The key has no known token shape, so only the registered VALUE can
+catch it; a second, token-shaped credential the router never held (`hf_...`) is planted in the
+401's message and headers and in the answer text to prove the pattern net. Then every table,
+every log line, every SSE event, every webhook body and every HTTP answer (owner and operator)
+is searched for both.
+
+Raw provider detail is operator-only: what an OWNER's token reads (the job, its attempts, the
+listing, the SSE stream), the webhook bodies and the event and outbox rows hold no provider
+text at all, not even scrubbed; an operator's token reads the scrubbed detail (`error_detail`).
 
 On the code before the scrubber, the key was in job.error, the attempts, the events, the
-outbox row, the webhook body and the SSE stream (the test fails there).
+outbox row, the webhook body and the SSE stream (the test fails there). On the code before
+`error_detail`, the owner read the provider's scrubbed message in all of those places.
 """
 
 from __future__ import annotations
@@ -20,24 +26,31 @@ import os
 import signal
 import sqlite3
 import subprocess
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 
+from providers.redact import REDACTED
 from tests.acceptance.conftest import CONTRACT, ROOT
 from tests.acceptance.e2e.test_cli_serve import CLI, free_port
 from tests.providers.fault_server import start_fault_server
+from tests.store.pg import fresh_database
 from tests.support.webhook_receiver import WebhookReceiver
 
 KEY = "jrtestkey-" + "7f3a9c2e1b8d4f60a5e7"  # no vendor's shape: only its registered value
 FOREIGN = "hf_" + "Qw3rTy8uIo9pAs5dFg6hJk2lZx"  # a token the router never held
 OWNER = "shop-1"
 SETTLE_S = 60.0
+# The provider's own words, as the fault server and the 200 answer put them: none may reach an
+# owner, scrubbed or not (the scrubber's mark is a sign of scrubbed provider text too).
+PROVIDER_WORDS = ("fault server says", "Incorrect API key", "You sent", "not json", REDACTED)
 
 CONFIG = """
 [database]
-url = "sqlite:///{db}"
+url = "{db}"
 
 [certification]
 required = false
@@ -76,10 +89,37 @@ def _serve(config: Path, port: int, log_path: Path, env: dict[str, str]) -> subp
                                 cwd=ROOT, stdout=log, stderr=log, env=env)
 
 
-def _table_text(db: Path) -> str:
-    """Every row of every table, as SQL text (the whole database's content)."""
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return "\n".join(conn.iterdump())
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'jobs.db'}"
+        return
+    async with fresh_database() as url:
+        yield url
+
+
+async def _rows(url: str, sql: str) -> list[str]:
+    """The rows of a query, each as text."""
+    if url.startswith("sqlite"):
+        path = url.removeprefix("sqlite:///")
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            return [str(row) for row in db.execute(sql)]
+    conn = await asyncpg.connect(url)
+    try:
+        return [str(tuple(row)) for row in await conn.fetch(sql)]
+    finally:
+        await conn.close()
+
+
+async def _table_text(url: str) -> str:
+    """Every row of every table (the whole database's content)."""
+    if url.startswith("sqlite"):
+        tables = "SELECT name FROM sqlite_master WHERE type = 'table'"
+    else:
+        tables = "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+    names = [row.strip("(),'") for row in await _rows(url, tables)]
+    assert {"jobs", "attempts", "job_events", "outbox"} <= set(names)
+    return "\n".join([text for name in names for text in await _rows(url, f"SELECT * FROM {name}")])
 
 
 async def _ready(url: str) -> None:
@@ -105,20 +145,38 @@ async def _read_job(client: httpx.AsyncClient, url: str, token: str, job_id: str
     return texts
 
 
-@pytest.mark.timeout(180)
-async def test_an_echoed_key_is_stored_shown_sent_and_logged_nowhere(tmp_path: Path) -> None:
-    db = tmp_path / "jobs.db"
+async def _submit_and_read(url: str, owner: str, operator: str) -> dict[str, list[str]]:
+    """Three jobs, one after the other (the provider answers in sequence), each read whole
+    with the owner's token and with the operator's: what each was shown."""
+    seen: dict[str, list[str]] = {"owner": [], "operator": []}
+    async with httpx.AsyncClient(timeout=SETTLE_S) as client:
+        for key in ("k-401", "k-500", "k-200"):
+            submitted = await client.post(
+                f"{url}/v1/jobs", json={"task": "echo", "input": {"text": key}},
+                headers={"Authorization": f"Bearer {owner}", "Idempotency-Key": key})
+            seen["owner"].append(submitted.text)
+            job_id = submitted.json()["id"]
+            for who, token in (("owner", owner), ("operator", operator)):
+                seen[who] += await _read_job(client, url, token, job_id, key)
+    return seen
+
+
+@pytest.mark.timeout(240)
+async def test_an_echoed_key_is_stored_shown_sent_and_logged_nowhere(
+    tmp_path: Path, db_url: str
+) -> None:
     env = {**os.environ, "JR_ECHO_TEST_KEY": KEY, "JR_ECHO_HOOK_SECRET": "hook-secret-1"}
     receiver = WebhookReceiver()
     with start_fault_server() as fault:
         async with receiver.running():
             config = tmp_path / "jobrouter.toml"
-            config.write_text(CONFIG.format(db=db, api_base=fault.api_base, contract=CONTRACT,
+            config.write_text(CONFIG.format(db=db_url, api_base=fault.api_base, contract=CONTRACT,
                                             owner=OWNER, hook=receiver.url))  # fmt: skip
             owner_token = _cli("token", "create", OWNER, "--config", str(config), env=env)
             operator = _cli("token", "create", "ops", "--operator", "--config", str(config),
                             env=env)  # fmt: skip
-            fault.reset(sequence=[{"kind": "status", "status": 401, "echo": True},
+            fault.reset(sequence=[{"kind": "status", "status": 401, "echo": True,
+                                   "say": f"your token {FOREIGN} is not ours"},
                                   {"kind": "status", "status": 500, "echo": True},
                                   {"kind": "answer",
                                    "content": f"not json: {KEY} and {FOREIGN}"}])  # fmt: skip
@@ -128,31 +186,37 @@ async def test_an_echoed_key_is_stored_shown_sent_and_logged_nowhere(tmp_path: P
             url = f"http://127.0.0.1:{port}"
             try:
                 await _ready(url)
-                texts: list[str] = []
-                async with httpx.AsyncClient(timeout=SETTLE_S) as client:
-                    for key in ("k-401", "k-500", "k-200"):  # one after the other: in sequence
-                        submitted = await client.post(
-                            f"{url}/v1/jobs", json={"task": "echo", "input": {"text": key}},
-                            headers={"Authorization": f"Bearer {owner_token}",
-                                     "Idempotency-Key": key})  # fmt: skip
-                        texts.append(submitted.text)
-                        job_id = submitted.json()["id"]
-                        for token in (owner_token, operator):
-                            texts += await _read_job(client, url, token, job_id, key)
-                    bodies = await receiver.wait_for(3, within=SETTLE_S)
+                seen = await _submit_and_read(url, owner_token, operator)
+                bodies = await receiver.wait_for(3, within=SETTLE_S)
             finally:
                 server.send_signal(signal.SIGINT)
                 server.wait(timeout=30)
             echoed = fault.stats()["requests"]
     # the provider really was sent the key, and really echoed it
     assert any(KEY in str(request["headers"]) for request in echoed)
+    logged = await _rows(db_url, "SELECT data FROM job_events")
+    logged += await _rows(db_url, "SELECT payload FROM outbox")
     places = {
-        "database": _table_text(db),
+        "database": await _table_text(db_url),
         "server log": log_path.read_text(errors="replace"),
         "webhook bodies": "\n".join(b.body.decode() for b in bodies),
-        "HTTP answers and SSE": "\n".join(texts),
+        "owner's HTTP answers and SSE": "\n".join(seen["owner"]),
+        "operator's HTTP answers and SSE": "\n".join(seen["operator"]),
     }
-    assert "401" in places["HTTP answers and SSE"]  # the errors themselves are still shown
     for where, text in places.items():
         assert KEY not in text, f"the configured key leaked into the {where}"
         assert FOREIGN not in text, f"a token-shaped credential leaked into the {where}"
+    owner_sees = {where: places[where] for where in ("owner's HTTP answers and SSE",
+                                                     "webhook bodies")}  # fmt: skip
+    owner_sees["event and outbox rows"] = "\n".join(logged)
+    assert len(logged) >= 9 and len(bodies) == 3
+    for where, text in owner_sees.items():
+        for words in PROVIDER_WORDS:
+            assert words not in text, f"the provider's words ({words!r}) reached the {where}"
+    # the owner is still told what happened, in our words; the operator also reads the
+    # provider's (scrubbed) words, its message and its unusable answer
+    assert "refused the request (HTTP 401)" in owner_sees["owner's HTTP answers and SSE"]
+    assert "(HTTP 500)" in owner_sees["webhook bodies"]
+    operator_sees = places["operator's HTTP answers and SSE"]
+    for words in ("fault server says 401", "fault server says 500", "not json", REDACTED):
+        assert words in operator_sees, f"the operator was not shown {words!r}"

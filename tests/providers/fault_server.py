@@ -30,7 +30,8 @@ or JSON) overrides both for that one request.
     status        answer HTTP `status` with an OpenAI error body; `retry_after` sets Retry-After;
                   `echo: true` echoes the request's credentials the way careless upstreams do:
                   the Authorization header and the bare key in the error message and body,
-                  and the header again in the answer's headers
+                  and the header again in the answer's headers; `say` adds its text to the
+                  error's message and to an `X-Echo-Say` header
     close_before  read the request, close the connection without computing anything
     drop_after    read the request, compute the answer (counted as completed), close unanswered
     reset         read the request, then abort the connection with a TCP RST
@@ -148,8 +149,8 @@ def _completion_body(request: dict[str, Any], content: str, *, usage: bool = Tru
     return json.dumps(body).encode()
 
 
-def _error_body(status: int, echo: dict[str, str] | None = None) -> bytes:
-    message = f"fault server says {status}"
+def _error_body(status: int, echo: dict[str, str] | None = None, say: str = "") -> bytes:
+    message = f"fault server says {status}" + (f" ({say})" if say else "")
     error: dict[str, Any] = {"message": message, "type": "fault", "code": status}
     if echo is not None:
         auth = echo.get("authorization", "")
@@ -257,12 +258,7 @@ async def _chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path
     if kind == "delay" and await _sleep_or_eof(reader, float(spec.get("seconds", 1.0))):
         return False
     if kind == "status":
-        status = int(spec.get("status", 500))
-        extra = {"Retry-After": str(spec["retry_after"])} if "retry_after" in spec else {}
-        echo = headers if spec.get("echo") else None
-        if echo is not None:
-            extra["X-Echo-Authorization"] = headers.get("authorization", "")
-        await _send(writer, status, _error_body(status, echo), extra)
+        await _send_status(writer, spec, headers)
         return True
     if kind == "proxy":
         return await _serve_proxy(writer, path, headers, body)
@@ -277,6 +273,20 @@ async def _chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path
         return True
     await _send(writer, 200, answer)
     return True
+
+
+async def _send_status(writer: asyncio.StreamWriter, spec: dict[str, Any],
+                       headers: dict[str, str]) -> None:
+    """The `status` scenario: an error answer, echoing what it was asked to."""
+    status = int(spec.get("status", 500))
+    extra = {"Retry-After": str(spec["retry_after"])} if "retry_after" in spec else {}
+    echo = headers if spec.get("echo") else None
+    if echo is not None:
+        extra["X-Echo-Authorization"] = headers.get("authorization", "")
+    say = str(spec.get("say", ""))
+    if say:
+        extra["X-Echo-Say"] = say
+    await _send(writer, status, _error_body(status, echo, say), extra)
 
 
 async def _serve_proxy(writer: asyncio.StreamWriter, path: str, headers: dict[str, str],
