@@ -19,6 +19,7 @@ import pytest
 
 from router import AttemptState, JobState, Router
 from router.config import TaskConfig
+from router.disclosure import disclose
 from tests.acceptance.test_resilience import (  # noqa: F401 (fixtures, used by name)
     OWNER,
     SETTLE,
@@ -103,4 +104,8 @@ async def test_an_unusable_answer_of_an_exclusive_task_is_kept_for_the_operator(
         [attempt] = await settled_attempts(router, job.id)
     assert job.state is JobState.UNKNOWN
     assert attempt.output == '{"txt": "posted"}'  # the answer's text, as received
-    assert "does not match the output schema" in (attempt.error or "")
+    assert "does not match the output schema" in (attempt.error_detail or "")
+    assert "(check: schema)" in (attempt.error or "")  # the summary: our words only
+    shown = disclose(attempt, operator=False)  # what the job's owner is shown of it
+    assert (shown.output, shown.error_detail, shown.error) == (None, None, attempt.error)
+    assert disclose(attempt, operator=True) == attempt
