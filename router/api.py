@@ -1,4 +1,10 @@
-"""`Router`: the public Python API. Open it on a database, submit jobs, watch them finish."""
+"""`Router`: the public Python API. Open it on a database, submit jobs, watch them finish.
+
+It runs in the operator's own process and is trusted: the jobs and attempts it returns are
+whole, `error` (the router's summary) and `error_detail` (the provider's words, scrubbed) alike.
+Shown to anyone else (the job's owner), a value goes through `router.disclosure.disclose` first,
+as the HTTP API and the console do.
+"""
 
 from __future__ import annotations
 

@@ -10,6 +10,11 @@
                                                # or submit the same intent again
         job = await client.wait(job.id)
 
+What the service answers depends on the token (router/disclosure.py): with an owner's token a
+job's and an attempt's `error` is the router's own summary and `error_detail` is None (an
+attempt that did not win has no `output` either); an operator token also gets the provider's
+(scrubbed) words in `error_detail`.
+
 The idempotency key belongs to the intent: it is made once, when the intent is made, and every
 retry of every call sends the same key, so a retry can never create a second job. Retries
 (exponential backoff, full jitter, a cap, a bounded count and time, honouring Retry-After) happen
