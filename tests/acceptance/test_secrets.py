@@ -11,8 +11,9 @@ every log line, every SSE event, every webhook body and every HTTP answer (owner
 is searched for both.
 
 Raw provider detail is operator-only: what an OWNER's token reads (the job, its attempts, the
-listing, the SSE stream), the webhook bodies and the event and outbox rows hold no provider
-text at all, not even scrubbed; an operator's token reads the scrubbed detail (`error_detail`).
+listing, the SSE stream, the console's job page), the webhook bodies and the event and outbox
+rows hold no provider text at all, not even scrubbed; an operator's token reads the scrubbed
+detail (`error_detail`, and the console shows it).
 
 On the code before the scrubber, the key was in job.error, the attempts, the events, the
 outbox row, the webhook body and the SSE stream (the test fails there). On the code before
@@ -34,6 +35,7 @@ import httpx
 import pytest
 
 from providers.redact import REDACTED
+from router.ui.session import COOKIE
 from tests.acceptance.conftest import CONTRACT, ROOT
 from tests.acceptance.e2e.test_cli_serve import CLI, free_port
 from tests.providers.fault_server import start_fault_server
@@ -142,7 +144,11 @@ async def _read_job(client: httpx.AsyncClient, url: str, token: str, job_id: str
     for path in (f"/v1/jobs/{job_id}", f"/v1/jobs/{job_id}/attempts",
                  f"/v1/jobs?idempotency_key={key}"):
         texts.append((await client.get(url + path, headers=auth)).text)
-    return texts
+    client.cookies.set(COOKIE, token)  # the console's session: the token itself
+    page = await client.get(f"{url}/ui/jobs/{job_id}")
+    client.cookies.clear()
+    assert page.status_code == 200 and job_id in page.text
+    return [*texts, page.text]
 
 
 async def _submit_and_read(url: str, owner: str, operator: str) -> dict[str, list[str]]:
@@ -220,3 +226,4 @@ async def test_an_echoed_key_is_stored_shown_sent_and_logged_nowhere(
     operator_sees = places["operator's HTTP answers and SSE"]
     for words in ("fault server says 401", "fault server says 500", "not json", REDACTED):
         assert words in operator_sees, f"the operator was not shown {words!r}"
+    assert "Detail (operators only)" in operator_sees  # the console's job page too

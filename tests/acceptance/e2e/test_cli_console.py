@@ -20,6 +20,7 @@ from router.store import open_store
 
 ROOT = Path(__file__).resolve().parents[3]
 NASTY = "upstream said [/bold] and [red]no[/red] [providers.primary]"
+SUMMARY = "provider primary answered with an error (HTTP 500) and may have acted"
 
 
 def jobrouter(*args: str, cwd: Path, stdin: str | None = None,
@@ -31,7 +32,8 @@ def jobrouter(*args: str, cwd: Path, stdin: str | None = None,
 
 
 def make_job_with_nasty_error(db: Path) -> tuple[str, str]:
-    """A job whose failed attempt carries an error full of markup (as a provider may send)."""
+    """A job whose failed attempt carries a provider's detail full of markup (as a provider may
+    send) behind the router's summary."""
 
     async def go() -> tuple[str, str]:
         store = await open_store(f"sqlite:///{db}")
@@ -42,7 +44,7 @@ def make_job_with_nasty_error(db: Path) -> tuple[str, str]:
             _, attempt = await store.start_attempt(job.id, provider="primary", model=None,
                                                    worker="w", lease_s=30, exclusive=False)
             await store.finish_attempt(attempt.id, AttemptState.FAILED, error_kind="rejected",
-                                       error=NASTY, usage=AttemptUsage())
+                                       error=SUMMARY, error_detail=NASTY, usage=AttemptUsage())
             return job.id, attempt.id
         finally:
             await store.close()
@@ -58,18 +60,21 @@ def test_version_and_exit_code_table() -> None:
 
 
 def test_show_prints_attempt_ids_and_markup_in_data_literally(tmp_path: Path) -> None:
-    """Before: `[/bold]` in an attempt's error crashed `show` (rich MarkupError)."""
+    """Before: `[/bold]` in an attempt's error crashed `show` (rich MarkupError). The CLI reads
+    the database, so it is an operator's: it prints the provider's detail too (issue 14)."""
     db = tmp_path / "jobs.db"
     job_id, attempt_id = make_job_with_nasty_error(db)
     done = jobrouter("show", job_id, "-d", f"sqlite:///{db}", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert attempt_id in done.stdout
     assert "[/bold]" in done.stdout and "[providers.primary]" in done.stdout
+    assert f"attempt 1 detail: {NASTY}" in done.stdout and SUMMARY in done.stdout
     as_json = jobrouter("show", job_id, "--events", "--json", "-d", f"sqlite:///{db}",
                         cwd=tmp_path)
     document = json.loads(as_json.stdout)
     assert document["attempts"][0]["id"] == attempt_id
-    assert document["attempts"][0]["error"] == NASTY
+    assert document["attempts"][0]["error"] == SUMMARY
+    assert document["attempts"][0]["error_detail"] == NASTY
     assert document["input"] == {"text": "[b]tea[/b]"}
     assert document["events"][0]["kind"] == "job.queued"
 
