@@ -32,9 +32,6 @@ from router.states import AttemptState
 
 Shown = TypeVar("Shown", Job, Attempt)
 
-# A failed job read from before schema v11, whose text was a provider's: see migration 0011.
-EXHAUSTED = "no provider produced a usable answer (each attempt says how it ended)"
-
 
 def disclose(value: Shown, *, operator: bool) -> Shown:
     """`value` as `operator` (or the job's owner, when False) may see it."""
@@ -48,7 +45,7 @@ def disclose(value: Shown, *, operator: bool) -> Shown:
 
 def provider_failure(exc: ProviderError) -> str:
     """The summary of a failed provider call: what its kind proves, never the provider's words.
-    (Written without `;`: migration 0011 writes the status-less ones in SQL, see there.)"""
+    (Rows from before schema v11 got theirs from migration 0011, worded alike, without status.)"""
     name, status = exc.provider, exc.status
     code = f" (HTTP {status})" if status is not None else ""
     if exc.kind is ErrorKind.NOT_SENT:
