@@ -27,7 +27,7 @@ WHERE state = 'failed' AND error IS NOT NULL;
 
 -- A stored JSON text may hold a `\u0000` escape, which PostgreSQL's JSON functions refuse (the
 -- whole document): it is read with U+FFFD in its place, and each row is rebuilt from its known
--- keys. An attempt's event holds exactly these four (store: finish_attempt).
+-- keys. An attempt's event holds exactly these four (router/store/attempts.py: finish_attempt).
 CREATE FUNCTION jobrouter_v11_json(stored TEXT) RETURNS json LANGUAGE sql IMMUTABLE AS $$
     SELECT CAST(replace(stored, '\u0000', '\ufffd') AS json)
 $$;
@@ -44,7 +44,7 @@ UPDATE job_events
 SET data = CAST(json_build_object('error', CAST('no provider produced a usable answer (each attempt says how it ended)' AS TEXT)) AS TEXT)
 WHERE kind = 'job.failed' AND json_typeof(jobrouter_v11_json(data) -> 'error') = 'string';
 
--- A completion event's payload (store: _outbox), its values copied as they are.
+-- A completion event's payload (router/store/transitions.py: write_outbox), its values copied as they are.
 CREATE FUNCTION jobrouter_v11_payload(payload TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE AS $$
     SELECT CAST(json_build_object(
         'error', CAST('no provider produced a usable answer (each attempt says how it ended)' AS TEXT),
