@@ -43,12 +43,11 @@ from router.tasks import TaskRuntime
 log = logging.getLogger("jobrouter.router")
 Outcome = Literal["succeeded", "failed", "cancelled"]
 MAX_KEY_LENGTH = 255
-# How often `wait` reads a job nothing was heard of: often without a change feed (SQLite, other
-# processes' changes are found this way), rarely with a live one (a read is a server
-# transaction on PostgreSQL; the feed says when the job settles, and says so again after a
-# reconnect).
-WAIT_POLL_S = 0.25
-WAIT_POLL_LIVE_S = 5.0
+# `wait` reads a job itself only after this long without news (the store's one read for all
+# open waits finds settles; this is a safety net), and looks again whether the job is still
+# driven here every WAIT_RECHECK_S.
+WAIT_POLL_S = 5.0
+WAIT_RECHECK_S = 1.0
 
 
 class Router:
@@ -314,23 +313,30 @@ class Router:
 
         Reads the job only when it may have changed out of sight: a job just created here is
         known as committed, a change made here comes with the job, and other processes'
-        changes are heard when the job settles (PostgreSQL) or found by polling."""
+        changes are found by the store's one read for all open waits (router/store/waits.py),
+        which brings the settled job's row. Nothing is LISTENed for: on PostgreSQL every
+        notification costs every listening backend a transaction."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        await self.store.follow("settled")
-        with self.store.watching(job_id) as change:
+        with self.store.watching(job_id) as change, self.store.awaiting(job_id) as looking:
             job = self.store.created_here(job_id) or await self.get(job_id)
             while not watch_ends(job.state, caught_up=True):  # the job read is caught up
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise TimeoutError(f"job {job_id} is still {job.state} after {timeout}s")
+                looking.near = self._driving(job_id)
                 # asyncio.timeout, not wait_for: no extra task, one loop turn less per wake-up.
-                poll = WAIT_POLL_LIVE_S if self.store.feed_live else WAIT_POLL_S
+                poll = WAIT_RECHECK_S if looking.near else WAIT_POLL_S
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(min(poll, left) if left else poll):
                         await change.wait()
-                seen = change.take()  # None: changed elsewhere, or nothing heard: read it
+                seen = change.take()  # None: changed elsewhere, or nothing heard
+                if seen is None and looking.near and self._driving(job_id):
+                    continue  # still driven here: its settle is heard here, or read by the store
                 job = seen if seen is not None else await self.get(job_id)
             return job
+
+    def _driving(self, job_id: str) -> bool:
+        return self.engine is not None and self.engine.is_driving(job_id)
 
     async def cancel(self, job_id: str, reason: str = "cancelled by the owner") -> Job:
         self._check_open()

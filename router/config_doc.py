@@ -62,13 +62,14 @@ NOTES: dict[str, str] = {
     "engine.claim": "seconds a claimed job stays this worker's without a heartbeat",
     "engine.lease": "seconds an attempt stays `started` without a heartbeat; then `unknown`",
     "engine.poll_interval": "seconds between looks for runnable jobs (PostgreSQL also wakes "
-    "on LISTEN/NOTIFY)",
+    "on LISTEN/NOTIFY, except while a worker is busy or backing off)",
     "engine.sweep_interval": "seconds between sweeps of expired attempt leases",
     "certification.ttl_days": "days a certification stays valid",
     "http.host": "address `jobrouter serve` listens on",
     "http.port": "port `jobrouter serve` listens on",
     "webhooks": "where each owner's completion events go (`[webhooks.OWNER]`)",
-    "outbox.poll_interval": "seconds between looks for due events",
+    "outbox.poll_interval": "seconds between looks for due events (an event committed in this "
+    "process is sent at once)",
     "breaker": "the circuit breaker of every provider (state kept in the store)",
     "certification": "failover only to certified providers",
     "http": "the HTTP API and the console at /ui",

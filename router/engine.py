@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from providers import CompletionRequest, Provider, ProviderError
 from router.driver import JobDriver, refusals
+from router.hearing import Hearing
 from router.models import Attempt, Job
 from router.policy import Eligibility, Start, decide
 from router.store.claims import AttemptStart, Claimed
@@ -78,6 +79,7 @@ class Engine:
         self._slots = asyncio.Semaphore(settings.workers)
         self._loops: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
+        self._heard = False  # the wake-up came from another process (see `_poll`)
         self._stopping = False
         self._creating = 0  # submits holding a slot from first_attempt, not yet handed over
         self._created = asyncio.Event()  # set when _creating is 0
@@ -199,7 +201,7 @@ class Engine:
     # ---- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.store.on_runnable(self.wake)  # jobs freed by other processes: poll at once
+        self.store.on_runnable(self._heard_runnable)  # jobs freed by other processes
         self.store.track_load(lambda: len(self._active) + self._queue.qsize())
         self._loops = [
             asyncio.create_task(self._dispatch(), name="jobrouter-dispatch"),
@@ -241,6 +243,10 @@ class Engine:
     def wake(self) -> None:
         self._wake.set()
 
+    def _heard_runnable(self) -> None:
+        self._heard = True
+        self._wake.set()
+
     # ---- loops ---------------------------------------------------------------------------------
 
     async def _dispatch(self) -> None:
@@ -275,22 +281,31 @@ class Engine:
             self._slots.release()
 
     async def _poll(self) -> None:
+        """Claim when woken or every `poll_s`; hear wake-ups only while they are worth their
+        cost to the database (router/hearing.py)."""
+        mode = Hearing.LISTEN
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.poll_s)
+                await asyncio.wait_for(self._wake.wait(), mode.timeout(self.settings.poll_s))
             self._wake.clear()
+            woken, self._heard = self._heard, False
             try:
-                await self._claim_runnable()
+                claimed = await self._claim_runnable()
+                mode, was = mode.after(claimed, woken), mode
+                if mode.paused != was.paused:
+                    await self.store.pause("runnable", mode.paused)
+                    if not mode.paused:  # freed before the LISTEN took effect: claim now
+                        self._wake.set()
             except Exception:
                 log.exception("polling for runnable jobs failed")
 
-    async def _claim_runnable(self) -> None:
+    async def _claim_runnable(self) -> int:
         """Claim what is free and start the first attempts of the queued jobs among it, in
         one transaction (see `SqlStore.claim_runnable`). Each such attempt takes its slot as
         `first_attempt` does: `stop` waits for them, and they are driven once committed."""
         free = self.settings.workers - len(self._active) - self._queue.qsize()
         if free <= 0:
-            return
+            return -1  # full: nothing claimed, but not for want of jobs
         eligibility = await self._claim_eligibility()
         reserved = 0
         handed = False
@@ -320,12 +335,13 @@ class Engine:
                     self._enqueue(item)
 
         try:
-            await self.store.claim_runnable(self.worker_id, self.settings.claim_s, free, first,
-                                            take)  # fmt: skip
+            claimed = await self.store.claim_runnable(self.worker_id, self.settings.claim_s,
+                                                      free, first, take)  # fmt: skip
         finally:
             if not handed:  # not committed: the attempts chosen were never written
                 for _ in range(reserved):
                     self.return_slot()
+        return len(claimed)
 
     async def _heartbeat(self) -> None:
         interval = min(self.settings.claim_s, self.settings.lease_s) / 3

@@ -40,6 +40,8 @@ SIGNATURE_HEADER = "X-Jobrouter-Signature"
 EVENT_HEADER = "X-Jobrouter-Event"
 SIGNATURE_TOLERANCE_S = 300.0  # what `verify_signature` accepts as clock skew plus transit
 USER_AGENT = "jobrouter-outbox/1"
+# After a wake-up, rows committed within this time are claimed together (one transaction).
+WAKE_GATHER_S = 0.02
 
 Jitter = Callable[[float], float]
 
@@ -169,12 +171,14 @@ class OutboxDeliverer:
         """Run the delivery loop as a background task of the running event loop."""
         if self._loop is not None:
             raise RuntimeError("the outbox deliverer is already running")
+        self.store.on_outbox(self._written)
         self._loop = asyncio.create_task(self._run(), name="jobrouter-outbox")
 
     async def stop(self) -> None:
         """Stop sending. Events claimed here are handed back at once (a send cut short may
         have arrived: it is sent again, at least once); an answer already received is still
         recorded and counted before this returns."""
+        self.store.forget_outbox(self._written)
         if self._loop is not None:
             self._loop.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -193,6 +197,12 @@ class OutboxDeliverer:
     def wake(self) -> None:
         self._wake.set()
 
+    def _written(self, owner: str) -> None:
+        """An outbox row committed in this process: send it now if its owner has a webhook
+        (the poll every `poll_s` stays, for other processes' rows and retries due)."""
+        if owner in self.webhooks:
+            self.wake()
+
     # ---- delivery ------------------------------------------------------------------------------
 
     async def _run(self) -> None:
@@ -205,6 +215,8 @@ class OutboxDeliverer:
             if claimed < self.settings.batch:  # a full batch: more may be due, go on at once
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.settings.poll_s)
+                if self._wake.is_set():  # woken by a commit: the rows committed meanwhile
+                    await asyncio.sleep(WAKE_GATHER_S)  # go into the same claim
                 self._wake.clear()
 
     async def deliver_due(self) -> int:

@@ -36,6 +36,8 @@ class AttemptMethods:
 
         def _notify(self, job_id: str, job: Job | None = None) -> None: ...
 
+        def _outbox_in(self, tx: Tx, owner: str) -> None: ...
+
     async def start_attempt(
         self, job_id: str, *, provider: str, model: str | None, worker: str, lease_s: float,
         exclusive: bool, notes: Sequence[NewEvent] = (),
@@ -112,6 +114,7 @@ class AttemptMethods:
                     NewEvent(kind=EventKind.JOB_SUCCEEDED, data={"winner_attempt_id": attempt_id}),
                 ], now)  # fmt: skip
                 await write_outbox(self._q, tx, job, now)
+                self._outbox_in(tx, job.owner)
                 outcome = FinishOutcome(won=True, job=job, attempt=won)
         self._notify(attempt.job_id, job if outcome.won else None)
         return outcome

@@ -106,6 +106,12 @@ class ChangeFeed(Protocol):
         this call began following (changes before it were not heard)."""
         ...
 
+    async def pause(self, what: str, paused: bool) -> None:
+        """Stop hearing `what` for a while (`paused`), or hear it again: a worker that claims
+        by polling while jobs keep coming needs no wake-up per job, and each one would cost
+        every listening backend a transaction. Resuming hears only what commits after it."""
+        ...
+
     @property
     def feed_live(self) -> bool:
         """Whether other processes' changes are heard now."""

@@ -51,6 +51,8 @@ class JobMethods:
 
         def _notify(self, job_id: str, job: Job | None = None) -> None: ...
 
+        def _outbox_in(self, tx: Tx, owner: str) -> None: ...
+
     # ---- submit ------------------------------------------------------------------------------
 
     async def create_job(
@@ -163,6 +165,7 @@ class JobMethods:
                                 [*notes, NewEvent(kind=EventKind.job_moved(state), data=data)], now)
             if state.terminal:
                 await write_outbox(self._q, tx, job, now)
+                self._outbox_in(tx, job.owner)
         self._notify(job_id, job)
         return job
 
@@ -195,6 +198,7 @@ class JobMethods:
                 "reason": reason, **({"unknown_attempts": unknown} if unknown else {})}))
             await append_events(self._q, tx, job_id, job.state, events, now)
             await write_outbox(self._q, tx, job, now)
+            self._outbox_in(tx, job.owner)
         self._notify(job_id)
         return job
 

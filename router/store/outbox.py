@@ -9,9 +9,10 @@ Every retry fact (tries, next_attempt_at, last_error, the claim) lives in the ro
 
 from __future__ import annotations
 
+import functools
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -67,6 +68,27 @@ class OutboxCounts:
 class OutboxMethods:
     connector: Connector
     _q: Mapping[str, str]
+    _outbox_written: list[Callable[[str], None]]
+
+    def on_outbox(self, callback: Callable[[str], None]) -> None:
+        """Call `callback(owner)` after a transaction of this process commits an outbox row
+        (a deliverer sends it at once instead of at its next poll)."""
+        self._outbox_written.append(callback)
+
+    def forget_outbox(self, callback: Callable[[str], None]) -> None:
+        if callback in self._outbox_written:
+            self._outbox_written.remove(callback)
+
+    def _outbox_in(self, tx: Tx, owner: str) -> None:
+        """An outbox row of `owner` is written in `tx`: tell `on_outbox`'s callbacks once it
+        commits."""
+        if self._outbox_written:
+            tx.after_commit(functools.partial(self._outbox_committed, owner))
+
+    def _outbox_committed(self, owner: str) -> None:
+        for callback in self._outbox_written:
+            callback(owner)
+
 
     # ---- delivery ------------------------------------------------------------------------------
 

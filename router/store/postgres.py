@@ -13,7 +13,7 @@ How the shared SQL becomes PostgreSQL:
   `jobrouter_jobs` when a job becomes free for any worker (migration 0001), `jobrouter_settled`
   when a job settles (0009). The listener LISTENs on a channel only once this process follows
   it (`follow`): every notification costs each listening backend a transaction on the server,
-  so a worker does not hear every event and a submitter does not hear every free job. It calls
+  so a worker does not hear every event, and `pause` stops hearing one for a while. It calls
   the callbacks registered with `on_change` / `on_runnable`; if its connection drops it
   reconnects, and until then watchers and pollers fall back to their polling intervals.
 Errors: connection failures become `StoreError` naming the URL with its password masked.
@@ -279,6 +279,9 @@ class PostgresConnector:
         True when this call began following."""
         return await self._listener.listen(what)
 
+    async def pause(self, what: str, paused: bool) -> None:
+        await self._listener.pause(what, paused)
+
     @property
     def feed_live(self) -> bool:
         """Whether notifications arrive now (the LISTEN connection is up)."""
@@ -307,6 +310,7 @@ class Listener:
         self.on_change: list[Callable[[str, Row | None], None]] = []
         self.on_runnable: list[Callable[[], None]] = []
         self._channels: dict[str, asyncio.Future[None]] = {}  # LISTEN sent (or being sent)
+        self._paused: set[str] = set()  # followed, but not LISTENed for now (see `pause`)
         self._conn: asyncpg.Connection[asyncpg.Record] | None = None
         self._reconnect: asyncio.Task[None] | None = None
         self._closed = False
@@ -343,13 +347,23 @@ class Listener:
                 await self._conn.execute("SELECT set_config('application_name', $1, false)",
                                          self._name())  # fmt: skip
 
+    async def pause(self, what: str, paused: bool) -> None:
+        """UNLISTEN (or LISTEN again) and rename the connection in one server transaction."""
+        if what not in self._channels or (what in self._paused) == paused:
+            return
+        self._paused.symmetric_difference_update({what})
+        if self._conn is not None:  # else the reconnect LISTENs for what is not paused
+            verb, name = "UNLISTEN" if paused else "LISTEN", self._name().replace("'", "''")
+            with translated_errors(self._url, f"cannot {verb}", CONNECTION_ERRORS):
+                await self._conn.execute(f"{verb} {CHANNELS[what]}; "
+                                         f"SELECT set_config('application_name', '{name}', false)")
+
     def _name(self) -> str:
-        """What this connection follows, where the triggers of migration 0009 look for it:
-        a kind nobody follows is not notified at all (each notification costs every listening
-        backend a transaction). Set after the LISTEN, so nothing is sent before it is heard;
-        a notifier whose transaction read the names just before may still skip one, which
-        the first waiter then finds by polling."""
-        return "jobrouter-listen:" + ",".join(sorted(self._channels))
+        """What this connection hears, where the triggers of migration 0009 look: a kind
+        nobody hears is not notified at all. Set after the LISTEN, so nothing is sent before
+        it is heard; a notifier that read the names just before may still skip one, which a
+        poll then finds."""
+        return "jobrouter-listen:" + ",".join(sorted(set(self._channels) - self._paused))
 
     def _handler(self, what: str) -> Callable[[object, int, str, object], None]:
         return {"runnable": self._runnable, "settled": self._settled}.get(what, self._changed)
@@ -365,6 +379,8 @@ class Listener:
             while missing := [w for w in self._channels if w not in done]:  # new ones meanwhile
                 for what in missing:
                     await conn.add_listener(CHANNELS[what], self._handler(what))
+                    if what in self._paused:  # the handler stays; the channel is not heard
+                        await conn.execute(f"UNLISTEN {CHANNELS[what]}")
                     done.add(what)
             await conn.execute("SELECT set_config('application_name', $1, false)", self._name())
         except BaseException:

@@ -14,6 +14,12 @@ RETURNING *
 -- name: get_job
 SELECT * FROM jobs WHERE id = :id
 
+-- name: settled_jobs
+-- Which of the jobs :ids (a JSON array) are in one of :states (a JSON array): one read for
+-- all the open waits of a process (router/store/waits.py).
+SELECT * FROM jobs
+WHERE id IN ({json_list(:ids)}) AND state IN ({json_list(:states)})
+
 -- name: find_job
 SELECT * FROM jobs WHERE owner = :owner AND idempotency_key = :idempotency_key
 

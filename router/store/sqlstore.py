@@ -4,11 +4,13 @@ Each part is a file named for what it holds, all over the same connector (`self.
 its loaded queries `self._q`): jobs.py (submit, job outcomes), attempts.py (start, finish,
 resolve), transitions.py (the steps inside a write transaction those share), claims.py (claims
 and leases), reads.py and listing.py (reads), changes.py (waking watchers), outbox.py and bus.py
-(completion events), circuits.py, certifications.py, tokens.py, health.py.
+(completion events), waits.py (one read for all open waits), circuits.py, certifications.py,
+tokens.py, health.py.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Literal
@@ -27,12 +29,13 @@ from router.store.listing import ListingMethods
 from router.store.outbox import OutboxMethods
 from router.store.reads import ReadMethods
 from router.store.tokens import TokenMethods
+from router.store.waits import Cadence, Wait, WaitMethods
 
 
 class SqlStore(
     JobMethods, AttemptMethods, ReadMethods, ChangeMethods, ClaimMethods, TokenMethods,
     HealthMethods, OutboxMethods, CircuitMethods, CertificationMethods, ListingMethods,
-    BusMethods,
+    BusMethods, WaitMethods,
 ):
     def __init__(self, connector: Connector) -> None:
         self.connector = connector
@@ -40,10 +43,16 @@ class SqlStore(
         self._q = connector.queries
         self._changed: dict[str, list[Change]] = {}  # see ChangeMethods
         self._created: OrderedDict[str, Job] = OrderedDict()
+        self._outbox_written: list[Callable[[str], None]] = []  # see OutboxMethods.on_outbox
+        self._waits: dict[int, Wait] = {}  # see WaitMethods
+        self._cadence = Cadence()
+        self._waits_kick: asyncio.Event | None = None
+        self._waits_task: asyncio.Task[None] | None = None
         if isinstance(connector, ChangeFeed):
             connector.on_change(self._heard)
 
     async def close(self) -> None:
+        await self._stop_waits()
         await self.connector.close()
 
     def track_load(self, jobs_in_flight: Callable[[], int]) -> None:
@@ -60,6 +69,11 @@ class SqlStore(
                 self._created.clear()
             return True
         return False
+
+    async def pause(self, what: Literal["events", "settled", "runnable"], paused: bool) -> None:
+        """Stop hearing `what` for a while, or hear it again (see `ChangeFeed.pause`)."""
+        if isinstance(self.connector, ChangeFeed):
+            await self.connector.pause(what, paused)
 
     @property
     def feed_live(self) -> bool:

@@ -375,6 +375,7 @@ def main() -> None:
         "litellm": lambda: run_litellm(args),
         "litellm_router": lambda: run_litellm_router(args),
         "sqlite": lambda: run_jobrouter(args, args.database, 0),
+        "postgres": lambda: run_jobrouter(args, args.database, 0),  # workers in-process
         "postgres1": lambda: run_jobrouter(args, args.database, 1),
         "postgres2": lambda: run_jobrouter(args, args.database, 2),
         "raw_http": lambda: run_raw_http(args),

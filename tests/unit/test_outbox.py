@@ -545,3 +545,39 @@ async def test_router_delivers_then_purge_then_the_same_key_starts_a_new_job(
         assert second.json["data"]["job_id"] == again.id
         assert second.event_id != request.event_id
     assert json.loads(request.body)["data"]["idempotency_key"] == "order-42"
+
+
+async def test_an_event_committed_here_is_sent_at_once_not_at_the_next_poll(
+    store: SqlStore, receiver: WebhookReceiver
+) -> None:
+    """Issue 17: the outbox wakes on commit. The poll is an hour: after the deliverer's first
+    (empty) round only the wake from the commit can bring the event to the receiver."""
+    rounds: list[int] = []
+    first_round = asyncio.Event()
+    sender = deliverer(store, receiver, poll_s=3600.0)
+    real_round = sender.deliver_due
+
+    async def counted() -> int:
+        claimed = await real_round()
+        rounds.append(claimed)
+        first_round.set()
+        return claimed
+
+    sender.deliver_due = counted  # type: ignore[method-assign]
+    sender.start()
+    try:
+        await asyncio.wait_for(first_round.wait(), 60.0)
+        assert rounds == [0]
+        job = await job_in(store, JobState.SUCCEEDED, key="woken")
+        await until(lambda: _delivered(store, job))
+        assert [request.event_id for request in receiver.requests] == [
+            (await event_of(store, job)).id]
+        assert rounds == [0, 1]
+    finally:
+        await sender.stop()
+    job = await job_in(store, JobState.SUCCEEDED, key="after-stop")  # no deliverer: no wake
+    assert len(receiver.requests) == 1
+
+
+async def _delivered(store: SqlStore, job: Any) -> bool:
+    return (await event_of(store, job)).delivered_at is not None

@@ -1,0 +1,52 @@
+"""Whether a worker hears wake-ups ("a job is free") or claims by polling, as data.
+
+On PostgreSQL a wake-up is a notification, and the server wakes EVERY listening backend of the
+database for each notifying transaction; each reads it in a transaction of its own. So a
+worker listens only while a wake-up is worth it:
+
+| mode | hears wake-ups | claims | next, after a claim that took n jobs (-1: no free slot) |
+|---|---|---|---|
+| listen | yes | when woken; every `poll_s` | n >= 2: busy; n = 0 after a wake-up: backoff |
+| busy | no | every BUSY_POLL_S | n = 0: listen, and claim once more (what came before) |
+| backoff | no | every `poll_s` | n >= 2: busy; n = 1: listen |
+
+(n = 0 after a wake-up: another worker took the job.) A busy worker takes in one claim what
+many wake-ups would have announced; a worker that loses a race to another leaves the hearing
+to that one, and its own poll still finds what nobody takes (the same `poll_s` that finds
+other processes' jobs without a change feed).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+BUSY_AFTER = 2  # a claim that takes this many jobs: they come faster than wake-ups help
+BUSY_POLL_S = 0.05
+
+
+class Hearing(Enum):
+    LISTEN = "listen"
+    BUSY = "busy"
+    BACKOFF = "backoff"
+
+    @property
+    def paused(self) -> bool:
+        """Whether wake-ups are not heard in this mode."""
+        return self is not Hearing.LISTEN
+
+    def timeout(self, poll_s: float) -> float:
+        """How long to wait for a wake-up before claiming anyway."""
+        return min(BUSY_POLL_S, poll_s) if self is Hearing.BUSY else poll_s
+
+    def after(self, claimed: int, woken: bool) -> Hearing:
+        """The mode after a claim that took `claimed` jobs (-1: no free slot, nothing tried);
+        `woken`: the claim followed a wake-up heard from another process."""
+        if self is Hearing.LISTEN:
+            if claimed >= BUSY_AFTER:
+                return Hearing.BUSY
+            return Hearing.BACKOFF if claimed == 0 and woken else self
+        if self is Hearing.BUSY:
+            return Hearing.LISTEN if claimed == 0 else self
+        if claimed >= BUSY_AFTER:
+            return Hearing.BUSY
+        return Hearing.LISTEN if claimed == 1 else self
