@@ -115,6 +115,7 @@ def bench_config(port: int, url: str, contract: bool, poll_s: float = 0.5) -> st
 model = "openai/stub"
 api_base = "http://127.0.0.1:{port}/v1"
 structured_output = "{structured}"
+context_window = 16384  # the stub serves any length; litellm does not know "openai/stub"
 max_concurrency = 256
 retry = {{ attempts = 1 }}
 """ for name in ("stub", "stub_fallback"))

@@ -1,7 +1,10 @@
 """A zero-latency OpenAI-compatible chat-completions stub, for benchmarks only.
 
 Plain asyncio (no framework) so that the stub costs as little CPU as possible and the numbers
-measure the client side. Keep-alive HTTP/1.1; every POST gets the same small completion.
+measure the client side. Keep-alive HTTP/1.1; every POST gets the same small completion, with
+the prompt's token count a hosted OpenAI-compatible server would report (litellm's offline
+`token_counter`, the count certification compares the rendering with; cached per prompt): a
+fixed count would fail the rendering check of the contract-gated task.
 Run: python -m tests.bench.stub_server --port N
 """
 
@@ -10,24 +13,34 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import time
+from functools import lru_cache
 
 ANSWER = {"text": "Warm saffron tea for cold evenings."}
+COMPLETION_TOKENS = 12
 
 
-def _body() -> bytes:
+@lru_cache(maxsize=4096)
+def _response(messages: str) -> bytes:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network here
+    from litellm import token_counter  # imported on the first request, not at start-up
+
+    prompt_tokens = token_counter(model="openai/stub", messages=json.loads(messages))
+    body = _body(prompt_tokens)
+    return (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+            + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+def _body(prompt_tokens: int) -> bytes:
     return json.dumps({
         "id": "chatcmpl-bench", "object": "chat.completion", "created": int(time.time()),
         "model": "stub", "system_fingerprint": None,
         "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
                      "message": {"role": "assistant", "content": json.dumps(ANSWER)}}],
-        "usage": {"prompt_tokens": 20, "completion_tokens": 12, "total_tokens": 32},
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": COMPLETION_TOKENS,
+                  "total_tokens": prompt_tokens + COMPLETION_TOKENS},
     }).encode()
-
-
-BODY = _body()
-RESPONSE = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-            + str(len(BODY)).encode() + b"\r\n\r\n" + BODY)
 
 
 async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -38,9 +51,9 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             for line in head.split(b"\r\n"):
                 if line[:15].lower() == b"content-length:":
                     length = int(line[15:].strip())
-            if length:
-                await reader.readexactly(length)
-            writer.write(RESPONSE)
+            body = await reader.readexactly(length) if length else b"{}"
+            messages = json.loads(body).get("messages", [])
+            writer.write(_response(json.dumps(messages, sort_keys=True)))
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
