@@ -214,6 +214,19 @@ def test_max_attempts_is_respected() -> None:
     assert "2 attempts" in decision.error
 
 
+def test_max_attempts_used_does_not_wait_for_a_provider_to_recover() -> None:
+    """With every attempt used, a provider never tried that recovers later is no reason to
+    wait: the job fails now. Kills mutant `router.policy.x_decide` 66 (`_earliest_recovery`
+    computed with no attempt budget left, which turned this into a `Wait`)."""
+    policy = TaskPolicy(providers=("a", "b"), max_attempts=1)
+    eligibility = {"a": OK, "b": Eligibility(False, "circuit open", retry_at=T0 + 130)}
+    attempts = history(("a", AttemptState.FAILED))
+    decision = run(policy, attempts, eligibility, now=T0 + 100)
+    assert isinstance(decision, Finish)
+    assert decision.state is JobState.FAILED
+    assert "all 1 attempts used" in decision.error
+
+
 def test_max_attempts_with_an_unknown_finishes_unknown() -> None:
     policy = TaskPolicy(providers=("a", "b", "c"), max_attempts=2, exclusive=False)
     attempts = history(("a", AttemptState.UNKNOWN), ("b", AttemptState.FAILED))
