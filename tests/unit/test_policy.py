@@ -8,8 +8,18 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from providers import ErrorKind
 from router.models import Attempt
-from router.policy import Eligibility, Finish, Start, TaskPolicy, Wait, decide
+from router.policy import (
+    Eligibility,
+    Finish,
+    Start,
+    TaskPolicy,
+    Wait,
+    decide,
+    ended_state,
+    unbuildable,
+)
 from router.states import AttemptState, JobState
 
 T0 = 1_700_000_000.0
@@ -58,6 +68,49 @@ def run(
 
 EXCLUSIVE = TaskPolicy(providers=("a", "b", "c"), exclusive=True)
 SHARED = TaskPolicy(providers=("a", "b", "c"), exclusive=False)
+
+
+# ---- how a failed call is recorded, and a request that cannot be built -----------------------
+
+
+def test_a_failed_call_is_recorded_as_its_kind_and_the_task_allow() -> None:
+    """Only `not_sent` is a plain failure everywhere; `rejected` is a failure for a shared task
+    and `unknown` for an exclusive one (I4); `unknown` stays unknown. Kills mutants
+    `router.policy.x_ended_state` 1 (`is not NOT_SENT`) and 2 (`REJECTED or not exclusive`)."""
+    assert ended_state(ErrorKind.NOT_SENT, exclusive=True) is AttemptState.FAILED
+    assert ended_state(ErrorKind.NOT_SENT, exclusive=False) is AttemptState.FAILED
+    assert ended_state(ErrorKind.REJECTED, exclusive=False) is AttemptState.FAILED
+    assert ended_state(ErrorKind.REJECTED, exclusive=True) is AttemptState.UNKNOWN
+    assert ended_state(ErrorKind.UNKNOWN, exclusive=False) is AttemptState.UNKNOWN
+    assert ended_state(ErrorKind.UNKNOWN, exclusive=True) is AttemptState.UNKNOWN
+
+
+def test_a_request_that_cannot_be_built_waits_for_attempts_in_flight() -> None:
+    """Kills the `router.policy.x_unbuildable` mutants of the in-flight branch."""
+    attempts = history(("a", AttemptState.FAILED), ("b", AttemptState.STARTED))
+    decision = unbuildable(attempts, "template error")
+    assert decision == Wait(None, "the request cannot be built (template error); "
+                                  "waiting for attempts in flight")  # fmt: skip
+
+
+def test_a_request_that_cannot_be_built_fails_the_job_or_keeps_it_unknown() -> None:
+    """Nothing was sent: the job fails with the reason and the attempts so far, unless an
+    attempt's outcome is unknown (I3: never turned into a failure). Kills the
+    `router.policy.x_unbuildable` mutants of the ending branch."""
+    decision = unbuildable(history(("a", AttemptState.FAILED)), "template error")
+    assert decision == Finish(JobState.FAILED,
+                              "the provider request could not be built, nothing was sent: "
+                              "template error; attempts: a: failed")  # fmt: skip
+    attempts = history(("a", AttemptState.FAILED), ("b", AttemptState.UNKNOWN))
+    decision = unbuildable(attempts, "template error")
+    assert isinstance(decision, Finish)
+    assert decision.state is JobState.UNKNOWN
+    assert decision.error.startswith(
+        "the provider request could not be built, nothing was sent: template error; "
+        "outcome unknown for attempt att-2-b (b)")
+    assert unbuildable([], "template error") == Finish(
+        JobState.FAILED, "the provider request could not be built, nothing was sent: template error"
+    )
 
 
 # ---- starting and failing over ----------------------------------------------------------------
