@@ -90,6 +90,44 @@ def test_only_from_status_reads_a_status() -> None:
                     counts_against_health=True).counts_against_health is True
 
 
+def test_retry_after_is_kept_for_a_timeout_status_and_a_rejection() -> None:
+    """A 504 (outcome unknown) and a 500 (rejected) keep their `Retry-After` too, and only the
+    5xx counts against health. Kills mutants `providers.classify.x_from_status` 19, 23 (the
+    unknown's `retry_after` dropped) and 27, 32 (the rejection's)."""
+    error = classify(chained(RuntimeError("w"), status_error(504, {"Retry-After": "7"})), "p")
+    assert (error.kind, error.status, error.retry_after) == (ErrorKind.UNKNOWN, 504, 7.0)
+    error = classify(chained(RuntimeError("w"), status_error(500, {"Retry-After": "5"})), "p")
+    assert (error.kind, error.status, error.retry_after) == (ErrorKind.REJECTED, 500, 5.0)
+    assert error.counts_against_health
+    error = classify(chained(RuntimeError("w"), status_error(409, {"Retry-After": "5"})), "p")
+    assert (error.kind, error.retry_after, error.counts_against_health) == (
+        ErrorKind.REJECTED, 5.0, False)  # fmt: skip
+
+
+class LitellmError(RuntimeError):
+    """The shape of litellm's top-level exception: it keeps the answer's headers as
+    `litellm_response_headers` when the response in the chain lost them."""
+
+    def __init__(self, message: str, headers: dict[str, str]) -> None:
+        super().__init__(message)
+        self.litellm_response_headers = headers
+
+
+def test_retry_after_falls_back_to_the_headers_litellm_kept() -> None:
+    """No headers on the response itself: the `Retry-After` litellm kept on the outermost
+    exception is used. Kills mutants `providers.classify.x__headers_of` 10, 11, 16, 17, 18, 20
+    and `x__from_response` 6 (the outermost exception not passed)."""
+    exc = chained(LitellmError("w", {"Retry-After": "7"}), status_error(503))
+    error = classify(exc, "p")
+    assert (error.status, error.retry_after) == (503, 7.0)
+    exc = chained(LitellmError("w", {"Retry-After": "7"}), status_error(504))
+    assert classify(exc, "p").retry_after == 7.0
+    # the response's own headers win over litellm's copy
+    exc = chained(LitellmError("w", {"Retry-After": "7"}), status_error(503, {"Retry-After": "2"}))
+    assert classify(exc, "p").retry_after == 2.0
+    assert classify(chained(LitellmError("w", {}), status_error(503)), "p").retry_after is None
+
+
 def test_context_is_followed_when_there_is_no_cause() -> None:
     """The openai SDK raises its status error `from None`: the httpx error is __context__."""
     try:
