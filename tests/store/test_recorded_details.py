@@ -33,6 +33,24 @@ async def test_a_cancel_records_why_on_every_open_attempt_and_in_the_log(store: 
     assert events["job.cancelled"] == {"reason": "the customer withdrew the order"}
 
 
+async def test_a_cancel_after_an_unknown_attempt_still_cancels_the_later_ones(
+    store: SqlStore,
+) -> None:
+    """The unknown attempt is skipped, not the ones after it: an attempt started after it is
+    cancelled. Kills mutant `cancel_job` 21 (`continue` -> `break`)."""
+    job = await submit(store)
+    unknown = await start(store, job, "a")
+    await store.finish_attempt(unknown.id, AttemptState.UNKNOWN, error_kind="unknown",
+                               error="read timeout", usage=NO_USAGE)  # fmt: skip
+    later = await start(store, job, "b")
+    await store.cancel_job(job.id, "withdrawn")
+    assert (await attempt_of(store, unknown.id)).state is AttemptState.UNKNOWN
+    assert (await attempt_of(store, later.id)).state is AttemptState.CANCELLED
+    events = {event.kind: event.data for event in await store.list_events(job.id)}
+    assert events["attempt.cancelled"] == {"attempt_id": later.id, "error": "withdrawn"}
+    assert events["job.cancelled"] == {"reason": "withdrawn", "unknown_attempts": [unknown.id]}
+
+
 async def test_a_settlement_logs_its_error_and_no_error_when_there_is_none(store: SqlStore) -> None:
     """Kills settle_job mutants that always or never put `error` into the event's data."""
     failed = await submit(store, key="failed")
@@ -97,6 +115,33 @@ async def test_a_note_a_cancel_or_a_win_wakes_the_jobs_watchers(
         else:
             await store.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
         assert changed.event.is_set()
+
+
+@pytest.mark.parametrize("change", ["note", "cancel", "reopen", "win"])
+async def test_a_change_of_one_job_wakes_no_other_jobs_watchers(
+    store: SqlStore, change: str
+) -> None:
+    """Only the changed job's watchers are woken: `_notify(None)` means "changes may have been
+    missed" and sends every watcher of every job to read its job again. Kills mutants
+    `cancel_job` 89 and `reopen_job` 45 (`self._notify(None)`)."""
+    job = await submit(store)
+    other = await submit(store, key="other")
+    attempt = await start(store, job, "a", exclusive=True)
+    if change == "reopen":
+        await store.finish_attempt(attempt.id, AttemptState.UNKNOWN, error_kind="unknown",
+                                   error="read timeout", usage=NO_USAGE)  # fmt: skip
+        await store.settle_job(job.id, JobState.UNKNOWN, error="needs attention")
+    with store.watching(job.id) as changed, store.watching(other.id) as unrelated:
+        if change == "note":
+            await store.note(job.id, [NewEvent(kind="job.waiting", data={})])
+        elif change == "cancel":
+            await store.cancel_job(job.id, "withdrawn")
+        elif change == "reopen":
+            await store.reopen_job(job.id, "resolved by an operator")
+        else:
+            await store.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
+        assert changed.event.is_set()
+        assert not unrelated.event.is_set()
 
 
 async def test_a_lost_race_names_the_winner_and_the_winner_its_finish(store: SqlStore) -> None:
