@@ -361,6 +361,22 @@ def test_deadline_passed_names_each_provider_not_used_and_why() -> None:
     assert "attempts: a: " in decision.error
 
 
+def test_deadline_passed_message_lists_the_providers_not_used_or_none() -> None:
+    """The exact text: the providers not used, separated by "; ", and no "(not used: )" when
+    every provider was tried. Kills mutants `router.policy.x__not_used` 12 (the list always
+    added) and 14 (its separator changed)."""
+    attempts = history(("a", AttemptState.FAILED))
+    eligibility = {"a": OK, "b": Eligibility(False, "circuit open"), "c": OK}
+    decision = run(SHARED, attempts, eligibility, now=T0 + 10, deadline_at=T0 + 10)
+    assert decision == Finish(JobState.FAILED, "the job's deadline passed (not used: b: circuit "
+                              "open; c: not tried before the deadline); attempts: a: failed")
+    attempts = history(("a", AttemptState.FAILED), ("b", AttemptState.FAILED),
+                       ("c", AttemptState.FAILED))  # fmt: skip
+    decision = run(SHARED, attempts, all_ok("a", "b", "c"), now=T0 + 10, deadline_at=T0 + 10)
+    assert decision == Finish(JobState.FAILED, "the job's deadline passed; "
+                              "attempts: a: failed; b: failed; c: failed")
+
+
 def test_deadline_passed_with_an_unknown_attempt_finishes_unknown() -> None:
     attempts = history(("a", AttemptState.UNKNOWN))
     decision = run(SHARED, attempts, all_ok("a", "b", "c"), now=T0 + 11, deadline_at=T0 + 10)
