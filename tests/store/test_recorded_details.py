@@ -117,13 +117,13 @@ async def test_a_note_a_cancel_or_a_win_wakes_the_jobs_watchers(
         assert changed.event.is_set()
 
 
-@pytest.mark.parametrize("change", ["note", "cancel", "reopen", "win"])
+@pytest.mark.parametrize("change", ["note", "cancel", "reopen", "win", "settle"])
 async def test_a_change_of_one_job_wakes_no_other_jobs_watchers(
     store: SqlStore, change: str
 ) -> None:
     """Only the changed job's watchers are woken: `_notify(None)` means "changes may have been
     missed" and sends every watcher of every job to read its job again. Kills mutants
-    `cancel_job` 89 and `reopen_job` 45 (`self._notify(None)`)."""
+    `cancel_job` 89, `reopen_job` 45 and `settle_job` 44 (`self._notify(None...)`)."""
     job = await submit(store)
     other = await submit(store, key="other")
     attempt = await start(store, job, "a", exclusive=True)
@@ -138,10 +138,23 @@ async def test_a_change_of_one_job_wakes_no_other_jobs_watchers(
             await store.cancel_job(job.id, "withdrawn")
         elif change == "reopen":
             await store.reopen_job(job.id, "resolved by an operator")
+        elif change == "settle":
+            await store.settle_job(job.id, JobState.FAILED, error="a: HTTP 500")
         else:
             await store.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
         assert changed.event.is_set()
         assert not unrelated.event.is_set()
+
+
+async def test_a_settlement_hands_the_settled_job_to_its_watchers(store: SqlStore) -> None:
+    """The watcher gets the job as committed, with no read of its own. Kills mutant
+    `settle_job` 45 (`self._notify(job_id, None)`: the watcher must read the job again)."""
+    job = await submit(store)
+    await start(store, job, "a")
+    with store.watching(job.id) as changed:
+        settled = await store.settle_job(job.id, JobState.UNKNOWN, error="needs attention")
+        assert changed.event.is_set()
+        assert changed.take() == settled
 
 
 async def test_a_lost_race_names_the_winner_and_the_winner_its_finish(store: SqlStore) -> None:
