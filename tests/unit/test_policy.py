@@ -377,6 +377,27 @@ def test_deadline_passed_message_lists_the_providers_not_used_or_none() -> None:
                               "attempts: a: failed; b: failed; c: failed")
 
 
+def test_an_unknown_outcome_tells_the_operator_what_may_have_happened_and_what_to_do() -> None:
+    """The exact text an operator reads: every unknown attempt with its provider, what may have
+    happened (an exclusive task may have acted) and the command that resolves it. Kills mutants
+    `router.policy.x__unknown_message` 3-12 and `x__not_used` 15."""
+    attempts = history(("a", AttemptState.UNKNOWN))
+    assert run(EXCLUSIVE, attempts, all_ok("a", "b", "c")) == Finish(
+        JobState.UNKNOWN,
+        "an external side effect may have happened for attempt att-1-a (a); check the provider, "
+        "then `jobrouter resolve ATTEMPT_ID --outcome succeeded|failed` or cancel the job",
+    )
+    attempts = history(("a", AttemptState.UNKNOWN), ("b", AttemptState.UNKNOWN),
+                       ("c", AttemptState.FAILED))  # fmt: skip
+    decision = run(SHARED, attempts, all_ok("a", "b", "c"), now=T0 + 10, deadline_at=T0 + 10)
+    assert decision == Finish(
+        JobState.UNKNOWN,
+        "the job's deadline passed; outcome unknown for attempt att-1-a (a), att-2-b (b); check "
+        "the provider, then `jobrouter resolve ATTEMPT_ID --outcome succeeded|failed` or cancel "
+        "the job",
+    )
+
+
 def test_deadline_passed_with_an_unknown_attempt_finishes_unknown() -> None:
     attempts = history(("a", AttemptState.UNKNOWN))
     decision = run(SHARED, attempts, all_ok("a", "b", "c"), now=T0 + 11, deadline_at=T0 + 10)
