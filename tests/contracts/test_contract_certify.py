@@ -333,8 +333,9 @@ async def test_failed_inspection_is_unverified_not_passed(contract: Contract) ->
     assert (case.verdict, case.passed, case.failures) == ("unverified", False, ())
     assert case.rendering.unverified == (
         "prompt inspection failed (not_sent): fake: not_sent: tokenize endpoint down",)
-    assert cert.is_valid_for(cert.contract_fingerprint, "fake-v1", NOW)[1].startswith(
-        "unverified: good: unverified rendering: prompt inspection failed")
+    valid, why = cert.is_valid_for(cert.contract_fingerprint, "fake-v1", NOW)
+    assert valid is False  # kills mutant `Certification.is_valid_for` 20 (`return True, ...`)
+    assert why.startswith("unverified: good: unverified rendering: prompt inspection failed")
 
 
 async def test_render_error_fails_the_case_without_calling_the_provider(
@@ -379,8 +380,10 @@ async def test_is_valid_for_reasons(contract: Contract) -> None:
         "expired at 2025-03-01T13:00:00+00:00",
     )
     assert cert.is_valid_for(fp, "fake-v1", later - timedelta(seconds=1))[0] is True
-    with pytest.raises(ValueError, match="timezone-aware"):
+    # the exact text (kills mutants `Certification.is_valid_for` 3 and 4)
+    with pytest.raises(ValueError) as refused:
         cert.is_valid_for(fp, "fake-v1", datetime(2025, 3, 1))  # naive on purpose
+    assert str(refused.value) == "now must be timezone-aware (e.g. datetime.now(UTC))"
 
 
 async def test_validity_is_data_not_read_back_from_the_reason(contract: Contract) -> None:
@@ -421,6 +424,33 @@ async def test_a_failed_record_without_evidence_says_so(contract: Contract) -> N
     bare = cert.model_copy(update={"passed": False, "cases": (), "failures": ()})
     assert bare.is_valid_for(bare.contract_fingerprint, "fake-v1", NOW) == (
         False, "failed: no passing evidence")
+
+
+async def test_an_unverified_record_without_evidence_says_so(contract: Contract) -> None:
+    """A record whose verdict is unverified but that names nothing unverified (hand-edited, or
+    written inconsistently) is refused, with the fallback reason. Kills mutants
+    `Certification.is_valid_for` 20, 22 and 23."""
+    cert = await certify(FakeProvider(GOOD_ANSWERS), contract, now=NOW)
+    case = cert.cases[0].model_copy(update={"verdict": "unverified", "passed": True})
+    odd = cert.model_copy(update={"passed": False, "cases": (case,), "failures": ()})
+    assert odd.is_valid_for(odd.contract_fingerprint, "fake-v1", NOW) == (
+        False, "unverified: not verified")
+
+
+async def test_a_valid_record_names_the_waivers_it_relies_on(contract: Contract) -> None:
+    """Only the waivers of checks left unverified are named, each in its own clause. Kills
+    mutants `Certification.is_valid_for` 30 (the clauses' separator) and 31 (the waivers of
+    checks that were verified named instead)."""
+    cert = await certify(FakeProvider(GOOD_ANSWERS), contract, now=NOW, ttl=timedelta(hours=1))
+    case = cert.cases[0].model_copy(update={"verdict": "unverified",
+                                            "unverified": ("rendering", "agreement")})
+    waivers = {"json": "not needed", "rendering": "a constant answer", "agreement": "one run"}
+    waived = cert.model_copy(update={"cases": (case,), "waivers": waivers})
+    assert waived.is_valid_for(waived.contract_fingerprint, "fake-v1", NOW) == (
+        True,
+        "valid until 2025-03-01T13:00:00+00:00; waived: rendering unverified (a constant "
+        "answer); waived: agreement unverified (one run)",
+    )
 
 
 async def test_naive_now_is_refused(contract: Contract) -> None:
