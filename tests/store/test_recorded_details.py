@@ -65,6 +65,43 @@ async def test_a_settlement_logs_its_error_and_no_error_when_there_is_none(store
     assert unknown_event.data == {}
 
 
+async def test_an_ended_attempt_records_when_why_and_the_answer_kept(store: SqlStore) -> None:
+    """An attempt that ends without a result keeps its end time, the unusable answer (for the
+    operator who resolves it) and logs who ended and why. Kills mutants `finish_attempt` 24
+    (no finished_at), 27 and 35 (the answer dropped), 37-44 and 58 (the event's data)."""
+    job = await submit(store)
+    attempt = await start(store, job, "a", exclusive=True)
+    done = await store.finish_attempt(attempt.id, AttemptState.UNKNOWN, error_kind="rejected",
+                                      error="answer is not JSON", usage=NO_USAGE,
+                                      output={"text": "{garbled"})  # fmt: skip
+    stored = await attempt_of(store, attempt.id)
+    assert stored == done
+    assert stored.finished_at is not None and stored.finished_at >= attempt.started_at
+    assert stored.output == {"text": "{garbled"}
+    [event] = [e for e in await store.list_events(job.id) if e.kind == "attempt.unknown"]
+    assert event.data == {"attempt_id": attempt.id, "provider": "a", "error_kind": "rejected",
+                          "error": "answer is not JSON"}  # fmt: skip
+
+
+async def test_a_refused_end_names_the_state_asked_for(store: SqlStore) -> None:
+    """`only_from` refuses an attempt in another state, naming both states; a success is
+    refused outright. Kills mutants `finish_attempt` 3 (the refusal's text) and 13 (`dst`
+    None)."""
+    job = await submit(store)
+    attempt = await start(store, job, "a")
+    with pytest.raises(InvalidTransition) as refused:
+        await store.finish_attempt(attempt.id, AttemptState.FAILED, error_kind="resolved",
+                                   error="note", usage=NO_USAGE,
+                                   only_from=AttemptState.UNKNOWN)  # fmt: skip
+    assert (refused.value.src, refused.value.dst) == (AttemptState.STARTED, AttemptState.FAILED)
+    assert str(refused.value) == (f"attempt {attempt.id} cannot go from started to failed: "
+                                  "only an attempt in state unknown may")  # fmt: skip
+    with pytest.raises(ValueError) as success:
+        await store.finish_attempt(attempt.id, AttemptState.SUCCEEDED, error_kind=None,
+                                   error=None, usage=NO_USAGE)  # fmt: skip
+    assert str(success.value) == "a success goes through finish_attempt_cas"
+
+
 async def test_a_resolution_keeps_the_operators_note(store: SqlStore) -> None:
     """Kills the resolve_attempt mutant that drops the note."""
     job = await submit(store)
