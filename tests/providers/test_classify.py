@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import email.utils
 import itertools
+import sys
 import time
+import types
 
 import aiohttp
 import httpx
 import pytest
 
-from providers.classify import cause_chain, classify, from_status, parse_retry_after
+from providers.classify import _loaded, cause_chain, classify, from_status, parse_retry_after
 from providers.errors import ErrorKind, NotSent, Rejected
 
 REQUEST = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
@@ -126,6 +128,32 @@ def test_retry_after_falls_back_to_the_headers_litellm_kept() -> None:
     exc = chained(LitellmError("w", {"Retry-After": "7"}), status_error(503, {"Retry-After": "2"}))
     assert classify(exc, "p").retry_after == 2.0
     assert classify(chained(LitellmError("w", {}), status_error(503)), "p").retry_after is None
+
+
+def test_the_message_names_the_deciding_link_with_the_first_text_there_is() -> None:
+    """The outermost text, else the deciding link's, whitespace collapsed; no text at all: the
+    link's type alone. Kills mutants `providers.classify.x__message` 4, 7, 10 and 12."""
+    error = classify(chained(RuntimeError("  outer\n  text "), httpx.ConnectError("inner")), "p")
+    assert error.message == "ConnectError: outer text"
+    error = classify(chained(RuntimeError(""), httpx.ConnectError("refused  here")), "p")
+    assert error.message == "ConnectError: refused here"
+    assert classify(chained(RuntimeError(""), httpx.ConnectError("")), "p").message == (
+        "ConnectError")
+
+
+def test_only_exception_classes_a_loaded_module_has_are_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A name the installed version lacks, or that is not an exception class, is skipped (a
+    library's next version may rename a class). Kills mutants `providers.classify.x__loaded`
+    11 (no default: AttributeError) and 13 (`and` -> `or`: a non-exception class taken)."""
+    module = types.ModuleType("fake_sdk")
+    module.Refused = type("Refused", (ConnectionError,), {})  # type: ignore[attr-defined]
+    module.NotAnError = type("NotAnError", (), {})  # type: ignore[attr-defined]
+    module.helper = len  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fake_sdk", module)
+    table = {"fake_sdk": ("Refused", "NotAnError", "helper", "Renamed"), "absent_sdk": ("X",)}
+    assert _loaded(table) == (module.Refused,)
 
 
 def test_context_is_followed_when_there_is_no_cause() -> None:
