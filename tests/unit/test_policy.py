@@ -398,6 +398,17 @@ def test_an_unknown_outcome_tells_the_operator_what_may_have_happened_and_what_t
     )
 
 
+def test_no_provider_left_says_why_for_each_one_exactly() -> None:
+    """Kills mutants `router.policy.x__refusals` 16 (the separator) and 17 (the closing
+    parenthesis)."""
+    attempts = [attempt("a", AttemptState.FAILED, error_kind="rejected", error="HTTP 500")]
+    eligibility = {"a": OK, "b": Eligibility(False, "not certified")}
+    decision = run(TaskPolicy(providers=("a", "b", "c")), attempts, eligibility)
+    assert decision == Finish(JobState.FAILED, "no provider left to try (a: already tried; "
+                              "b: not certified; c: not configured); attempts: a: rejected "
+                              "HTTP 500")
+
+
 def test_deadline_passed_with_an_unknown_attempt_finishes_unknown() -> None:
     attempts = history(("a", AttemptState.UNKNOWN))
     decision = run(SHARED, attempts, all_ok("a", "b", "c"), now=T0 + 11, deadline_at=T0 + 10)
