@@ -154,13 +154,14 @@ async def test_a_note_a_cancel_or_a_win_wakes_the_jobs_watchers(
         assert changed.event.is_set()
 
 
-@pytest.mark.parametrize("change", ["note", "cancel", "reopen", "win", "settle"])
+@pytest.mark.parametrize("change", ["note", "cancel", "reopen", "win", "settle", "end"])
 async def test_a_change_of_one_job_wakes_no_other_jobs_watchers(
     store: SqlStore, change: str
 ) -> None:
     """Only the changed job's watchers are woken: `_notify(None)` means "changes may have been
     missed" and sends every watcher of every job to read its job again. Kills mutants
-    `cancel_job` 89, `reopen_job` 45 and `settle_job` 44 (`self._notify(None...)`)."""
+    `cancel_job` 89, `reopen_job` 45, `settle_job` 44 and `finish_attempt` 59
+    (`self._notify(None...)`)."""
     job = await submit(store)
     other = await submit(store, key="other")
     attempt = await start(store, job, "a", exclusive=True)
@@ -177,6 +178,9 @@ async def test_a_change_of_one_job_wakes_no_other_jobs_watchers(
             await store.reopen_job(job.id, "resolved by an operator")
         elif change == "settle":
             await store.settle_job(job.id, JobState.FAILED, error="a: HTTP 500")
+        elif change == "end":
+            await store.finish_attempt(attempt.id, AttemptState.FAILED, error_kind="rejected",
+                                       error="HTTP 500", usage=NO_USAGE)  # fmt: skip
         else:
             await store.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
         assert changed.event.is_set()
