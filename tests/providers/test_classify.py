@@ -12,9 +12,10 @@ import types
 import aiohttp
 import httpx
 import pytest
+from vcr.errors import CannotOverwriteExistingCassetteException as VcrMiss
 
 from providers.classify import _loaded, cause_chain, classify, from_status, parse_retry_after
-from providers.errors import ErrorKind, NotSent, Rejected
+from providers.errors import CassetteMiss, ErrorKind, NotSent, Rejected
 
 REQUEST = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
 
@@ -154,6 +155,18 @@ def test_only_exception_classes_a_loaded_module_has_are_used(
     monkeypatch.setitem(sys.modules, "fake_sdk", module)
     table = {"fake_sdk": ("Refused", "NotAnError", "helper", "Renamed"), "absent_sdk": ("X",)}
     assert _loaded(table) == (module.Refused,)
+
+
+def test_a_cassette_miss_quotes_vcrs_text_collapsed_and_cut() -> None:
+    """Kills mutants `providers.classify.x__check_cassette` 15 (the join), 16 (the link's text
+    not used) and 17 (the cut at 300 characters)."""
+    miss = VcrMiss.__new__(VcrMiss)  # vcr's own __init__ wants a cassette and a request
+    Exception.__init__(miss, "Can't overwrite  existing\ncassette " + "x" * 400)
+    with pytest.raises(CassetteMiss) as caught:
+        classify(chained(RuntimeError("w"), miss), "p")
+    quoted = ("Can't overwrite existing cassette " + "x" * 400)[:300]
+    assert caught.value.message == f"no recording matches this request ({quoted})"
+    assert caught.value.provider == "p"
 
 
 def test_context_is_followed_when_there_is_no_cause() -> None:
