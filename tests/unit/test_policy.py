@@ -409,6 +409,23 @@ def test_no_provider_left_says_why_for_each_one_exactly() -> None:
                               "HTTP 500")
 
 
+def test_each_wait_says_what_it_waits_for() -> None:
+    """The reason of a `Wait` is what `jobrouter show` and the job's events tell an operator.
+    Kills mutants `router.policy.x_decide` 22, 25, 26, 83, 86, 87 and
+    `x__while_in_flight` 5 and 20 (a reason dropped or changed)."""
+    hedged = TaskPolicy(providers=("a", "b"), exclusive=False, hedge_after=30.0)
+    in_flight = history(("a", AttemptState.STARTED))
+    assert run(hedged, in_flight, all_ok("a", "b"), now=T0 + 11, deadline_at=T0 + 10) == Wait(
+        None, "deadline passed; waiting for attempts in flight to end")
+    assert run(hedged, in_flight, all_ok("a", "b"), now=T0 + 10) == Wait(
+        T0 + 30, "hedging to b if still silent after 30.0s")
+    assert run(hedged, in_flight, all_ok("a"), now=T0 + 10) == Wait(
+        None, "attempt att-1-a is in flight")
+    eligibility = {"a": OK, "b": Eligibility(False, "circuit open", retry_at=T0 + 130)}
+    assert run(hedged, history(("a", AttemptState.FAILED)), eligibility) == Wait(
+        T0 + 130, "no eligible provider can be called now; waiting for one to recover")
+
+
 def test_deadline_passed_with_an_unknown_attempt_finishes_unknown() -> None:
     attempts = history(("a", AttemptState.UNKNOWN))
     decision = run(SHARED, attempts, all_ok("a", "b", "c"), now=T0 + 11, deadline_at=T0 + 10)
