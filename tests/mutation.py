@@ -40,31 +40,37 @@ def report(rows: list[tuple[str, str]]) -> str:
         if status in ("survived", "timeout", "suspicious"):
             function = name.rsplit("__mutmut_", 1)[0]
             survivors[function].append(f"{name.rsplit('__mutmut_', 1)[1]} ({status})")
-    lines = ["module                         killed  survived  no tests  score"]
+    lines = [f"{'module':30} killed  timeout  survived  no tests  not checked  score"]
     total: Counter[str] = Counter()
     for module, counts in sorted(by_module.items()):
         total.update(counts)
-        lines.append(f"{module:30} {counts['killed']:6}  {counts['survived']:8}  "
-                     f"{counts['no tests']:8}  {score(counts)}")  # fmt: skip
-    lines.append(f"{'all':30} {total['killed']:6}  {total['survived']:8}  "
-                 f"{total['no tests']:8}  {score(total)}")  # fmt: skip
+        lines.append(row(module, counts))
+    lines.append(row("all", total))
     lines.append("")
-    lines.append(f"survivors ({sum(len(v) for v in survivors.values())}):")
+    lines.append(f"survivors and timeouts ({sum(len(v) for v in survivors.values())}):")
     for function, names in sorted(survivors.items()):
         lines.append(f"  {function}: {', '.join(names)}")
     return "\n".join(lines)
 
 
+def row(module: str, counts: Counter[str]) -> str:
+    return (f"{module:30} {counts['killed']:6}  {counts['timeout']:7}  {counts['survived']:8}  "
+            f"{counts['no tests']:8}  {counts['not checked']:11}  {score(counts)}")  # fmt: skip
+
+
 def score(counts: Counter[str]) -> str:
-    """Killed over every mutant a test ran against (a mutant no test reaches is not counted
-    as killed nor as survived: it is listed as `no tests`)."""
-    tested = counts["killed"] + counts["survived"] + counts["timeout"] + counts["suspicious"]
-    return f"{100 * counts['killed'] / tested:5.1f}%" if tested else "    -"
+    """Killed over every mutant a test ran against; a timeout (a mutant that made a test loop
+    forever) counts as killed, as mutmut counts it. A mutant no test reaches, or one a bounded
+    run did not get to, is neither: it is listed as `no tests` / `not checked`."""
+    caught = counts["killed"] + counts["timeout"]
+    tested = caught + counts["survived"] + counts["suspicious"]
+    return f"{100 * caught / tested:5.1f}%" if tested else "    -"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max-children", type=int, default=2, help="parallel mutant runs")
+    parser.add_argument("--max-children", type=int, default=1,
+                        help="parallel mutant runs (the machine's 2 cores are shared)")  # fmt: skip
     parser.add_argument("--report-only", action="store_true", help="print the last run's score")
     args = parser.parse_args()
     if not args.report_only:
