@@ -11,6 +11,7 @@ import time
 from router.retention import plan_purge, purge
 from router.states import JobState
 from router.store import SqlStore, open_store
+from router.store.outbox import claim_params
 from tests.support.outbox_jobs import DAY_S, age_jobs, count, event_of, job_in
 
 OWNERS = ["shop"]
@@ -86,6 +87,31 @@ async def test_a_failed_try_is_recorded_in_the_row_and_not_due_before_its_time(
     assert await store.claim_outbox(OWNERS, "w2", claim_s=30, limit=10) == []
     counts = await store.outbox_counts()
     assert [(d.owner, d.pending, d.retrying) for d in counts.pending] == [("shop", 1, 1)]
+
+
+async def test_claimed_events_come_oldest_due_first(store: SqlStore) -> None:
+    """Kills mutant `claim_outbox` 25 (sorted by id alone: `next_attempt_at and 0.0`)."""
+    await job_in(store, JobState.SUCCEEDED, key="k1")
+    await job_in(store, JobState.FAILED, key="k2")
+    first, second = sorted(await store.claim_outbox(OWNERS, "w1", claim_s=30, limit=10),
+                           key=lambda event: event.id)  # fmt: skip
+    now = time.time()
+    assert await store.outbox_retry(first.id, "w1", error="HTTP 500", next_attempt_at=now - 1)
+    assert await store.outbox_retry(second.id, "w1", error="HTTP 500", next_attempt_at=now - 60)
+    claimed = await store.claim_outbox(OWNERS, "w1", claim_s=30, limit=10)
+    assert [event.id for event in claimed] == [second.id, first.id]
+
+
+def test_claim_params_are_none_without_an_owner_or_without_room() -> None:
+    """Nothing to claim: no statement at all. Kills mutants `x_claim_params` 4 (`or` ->
+    `and`), 6 (`limit < 0`) and 7 (`limit <= 1`)."""
+    assert claim_params([], "w1", claim_s=30, limit=10) is None
+    assert claim_params(["shop"], "w1", claim_s=30, limit=0) is None
+    before = time.time()
+    params = claim_params(["shop", "b", "shop"], "w1", claim_s=30, limit=1)
+    assert params is not None
+    assert (params["owners"], params["worker"], params["limit"]) == ('["b", "shop"]', "w1", 1)
+    assert params["claim_until"] == params["now"] + 30 and params["now"] >= before
 
 
 async def test_delivered_marks_the_row_once(store: SqlStore) -> None:
