@@ -85,8 +85,8 @@ async def test_an_ended_attempt_records_when_why_and_the_answer_kept(store: SqlS
 
 async def test_a_refused_end_names_the_state_asked_for(store: SqlStore) -> None:
     """`only_from` refuses an attempt in another state, naming both states; a success is
-    refused outright. Kills mutants `finish_attempt` 3 (the refusal's text) and 13 (`dst`
-    None)."""
+    refused outright. Kills mutants `finish_attempt` 3 (the refusal's text), 13 and
+    `finish_attempt_cas` 9 (`dst` None)."""
     job = await submit(store)
     attempt = await start(store, job, "a")
     with pytest.raises(InvalidTransition) as refused:
@@ -100,6 +100,11 @@ async def test_a_refused_end_names_the_state_asked_for(store: SqlStore) -> None:
         await store.finish_attempt(attempt.id, AttemptState.SUCCEEDED, error_kind=None,
                                    error=None, usage=NO_USAGE)  # fmt: skip
     assert str(success.value) == "a success goes through finish_attempt_cas"
+    with pytest.raises(InvalidTransition) as refused_win:
+        await store.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE,
+                                       only_from=AttemptState.UNKNOWN)  # fmt: skip
+    assert (refused_win.value.src, refused_win.value.dst) == (
+        AttemptState.STARTED, AttemptState.SUCCEEDED)  # fmt: skip
 
 
 async def test_a_resolution_keeps_the_operators_note(store: SqlStore) -> None:
