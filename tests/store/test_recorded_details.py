@@ -203,6 +203,26 @@ async def test_a_settlement_hands_the_settled_job_to_its_watchers(store: SqlStor
         assert changed.take() == settled
 
 
+async def test_a_win_hands_the_finished_job_to_its_watchers(store: SqlStore) -> None:
+    """The watcher of a job that just succeeded gets it as committed, without a read of its
+    own. Kills mutants `finish_attempt_cas` 144, 146 and 147 (no job handed on a win)."""
+    job = await submit(store)
+    attempt = await start(store, job, "a")
+    with store.watching(job.id) as changed:
+        outcome = await store.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
+        assert outcome.won and changed.event.is_set()
+        assert changed.take() == outcome.job
+
+
+async def test_an_attempt_records_the_model_it_was_started_with(store: SqlStore) -> None:
+    """Kills mutant `start_attempt` 4 (the model not recorded)."""
+    job = await submit(store)
+    _, attempt = await store.start_attempt(job.id, provider="a", model="llama-3-8b",
+                                           worker="w1", lease_s=30.0, exclusive=False)  # fmt: skip
+    assert attempt.model == "llama-3-8b"
+    assert (await attempt_of(store, attempt.id)).model == "llama-3-8b"
+
+
 async def test_a_lost_race_names_the_winner_and_the_winner_its_finish(store: SqlStore) -> None:
     """Kills finish_attempt_cas mutants that drop the loser's error, the winner's finished_at
     or the data of `attempt.succeeded`, `job.succeeded` and `attempt.lost`."""
