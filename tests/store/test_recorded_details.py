@@ -159,14 +159,14 @@ async def test_a_note_a_cancel_or_a_win_wakes_the_jobs_watchers(
         assert changed.event.is_set()
 
 
-@pytest.mark.parametrize("change", ["note", "cancel", "reopen", "win", "settle", "end"])
+@pytest.mark.parametrize("change", ["note", "cancel", "reopen", "win", "settle", "end", "start"])
 async def test_a_change_of_one_job_wakes_no_other_jobs_watchers(
     store: SqlStore, change: str
 ) -> None:
     """Only the changed job's watchers are woken: `_notify(None)` means "changes may have been
     missed" and sends every watcher of every job to read its job again. Kills mutants
-    `cancel_job` 89, `reopen_job` 45, `settle_job` 44 and `finish_attempt` 59
-    (`self._notify(None...)`)."""
+    `cancel_job` 89, `reopen_job` 45, `settle_job` 44, `finish_attempt` 59 and
+    `start_attempt` 30 (`self._notify(None...)`)."""
     job = await submit(store)
     other = await submit(store, key="other")
     attempt = await start(store, job, "a", exclusive=True)
@@ -183,6 +183,8 @@ async def test_a_change_of_one_job_wakes_no_other_jobs_watchers(
             await store.reopen_job(job.id, "resolved by an operator")
         elif change == "settle":
             await store.settle_job(job.id, JobState.FAILED, error="a: HTTP 500")
+        elif change == "start":
+            await start(store, job, "b")
         elif change == "end":
             await store.finish_attempt(attempt.id, AttemptState.FAILED, error_kind="rejected",
                                        error="HTTP 500", usage=NO_USAGE)  # fmt: skip
@@ -214,13 +216,24 @@ async def test_a_win_hands_the_finished_job_to_its_watchers(store: SqlStore) -> 
         assert changed.take() == outcome.job
 
 
-async def test_an_attempt_records_the_model_it_was_started_with(store: SqlStore) -> None:
-    """Kills mutant `start_attempt` 4 (the model not recorded)."""
+async def test_an_attempt_records_its_model_and_the_notes_of_its_start(store: SqlStore) -> None:
+    """The model, and the notes logged with the start (e.g. a provider skipped), are kept; the
+    watcher gets the job as started. Kills mutants `start_attempt` 4 (the model not recorded),
+    12 (the notes dropped) and 31 (no job handed to the watchers)."""
     job = await submit(store)
-    _, attempt = await store.start_attempt(job.id, provider="a", model="llama-3-8b",
-                                           worker="w1", lease_s=30.0, exclusive=False)  # fmt: skip
+    skipped = NewEvent(kind="provider.skipped", data={"provider": "b", "why": "circuit open"})
+    with store.watching(job.id) as changed:
+        running, attempt = await store.start_attempt(
+            job.id, provider="a", model="llama-3-8b", worker="w1", lease_s=30.0,
+            exclusive=False, notes=[skipped])  # fmt: skip
+        assert changed.take() == running
     assert attempt.model == "llama-3-8b"
     assert (await attempt_of(store, attempt.id)).model == "llama-3-8b"
+    kinds = [(e.kind, e.data) for e in await store.list_events(job.id)]
+    assert kinds[-2:] == [
+        ("provider.skipped", {"provider": "b", "why": "circuit open"}),
+        ("attempt.started", {"attempt_id": attempt.id, "provider": "a", "seq": 1}),
+    ]
 
 
 async def test_a_lost_race_names_the_winner_and_the_winner_its_finish(store: SqlStore) -> None:
