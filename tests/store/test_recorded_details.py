@@ -107,6 +107,18 @@ async def test_a_refused_end_names_the_state_asked_for(store: SqlStore) -> None:
         AttemptState.STARTED, AttemptState.SUCCEEDED)  # fmt: skip
 
 
+async def test_a_finished_job_refuses_a_new_attempt_saying_so(store: SqlStore) -> None:
+    """Kills mutant `_start_in` 2 (the refusal names no entity)."""
+    job = await submit(store)
+    cancelled = await store.cancel_job(job.id, "withdrawn")
+    with pytest.raises(InvalidTransition) as refused:
+        await start(store, cancelled, "a")
+    assert (refused.value.entity, refused.value.src, refused.value.dst) == (
+        "job", JobState.CANCELLED, "new attempt")  # fmt: skip
+    assert str(refused.value) == (f"job {job.id} cannot go from cancelled to new attempt: "
+                                  "only a queued or running job starts attempts")  # fmt: skip
+
+
 async def test_a_resolution_keeps_the_operators_note(store: SqlStore) -> None:
     """Kills the resolve_attempt mutant that drops the note."""
     job = await submit(store)
