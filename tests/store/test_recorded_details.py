@@ -119,6 +119,18 @@ async def test_a_finished_job_refuses_a_new_attempt_saying_so(store: SqlStore) -
                                   "only a queued or running job starts attempts")  # fmt: skip
 
 
+async def test_a_refused_job_move_names_the_job_and_both_states(store: SqlStore) -> None:
+    """Kills mutants `_move_job` 6-12 (the refusal's entity, id or states dropped)."""
+    job = await submit(store)
+    attempt = await start(store, job, "a")
+    await store.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
+    with pytest.raises(InvalidTransition) as refused:
+        await store.settle_job(job.id, JobState.FAILED, error="too late")
+    assert (refused.value.entity, refused.value.entity_id, refused.value.src,
+            refused.value.dst) == ("job", job.id, JobState.SUCCEEDED, JobState.FAILED)  # fmt: skip
+    assert str(refused.value) == f"job {job.id} cannot go from succeeded to failed"
+
+
 async def test_a_resolution_keeps_the_operators_note(store: SqlStore) -> None:
     """Kills the resolve_attempt mutant that drops the note."""
     job = await submit(store)
