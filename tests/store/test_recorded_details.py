@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.errors import InvalidTransition
+from router.errors import AttemptNotFound, InvalidTransition, JobNotFound
 from router.models import AttemptUsage, NewEvent
 from router.states import AttemptState, JobState
 from router.store import SqlStore
@@ -129,6 +129,19 @@ async def test_a_refused_job_move_names_the_job_and_both_states(store: SqlStore)
     assert (refused.value.entity, refused.value.entity_id, refused.value.src,
             refused.value.dst) == ("job", job.id, JobState.SUCCEEDED, JobState.FAILED)  # fmt: skip
     assert str(refused.value) == f"job {job.id} cannot go from succeeded to failed"
+
+
+async def test_an_unknown_id_is_named_in_the_refusal(store: SqlStore) -> None:
+    """Kills mutants `router.store.transitions.x_lock_attempt` 11 (the attempt's id not
+    named; found on main's layout, after the store's split); the job's twin is checked too."""
+    with pytest.raises(AttemptNotFound) as no_attempt:
+        await store.finish_attempt("att-missing", AttemptState.FAILED, error_kind="rejected",
+                                   error="x", usage=NO_USAGE)  # fmt: skip
+    assert no_attempt.value.attempt_id == "att-missing"
+    assert str(no_attempt.value) == "no attempt att-missing"
+    with pytest.raises(JobNotFound) as no_job:
+        await store.cancel_job("job-missing", "withdrawn")
+    assert (no_job.value.job_id, str(no_job.value)) == ("job-missing", "no job job-missing")
 
 
 async def test_a_resolution_keeps_the_operators_note(store: SqlStore) -> None:
