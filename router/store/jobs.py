@@ -55,25 +55,16 @@ class JobMethods:
 
     # ---- submit ------------------------------------------------------------------------------
 
-    async def create_job(
-        self, *, owner: str, idempotency_key: str, task: str, input: JsonObject,
-        params: JsonObject, deadline_s: float | None, claimed_by: str | None, claim_s: float,
-    ) -> Job:  # fmt: skip
-        """Insert the job, or return the one with the same key (I1); never read-then-insert."""
-        job, _ = await self.create_and_start(
-            owner=owner, idempotency_key=idempotency_key, task=task, input=input, params=params,
-            deadline_s=deadline_s, claimed_by=claimed_by, claim_s=claim_s)  # fmt: skip
-        return job
-
     async def create_and_start(
         self, *, owner: str, idempotency_key: str, task: str, input: JsonObject,
         params: JsonObject, deadline_s: float | None, claimed_by: str | None, claim_s: float,
         first: AttemptStart | None = None,
         on_created: Callable[[Job, Attempt | None], None] | None = None,
     ) -> tuple[Job, Attempt | None]:  # fmt: skip
-        """`create_job`, and when it creates the job and `first` is given, that first attempt
-        in the same transaction (the job is then `running`). A job found under the key gets
-        no attempt: (job, None). `on_created(job, attempt)` runs once the new job is committed,
+        """Insert the job, or return the one with the same key (I1); never read-then-insert.
+        When it creates the job and `first` is given, that first attempt in the same
+        transaction (the job is then `running`). A job found under the key gets no attempt:
+        (job, None). `on_created(job, attempt)` runs once the new job is committed,
         even if this call is cancelled while waiting for the commit (the job must reach a
         worker all the same)."""
         now = time.time()

@@ -127,9 +127,6 @@ ON CONFLICT (provider, contract) DO UPDATE SET
 -- name: list_certifications
 SELECT * FROM certifications ORDER BY contract, provider
 
--- name: count_jobs
-SELECT COUNT(*) AS n FROM jobs
-
 -- name: lock_job
 -- SQLite's BEGIN IMMEDIATE already holds the write lock; PostgreSQL overrides with FOR UPDATE.
 SELECT * FROM jobs WHERE id = :id

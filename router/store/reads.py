@@ -41,7 +41,3 @@ class ReadMethods:
         params = {"now": time.time(), "limit": limit}
         rows = await self.connector.fetchall(self._q["runnable_jobs"], params)
         return [row["id"] for row in rows]
-
-    async def count_jobs(self) -> int:
-        row = await self.connector.fetchone(self._q["count_jobs"], {})
-        return int(row["n"]) if row else 0

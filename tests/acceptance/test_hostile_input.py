@@ -23,6 +23,7 @@ from tests.acceptance.conftest import CONTRACT
 from tests.acceptance.serve_fixture import PROVIDERS
 from tests.store.conftest import BACKENDS
 from tests.store.pg import ADMIN_URL, drop_databases
+from tests.support.store_jobs import create_job
 
 OWNER = "shop-1"
 
@@ -216,9 +217,9 @@ async def test_a_job_with_deeply_nested_input_reads_back(router: Router,
     for _ in range(300):
         deep = {"a": deep}
     deep["text"] = "top"
-    job = await router.store.create_job(owner=OWNER, idempotency_key="k-deep", task="echo",
-                                        input=deep, params={"p": deep}, deadline_s=None,
-                                        claimed_by=None, claim_s=0)  # fmt: skip
+    job = await create_job(router.store, owner=OWNER, idempotency_key="k-deep", task="echo",
+                           input=deep, params={"p": deep}, deadline_s=None,
+                           claimed_by=None, claim_s=0)  # fmt: skip
     answers = [
         await client.get(f"/v1/jobs/{job.id}", headers=auth),
         await client.get("/v1/jobs", params={"idempotency_key": "k-deep"}, headers=auth),

@@ -25,6 +25,7 @@ from router.config import CertificationConfig, HttpConfig, RouterConfig, TaskCon
 from router.http.app import create_app
 from tests.acceptance.conftest import CONTRACT
 from tests.acceptance.serve_fixture import PROVIDERS
+from tests.support.store_jobs import create_job
 
 OWNER = "shop-1"
 STREAMS = 20
@@ -62,9 +63,9 @@ async def router(tmp_path: Path) -> AsyncIterator[Router]:
 
 
 async def _queued_job(router: Router, key: str) -> str:
-    job = await router.store.create_job(owner=OWNER, idempotency_key=key, task="echo",
-                                        input={"text": key}, params={}, deadline_s=None,
-                                        claimed_by=None, claim_s=0)  # fmt: skip
+    job = await create_job(router.store, owner=OWNER, idempotency_key=key, task="echo",
+                           input={"text": key}, params={}, deadline_s=None,
+                           claimed_by=None, claim_s=0)  # fmt: skip
     return job.id
 
 

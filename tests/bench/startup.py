@@ -43,8 +43,9 @@ def _job(folder: Path) -> str:
     code = ("import asyncio\nfrom router.store import open_store\n"
             "async def go():\n"
             f"    s = await open_store('sqlite:///{folder}/jobs.db')\n"
-            "    j = await s.create_job(owner='cli', idempotency_key='k', task='caption', "
-            "input={}, params={}, deadline_s=None, claimed_by=None, claim_s=1.0)\n"
+            "    j, _ = await s.create_and_start(owner='cli', idempotency_key='k', "
+            "task='caption', input={}, params={}, deadline_s=None, claimed_by=None, "
+            "claim_s=1.0)\n"
             "    print(j.id)\n    await s.close()\nasyncio.run(go())")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, check=True).stdout.strip()

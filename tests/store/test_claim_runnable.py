@@ -13,13 +13,14 @@ from router.models import Job, NewEvent
 from router.states import AttemptState, JobState
 from router.store import SqlStore, open_store
 from router.store.claims import AttemptStart, Claimed, FirstAttempt
+from tests.support.store_jobs import create_job
 
 SKIPPED = NewEvent(kind="provider.skipped", data={"provider": "c"})
 
 
 async def submit(store: SqlStore, key: str) -> Job:
-    return await store.create_job(
-        owner="shop-1", idempotency_key=key, task="caption", input={"n": key}, params={},
+    return await create_job(
+        store, owner="shop-1", idempotency_key=key, task="caption", input={"n": key}, params={},
         deadline_s=60.0, claimed_by=None, claim_s=60.0)  # fmt: skip
 
 

@@ -18,6 +18,7 @@ import pytest
 from router.models import Attempt, AttemptUsage, Job
 from router.states import AttemptState, JobState
 from router.store import SqlStore
+from tests.support.store_jobs import create_job
 
 NO_USAGE = AttemptUsage()
 FAULT_TABLE = "outbox_fault_injected"
@@ -33,9 +34,9 @@ def break_outbox_insert(store: SqlStore, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 async def running_job(store: SqlStore, key: str) -> tuple[Job, Attempt]:
-    job = await store.create_job(
-        owner="shop", idempotency_key=key, task="caption", input={"product": "tea"}, params={},
-        deadline_s=None, claimed_by=None, claim_s=60.0)  # fmt: skip
+    job = await create_job(
+        store, owner="shop", idempotency_key=key, task="caption", input={"product": "tea"},
+        params={}, deadline_s=None, claimed_by=None, claim_s=60.0)  # fmt: skip
     job, attempt = await store.start_attempt(job.id, provider="a", model=None, worker="w1",
                                              lease_s=30.0, exclusive=False)  # fmt: skip
     return job, attempt

@@ -28,6 +28,7 @@ from router.store.connector import load_migrations
 from router.store.postgres import migrate, translate
 from router.store.transitions import events_insert
 from tests.store.pg import fresh_database
+from tests.support.store_jobs import count_jobs, create_job
 
 pytestmark = pytest.mark.postgres
 
@@ -62,8 +63,8 @@ async def connection(url: str) -> AsyncIterator[Conn]:
 
 
 async def submit(store: SqlStore, key: str = "order-42", claimed_by: str | None = None) -> Job:
-    return await store.create_job(
-        owner="shop-1", idempotency_key=key, task="caption", input={"product": "tea"},
+    return await create_job(
+        store, owner="shop-1", idempotency_key=key, task="caption", input={"product": "tea"},
         params={}, deadline_s=None, claimed_by=claimed_by, claim_s=60.0,
     )  # fmt: skip
 
@@ -206,7 +207,7 @@ async def test_double_submit_across_two_stores_makes_one_job(pg_url: str) -> Non
                                           for i in range(20)))  # fmt: skip
             assert len({job.id for job in jobs}) == 1
             assert sum(job.created for job in jobs) == 1
-        assert await first.count_jobs() == 3
+        assert await count_jobs(first) == 3
 
 
 async def test_two_attempts_finishing_at_once_in_two_stores_have_one_winner(pg_url: str) -> None:

@@ -17,6 +17,7 @@ import pytest
 from router.errors import StoreError
 from router.store import open_store
 from tests.store.pg import create_database, drop_databases
+from tests.support.store_jobs import create_job
 
 pytestmark = pytest.mark.postgres
 CEILING_S = 60.0  # only guards against hanging: the test decides on the StoreError
@@ -80,8 +81,8 @@ async def test_a_stalled_server_fails_requests_and_readiness_instead_of_hanging(
     url, proxy = proxied_url
     store = await open_store(url, command_timeout=1.0, acquire_timeout=1.0)
     try:
-        job = await store.create_job(owner="o", idempotency_key="k", task="t", input={},
-                                     params={}, deadline_s=None, claimed_by=None, claim_s=0)
+        job = await create_job(store, owner="o", idempotency_key="k", task="t", input={},
+                               params={}, deadline_s=None, claimed_by=None, claim_s=0)
         await store.prove_write()
         proxy.stall()
         async with asyncio.timeout(CEILING_S):

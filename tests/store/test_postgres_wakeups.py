@@ -20,6 +20,7 @@ from router.states import JobState
 from router.store import SqlStore, open_store
 from tests.store.pg import fresh_database
 from tests.support.fakes import FakeProvider, Step
+from tests.support.store_jobs import create_job
 
 pytestmark = pytest.mark.postgres
 
@@ -48,8 +49,8 @@ async def opened(url: str) -> AsyncIterator[SqlStore]:
 
 
 async def submit(store: SqlStore, key: str) -> None:
-    await store.create_job(owner="shop", idempotency_key=key, task="caption", input={"k": key},
-                           params={}, deadline_s=None, claimed_by=None, claim_s=30.0)  # fmt: skip
+    await create_job(store, owner="shop", idempotency_key=key, task="caption", input={"k": key},
+                     params={}, deadline_s=None, claimed_by=None, claim_s=30.0)  # fmt: skip
 
 
 async def quiet_commits(url: str) -> int:
@@ -107,9 +108,9 @@ async def test_a_paused_worker_is_not_named_and_hears_again_once_resumed(pg_url:
             woken = asyncio.Event()
             worker.on_runnable(woken.set)
             await worker.follow("runnable")
-            marker = await submitter.create_job(
-                owner="shop", idempotency_key="marker", task="caption", input={}, params={},
-                deadline_s=None, claimed_by="w1", claim_s=30.0)  # claimed: no wake-up
+            marker = await create_job(
+                submitter, owner="shop", idempotency_key="marker", task="caption", input={},
+                params={}, deadline_s=None, claimed_by="w1", claim_s=30.0)  # claimed: no wake-up
             names = [r[0] for r in await admin.fetch(LISTENERS)]
             assert names == [IDLE, "jobrouter-listen:runnable"]
             await worker.pause("runnable", True)

@@ -11,14 +11,15 @@ from router.errors import InvalidTransition
 from router.models import Attempt, AttemptUsage
 from router.states import AttemptState
 from router.store import SqlStore
+from tests.support.store_jobs import create_job
 
 NO_USAGE = AttemptUsage()
 OUTCOMES = [AttemptState.SUCCEEDED, AttemptState.FAILED, AttemptState.CANCELLED]
 
 
 async def started(store: SqlStore, key: str) -> Attempt:
-    job = await store.create_job(
-        owner="shop", idempotency_key=key, task="post", input={"text": "hi"}, params={},
+    job = await create_job(
+        store, owner="shop", idempotency_key=key, task="post", input={"text": "hi"}, params={},
         deadline_s=None, claimed_by=None, claim_s=60.0)  # fmt: skip
     _, attempt = await store.start_attempt(job.id, provider="a", model=None, worker="w1",
                                            lease_s=30.0, exclusive=True)  # fmt: skip

@@ -18,11 +18,12 @@ import pytest
 
 from router.errors import StoreError
 from router.store import SqlStore, open_store
+from tests.support.store_jobs import count_jobs, create_job
 
 
 async def _create(store: SqlStore, key: str) -> None:
-    await store.create_job(owner="o", idempotency_key=key, task="t", input={"n": key},
-                           params={}, deadline_s=None, claimed_by=None, claim_s=0)
+    await create_job(store, owner="o", idempotency_key=key, task="t", input={"n": key},
+                     params={}, deadline_s=None, claimed_by=None, claim_s=0)
 
 
 async def _filled(path: Path, jobs: int) -> None:
@@ -88,6 +89,6 @@ async def test_a_sound_file_opens(tmp_path: Path) -> None:
     await _filled(path, 3)
     store = await open_store(f"sqlite:///{path}")
     try:
-        assert await store.count_jobs() == 3
+        assert await count_jobs(store) == 3
     finally:
         await store.close()

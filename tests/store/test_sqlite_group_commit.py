@@ -26,6 +26,7 @@ from router.errors import StoreError
 from router.store import SqlStore, open_store
 from router.store.sqlite import SqliteConnector
 from tests.store.test_store import submit
+from tests.support.store_jobs import count_jobs
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ async def test_concurrent_writers_share_commits_and_all_land(sqlite_store: SqlSt
     jobs = await asyncio.gather(*(submit(sqlite_store, key=f"k{i % 50}") for i in range(100)))
     assert len({job.id for job in jobs}) == 50  # 50 keys, each submitted twice
     assert sum(job.created for job in jobs) == 50
-    assert await sqlite_store.count_jobs() == 50
+    assert await count_jobs(sqlite_store) == 50
     logical = stats.write_transactions - before_tx
     commits = stats.commits - before_commits
     assert logical == 100
@@ -73,7 +74,7 @@ async def test_a_failing_member_undoes_only_its_own_statements(sqlite_store: Sql
     assert isinstance(results[2], ValueError)
     jobs = [r for r in results if r is not None and not isinstance(r, BaseException)]
     assert {job.idempotency_key for job in jobs} == {"primer", "a", "b"}
-    assert await sqlite_store.count_jobs() == 3
+    assert await count_jobs(sqlite_store) == 3
     row = await conn.fetchone("SELECT count(*) AS n FROM schema_migrations WHERE version = 999", {})
     assert row == {"n": 0}
 
@@ -91,7 +92,7 @@ async def test_a_failing_writer_alone_rolls_back_and_the_next_commits(
     row = await conn.fetchone("SELECT count(*) AS n FROM schema_migrations WHERE version = 998",
                               {})
     assert row == {"n": 0}
-    assert await sqlite_store.count_jobs() == 1
+    assert await count_jobs(sqlite_store) == 1
 
 
 async def orphan_event(conn: SqliteConnector) -> None:
@@ -114,7 +115,7 @@ async def test_a_failed_commit_fails_every_member(sqlite_store: SqlStore) -> Non
     assert conn.stats.commits - before == 2, "the primer's COMMIT, then one for the other two"
     assert not isinstance(primer, BaseException)
     assert all(isinstance(r, sqlite3.IntegrityError) for r in results), results
-    assert await sqlite_store.count_jobs() == 1  # the primer only
+    assert await count_jobs(sqlite_store) == 1  # the primer only
     again = await submit(sqlite_store, key="a")  # the connection is usable afterwards
     assert again.created
 
@@ -129,7 +130,7 @@ async def test_with_one_job_in_flight_commits_run_inline(sqlite_store: SqlStore)
     assert conn._commit_in_flight is None, "no COMMIT went to a thread"
     with pytest.raises(sqlite3.IntegrityError):
         await orphan_event(conn)
-    assert await sqlite_store.count_jobs() == 3
+    assert await count_jobs(sqlite_store) == 3
 
 
 async def test_a_cancelled_member_keeps_the_connection_and_the_others(

@@ -17,6 +17,7 @@ from router.config import RouterConfig, TaskConfig
 from router.models import NewEvent
 from router.states import JobState
 from router.store import SqlStore, open_store
+from tests.support.store_jobs import create_job
 
 GUARD_S = 60.0  # against a hang only
 
@@ -31,9 +32,9 @@ async def other_store(url: str) -> AsyncIterator[SqlStore]:
 
 
 async def submit(store: SqlStore, key: str = "k1") -> Any:
-    return await store.create_job(owner="shop", idempotency_key=key, task="caption",
-                                  input={"x": key}, params={}, deadline_s=None, claimed_by=None,
-                                  claim_s=30.0)  # fmt: skip
+    return await create_job(store, owner="shop", idempotency_key=key, task="caption",
+                            input={"x": key}, params={}, deadline_s=None, claimed_by=None,
+                            claim_s=30.0)  # fmt: skip
 
 
 async def test_a_settle_committed_elsewhere_wakes_the_wait_with_the_job(

@@ -6,14 +6,15 @@ from router.models import AttemptUsage, Job
 from router.states import AttemptState, JobState
 from router.store import SqlStore
 from router.store.outbox import OutboxEvent
+from tests.support.store_jobs import create_job
 
 DAY_S = 86_400.0
 
 
 async def new_job(store: SqlStore, *, owner: str = "shop", key: str = "k1") -> Job:
-    return await store.create_job(
-        owner=owner, idempotency_key=key, task="caption", input={"product": "tea"}, params={},
-        deadline_s=None, claimed_by=None, claim_s=60.0,
+    return await create_job(
+        store, owner=owner, idempotency_key=key, task="caption", input={"product": "tea"},
+        params={}, deadline_s=None, claimed_by=None, claim_s=60.0,
     )  # fmt: skip
 
 

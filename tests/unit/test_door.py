@@ -23,6 +23,7 @@ from router.config import (
 from router.errors import JobRefused
 from router.states import AttemptState, JobState
 from tests.support.fakes import FakeProvider, Step
+from tests.support.store_jobs import count_jobs, create_job
 from tests.unit.test_engine import SETTLE, until, url
 
 CONTRACT = """
@@ -66,7 +67,7 @@ def config(tmp_path: Path, side_effects: str = "external", **submit: Any) -> Rou
 async def refused(router: Router, input: Any, params: Any = None) -> JobRefused:
     with pytest.raises(JobRefused) as caught:
         await router.submit("shop", "k1", "post", input, params)
-    assert await router.store.count_jobs() == 0  # nothing written
+    assert await count_jobs(router.store) == 0  # nothing written
     return caught.value
 
 
@@ -146,9 +147,10 @@ async def test_a_stored_job_whose_request_cannot_be_built_fails_with_no_attempt(
     cfg = config(tmp_path)
     async with Router.open(url(tmp_path), cfg, providers={"a": a, "b": b},
                            run_workers=False) as router:  # fmt: skip
-        job = await router.store.create_job(
-            owner="shop", idempotency_key="old", task="post", input={"product": {"name": "t"}},
-            params={}, deadline_s=60, claimed_by=None, claim_s=1)  # fmt: skip
+        job = await create_job(
+            router.store, owner="shop", idempotency_key="old", task="post",
+            input={"product": {"name": "t"}}, params={}, deadline_s=60, claimed_by=None,
+            claim_s=1)  # fmt: skip
     async with Router.open(url(tmp_path), cfg, providers={"a": a, "b": b}) as router:
         done = await router.wait(job.id, SETTLE)
         attempts = await router.attempts(job.id)

@@ -20,6 +20,7 @@ from router.errors import ConfigError
 from router.models import Attempt, Job, JobEvent
 from router.states import AttemptState, JobState
 from tests.support.fakes import FakeProvider, Step
+from tests.support.store_jobs import count_jobs, create_job
 
 TIMEOUT = 0.3  # attempt_timeout; the driver's own guard adds GUARD_S on top
 SETTLE = 60.0  # a guard against a hang only: jobs settle in well under a second
@@ -65,9 +66,9 @@ async def a_later_job_ran(router: Router) -> None:
     """The positive signal a "nothing else happens" check waits for: a job created queued now,
     outside any worker, is found by the poller and run to the end, so every runnable job has
     been looked at since (needs `with_probe`)."""
-    job = await router.store.create_job(
-        owner=PROBE, idempotency_key=uuid.uuid4().hex, task=PROBE, input={}, params={},
-        deadline_s=None, claimed_by=None, claim_s=5.0)  # fmt: skip
+    job = await create_job(
+        router.store, owner=PROBE, idempotency_key=uuid.uuid4().hex, task=PROBE, input={},
+        params={}, deadline_s=None, claimed_by=None, claim_s=5.0)  # fmt: skip
     assert (await router.wait(job.id, timeout=SETTLE)).state is JobState.SUCCEEDED
 
 
@@ -340,7 +341,7 @@ async def test_submit_of_an_unknown_task_names_the_configured_tasks(tmp_path: Pa
             await router.submit("shop-1", "k1", "summary", {"x": 1})
         assert "summary" in str(info.value)
         assert "caption" in str(info.value) and "post" in str(info.value)
-        assert await router.store.count_jobs() == 0
+        assert await count_jobs(router.store) == 0
 
 
 async def test_submit_with_an_empty_key_is_refused(tmp_path: Path) -> None:
@@ -349,7 +350,7 @@ async def test_submit_with_an_empty_key_is_refused(tmp_path: Path) -> None:
     ) as router:
         with pytest.raises(ValueError, match="idempotency_key"):
             await router.submit("shop-1", "", "caption", {"x": 1})
-        assert await router.store.count_jobs() == 0
+        assert await count_jobs(router.store) == 0
 
 
 async def test_resubmit_returns_the_same_job_and_calls_the_provider_once(

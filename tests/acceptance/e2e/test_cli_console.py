@@ -17,6 +17,7 @@ from router.exits import Exit, exit_code_of_state
 from router.models import AttemptUsage
 from router.states import AttemptState, JobState
 from router.store import open_store
+from tests.support.store_jobs import create_job
 
 ROOT = Path(__file__).resolve().parents[3]
 NASTY = "upstream said [/bold] and [red]no[/red] [providers.primary]"
@@ -38,9 +39,9 @@ def make_job_with_nasty_error(db: Path) -> tuple[str, str]:
     async def go() -> tuple[str, str]:
         store = await open_store(f"sqlite:///{db}")
         try:
-            job = await store.create_job(owner="shop", idempotency_key="k1", task="caption",
-                                         input={"text": "[b]tea[/b]"}, params={},
-                                         deadline_s=None, claimed_by=None, claim_s=1.0)
+            job = await create_job(store, owner="shop", idempotency_key="k1", task="caption",
+                                   input={"text": "[b]tea[/b]"}, params={},
+                                   deadline_s=None, claimed_by=None, claim_s=1.0)
             _, attempt = await store.start_attempt(job.id, provider="primary", model=None,
                                                    worker="w", lease_s=30, exclusive=False)
             await store.finish_attempt(attempt.id, AttemptState.FAILED, error_kind="rejected",

@@ -32,6 +32,7 @@ from router.states import AttemptState, JobState
 from router.store import SqlStore, open_store
 from tests.store.conftest import BACKENDS, UrlFactory
 from tests.store.pg import EMPTY_TABLES, postgres_url
+from tests.support.store_jobs import create_job
 
 T = TypeVar("T")
 
@@ -148,8 +149,8 @@ class StoreMachine(RuleBasedStateMachine):
         fingerprint = payload_fingerprint(task, input, params)
         known = self.model.jobs.get((owner, key))
         try:
-            job = self.run(self.store.create_job(
-                owner=owner, idempotency_key=key, task=task, input=input, params=params,
+            job = self.run(create_job(
+                self.store, owner=owner, idempotency_key=key, task=task, input=input, params=params,
                 deadline_s=None, claimed_by=None, claim_s=60.0,
             ))  # fmt: skip
         except IdempotencyConflict as exc:
