@@ -197,10 +197,6 @@ class OutboxMethods:
         row = await self.connector.fetchone(self._q["get_outbox_event"], {"id": event_id})
         return _event(row) if row else None
 
-    async def outbox_event_of_job(self, job_id: str) -> OutboxEvent | None:
-        row = await self.connector.fetchone(self._q["outbox_event_of_job"], {"job_id": job_id})
-        return _event(row) if row else None
-
     # ---- retention -----------------------------------------------------------------------------
 
     async def count_purgeable(self, cutoff: float, *, owners: Iterable[str],

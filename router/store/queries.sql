@@ -256,9 +256,6 @@ VALUES (:id, :job_id, :owner, :kind, :payload, :created_at, :now, 0, :last_error
 -- name: get_outbox_event
 SELECT * FROM outbox WHERE id = :id
 
--- name: outbox_event_of_job
-SELECT * FROM outbox WHERE job_id = :job_id
-
 -- name: outbox_pending_by_owner
 SELECT owner, COUNT(*) AS pending, SUM(CASE WHEN tries > 0 THEN 1 ELSE 0 END) AS retrying,
        MIN(created_at) AS oldest, MIN(next_attempt_at) AS next_attempt_at

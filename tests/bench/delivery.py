@@ -34,7 +34,7 @@ from router.outbox import DeliverySettings, OutboxDeliverer, Webhook
 from router.states import JobState
 from router.store import SqlStore, open_store
 from tests.store.pg import create_database, drop_database
-from tests.support.outbox_jobs import job_in
+from tests.support.outbox_jobs import job_in, outbox_event_of_job
 from tests.support.webhook_receiver import WebhookReceiver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +84,7 @@ async def completed(store: SqlStore, prefix: str, count: int) -> dict[str, float
     made = {}
     for n in range(count):
         job = await job_in(store, JobState.SUCCEEDED, key=f"{prefix}{n}")
-        event = await store.outbox_event_of_job(job.id)
+        event = await outbox_event_of_job(store, job.id)
         assert event is not None
         made[event.id] = event.created_at
     return made

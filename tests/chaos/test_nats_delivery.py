@@ -28,7 +28,7 @@ from router.store import SqlStore, open_store
 from tests.store.conftest import sqlite_url
 from tests.store.pg import drop_databases, postgres_url
 from tests.support.flaky_proxy import FlakyProxy
-from tests.support.outbox_jobs import job_in
+from tests.support.outbox_jobs import job_in, outbox_event_of_job
 from tests.support.webhook_receiver import WebhookReceiver
 
 pytestmark = pytest.mark.nats
@@ -88,7 +88,7 @@ async def make_events(store: SqlStore, count: int) -> set[str]:
     ids = set()
     for n in range(count):
         job = await job_in(store, JobState.SUCCEEDED, key=f"k{n}")
-        event = await store.outbox_event_of_job(job.id)
+        event = await outbox_event_of_job(store, job.id)
         assert event is not None
         ids.add(event.id)
     return ids

@@ -29,7 +29,7 @@ from router.outbox import DeliverySettings, Webhook
 from router.states import JobState
 from router.store import SqlStore, open_store
 from tests.store.pg import fresh_database
-from tests.support.outbox_jobs import job_in
+from tests.support.outbox_jobs import job_in, outbox_event_of_job
 from tests.support.webhook_receiver import WebhookReceiver
 
 pytestmark = [pytest.mark.nats, pytest.mark.postgres]
@@ -125,7 +125,7 @@ async def make_events(store: SqlStore) -> set[str]:
     ids = set()
     for n in range(EVENTS):
         job = await job_in(store, JobState.SUCCEEDED, key=f"k{n}")
-        event = await store.outbox_event_of_job(job.id)
+        event = await outbox_event_of_job(store, job.id)
         assert event is not None
         ids.add(event.id)
     return ids

@@ -40,8 +40,16 @@ async def job_in(store: SqlStore, state: JobState, *, owner: str = "shop", key: 
     return fresh
 
 
+async def outbox_event_of_job(store: SqlStore, job_id: str) -> OutboxEvent | None:
+    """The job's completion event while in the outbox (pending or delivered; not a dead
+    letter), read through the store's own read by event id."""
+    row = await store.connector.fetchone("SELECT id FROM outbox WHERE job_id = :job_id",
+                                         {"job_id": job_id})  # fmt: skip
+    return await store.outbox_event(str(row["id"])) if row else None
+
+
 async def event_of(store: SqlStore, job: Job) -> OutboxEvent:
-    event = await store.outbox_event_of_job(job.id)
+    event = await outbox_event_of_job(store, job.id)
     assert event is not None, f"job {job.id} has no outbox event"
     return event
 

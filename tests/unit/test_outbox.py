@@ -40,7 +40,7 @@ from router.states import JobState
 from router.store import SqlStore, open_store
 from router.store.outbox import OutboxCounts, OwnerDepth
 from tests.support.fakes import FakeProvider
-from tests.support.outbox_jobs import DAY_S, age_jobs, event_of, job_in
+from tests.support.outbox_jobs import DAY_S, age_jobs, event_of, job_in, outbox_event_of_job
 from tests.support.webhook_receiver import WebhookReceiver
 
 SECRET = b"s3cret-for-tests"
@@ -187,7 +187,7 @@ async def test_failures_are_retried_with_backoff_then_delivered(
 
 
 async def delivered(store: SqlStore, job_id: str) -> bool:
-    event = await store.outbox_event_of_job(job_id)
+    event = await outbox_event_of_job(store, job_id)
     return event is not None and event.delivered_at is not None
 
 
@@ -239,7 +239,7 @@ async def test_after_max_tries_an_event_is_a_dead_letter_and_replay_delivers_it(
         [dead] = await store.dead_letters()
         assert (dead.id, dead.job_id, dead.tries) == (event.id, job.id, 3)
         assert (dead.last_error or "").startswith("HTTP 500")
-        assert await store.outbox_event_of_job(job.id) is None
+        assert await outbox_event_of_job(store, job.id) is None
         # A later event delivered by a later round: that round would have taken a dead letter.
         receiver.always_fail = False
         later = await job_in(store, JobState.SUCCEEDED, key="order-2")
