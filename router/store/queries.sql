@@ -73,13 +73,6 @@ UPDATE jobs SET claimed_by = :worker, claim_until = :claim_until
 WHERE id = :id AND (claimed_by IS NULL OR claim_until < :now OR claimed_by = :worker)
 RETURNING *
 
--- name: runnable_jobs
-SELECT id FROM jobs
-WHERE state IN ('queued', 'running') AND next_run_at <= :now
-  AND (claimed_by IS NULL OR claim_until < :now)
-ORDER BY next_run_at
-LIMIT :limit
-
 -- name: claim_runnable
 -- A worker takes up to :limit due jobs nobody holds (or whose holder stopped renewing).
 UPDATE jobs SET claimed_by = :worker, claim_until = :claim_until

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 
 from router.models import Attempt, Job, JobEvent
@@ -36,8 +35,3 @@ class ReadMethods:
         params = {"job_id": job_id, "after": after}
         rows = await self.connector.fetchall(self._q["list_events"], params)
         return [event_from_row(row) for row in rows]
-
-    async def runnable_jobs(self, limit: int) -> list[str]:
-        params = {"now": time.time(), "limit": limit}
-        rows = await self.connector.fetchall(self._q["runnable_jobs"], params)
-        return [row["id"] for row in rows]
