@@ -12,7 +12,6 @@ process made it): on PostgreSQL every read is a transaction on the server.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -79,10 +78,6 @@ class ChangeMethods:
         """The job as this process created it, if no change of it has been heard since: with
         `watching` entered first, as good as a read."""
         return self._created.get(job_id)
-
-    async def wait_for_change(self, job_id: str, timeout: float) -> None:  # noqa: ASYNC109
-        with self.watching(job_id) as changed, contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(changed.wait(), timeout)
 
     def _remember_created(self, job: Job) -> None:
         """Called inside the creating transaction, before its COMMIT: a change of the job can
