@@ -360,12 +360,3 @@ async def ensure_stream(js: JetStreamContext, bus: BusSettings) -> None:
         await js.add_stream(StreamConfig(
             name=bus.stream, subjects=[bus.subject], retention=RetentionPolicy.WORK_QUEUE,
             storage=StorageType.FILE, duplicate_window=bus.dedupe_window_s))  # fmt: skip
-
-
-def nats_available() -> bool:
-    try:
-        import nats  # noqa: F401
-    except ImportError:
-        return False
-    return True
-

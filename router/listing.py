@@ -83,12 +83,6 @@ def checked_cursor(cursor: str | None) -> str | None:
     return cursor
 
 
-def checked_limit(limit: int) -> int:
-    if not 1 <= limit <= MAX_PAGE:
-        raise ListingError(f"limit must be between 1 and {MAX_PAGE}, not {limit}")
-    return limit
-
-
 def id_floor(epoch_s: float) -> str:
     """The smallest id a job created at `epoch_s` (or later) can have, less the slack."""
     ms = max(int(epoch_s * 1000) - _ID_SLACK_MS, 0)

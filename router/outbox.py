@@ -141,14 +141,6 @@ def webhooks_from_config(
     return hooks
 
 
-def build_deliverer(store: SqlStore, config: RouterConfig) -> OutboxDeliverer | None:
-    """The deliverer for this config, or None when no owner has a webhook."""
-    if not config.webhooks:
-        return None
-    hooks = webhooks_from_config(config)
-    return OutboxDeliverer(store, hooks, DeliverySettings.from_config(config))
-
-
 class OutboxDeliverer:
     def __init__(
         self, store: SqlStore, webhooks: Mapping[str, Webhook], settings: DeliverySettings,

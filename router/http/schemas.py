@@ -128,10 +128,6 @@ def json_answer(content: Any, status_code: int = 200,
     return JSONResponse(content, status_code=status_code, headers=headers)
 
 
-class JobList(BaseModel):
-    items: list[JobResource]
-
-
 class AttemptResource(Attempt):
     """An attempt as the HTTP API shows it (`router.disclosure`)."""
 

@@ -22,13 +22,13 @@ import pytest
 from router import Router
 from router.config import OutboxConfig, RouterConfig, TaskConfig, WebhookConfig
 from router.errors import ConfigError
+from router.fleet import build_delivery
 from router.metrics import REGISTRY, set_outbox_gauges
 from router.outbox import (
     DeliverySettings,
     OutboxDeliverer,
     Webhook,
     _retry_after,
-    build_deliverer,
     full_jitter,
     retry_delay,
     sign,
@@ -506,8 +506,8 @@ async def test_a_missing_secret_refuses_to_start(store: SqlStore) -> None:
         }
     )
     with pytest.raises(ConfigError, match="JR_TEST_UNSET_SECRET"):
-        build_deliverer(store, config)
-    assert build_deliverer(store, RouterConfig()) is None
+        build_delivery(store, config)
+    assert build_delivery(store, RouterConfig()) is None
 
 
 # ---- the Router end to end -----------------------------------------------------------------------
