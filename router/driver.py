@@ -37,6 +37,7 @@ from router.policy import (
 from router.states import AttemptState, EventKind, JobState
 from router.store.transient import is_transient
 from router.tasks import TaskRuntime
+from router.timing import Deadline
 
 if TYPE_CHECKING:
     from router.engine import Engine
@@ -61,6 +62,7 @@ class JobDriver:
         self.store = engine.store
         self.job = job
         self.task = task
+        self.deadline = Deadline.of(job)  # set when the job was created: it never changes
         self.attempts: list[Attempt] = []
         self.in_flight: dict[str, asyncio.Task[None]] = {}
         self.cancel_reasons: dict[str, str] = {}
@@ -98,10 +100,8 @@ class JobDriver:
         try:
             while not self.job.state.settled:
                 eligibility = await persist(lambda: self.engine.eligibility(self.task))
-                decision = decide(
-                    self.task.policy, self.attempts, eligibility, now=time.time(),
-                    deadline_at=self.job.deadline_at.timestamp() if self.job.deadline_at else None,
-                )  # fmt: skip
+                decision = decide(self.task.policy, self.attempts, eligibility, now=time.time(),
+                                  deadline_at=self.deadline.at)
                 notes = [n for n in refusals(eligibility) if n.data["provider"] not in self._noted]
                 if not await self._carry_out(decision, notes):
                     return
@@ -245,14 +245,11 @@ class JobDriver:
                                 time.perf_counter(), NOT_CALLED)
         self.in_flight.clear()
 
-    def _deadline_at(self) -> float | None:
-        return self.job.deadline_at.timestamp() if self.job.deadline_at else None
-
     def _timeout_s(self, provider: str) -> float | None:
-        return self.engine.attempt_timeout(self.task, provider, self._deadline_at())
+        return self.engine.limits.timeout_s(self.task, provider, self.deadline)
 
     def _lease_s(self, provider: str) -> float:
-        return self.engine.lease_s(self.task, provider, self._deadline_at())
+        return self.engine.limits.lease_s(self.task, provider, self.deadline)
 
     # ---- one attempt ---------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from router.policy import Eligibility, Start, decide
 from router.store.claims import AttemptStart, Claimed
 from router.store.sqlstore import SqlStore
 from router.tasks import TaskRuntime
+from router.timing import AttemptLimits, Deadline
 
 log = logging.getLogger("jobrouter.engine")
 CREATE_WAIT_S = 15.0  # a commit may wait up to SQLite's 10 s busy timeout for another process
@@ -67,7 +68,7 @@ class Engine:
         self.tasks = dict(tasks)
         self.providers = dict(providers)
         self.settings = settings
-        self.provider_timeouts = dict(provider_timeouts or {})
+        self.limits = AttemptLimits(dict(provider_timeouts or {}), settings.lease_s)
         self.worker_id = make_worker_id()
         self._eligibility = eligibility
         self._health = health
@@ -105,19 +106,6 @@ class Engine:
             except Exception:  # health bookkeeping must never lose an attempt's outcome
                 log.exception("recording the health of provider %s failed", provider)
 
-    def attempt_timeout(
-        self, task: TaskRuntime, provider: str, deadline_at: float | None
-    ) -> float | None:
-        """How long an attempt of `task` on `provider` may take, the job's deadline included."""
-        limits = [task.attempt_timeout_s, self.provider_timeouts.get(provider)]
-        if deadline_at is not None:
-            limits.append(max(0.0, deadline_at - time.time()))
-        present = [limit for limit in limits if limit is not None]
-        return min(present) if present else None
-
-    def lease_s(self, task: TaskRuntime, provider: str, deadline_at: float | None) -> float:
-        return (self.attempt_timeout(task, provider, deadline_at) or 0.0) + self.settings.lease_s
-
     async def first_attempt(self, task: TaskRuntime) -> AttemptStart | None:
         """The first attempt of a job this process is about to create, when it can start at
         once: a worker slot is free (it is taken now) and the policy picks a provider whose
@@ -132,9 +120,7 @@ class Engine:
         except Exception:
             log.exception("eligibility for task %s unknown: the job is created queued", task.name)
             return None
-        now = time.time()
-        first = self._choose_first(task, eligibility, now + task.deadline_s
-                                   if task.deadline_s else None)  # fmt: skip
+        first = self._choose_first(task, eligibility, Deadline.new(task, time.time()))
         if first is None:
             return None
         if self._stopping or self._slots.locked():  # taken while the eligibility was read
@@ -145,17 +131,17 @@ class Engine:
         return first
 
     def _choose_first(
-        self, task: TaskRuntime, eligibility: dict[str, Eligibility], deadline_at: float | None
+        self, task: TaskRuntime, eligibility: dict[str, Eligibility], deadline: Deadline
     ) -> AttemptStart | None:
         """The first attempt of a new job of `task` when it can start at once: the policy
         picks a provider whose circuit is closed (a half-open circuit's probe is claimed in a
         transaction of its own, by the driver)."""
-        decision = decide(task.policy, [], eligibility, now=time.time(), deadline_at=deadline_at)
+        decision = decide(task.policy, [], eligibility, now=time.time(), deadline_at=deadline.at)
         if not isinstance(decision, Start) or eligibility[decision.provider].reason:
             return None
         return AttemptStart(
             decision.provider, self.providers[decision.provider].model,
-            self.worker_id, self.lease_s(task, decision.provider, deadline_at),
+            self.worker_id, self.limits.lease_s(task, decision.provider, deadline),
             tuple(refusals(eligibility)),
         )  # fmt: skip
 
@@ -315,8 +301,7 @@ class Engine:
             task, known = self.tasks.get(job.task), eligibility.get(job.task)
             if task is None or known is None or job.id in self._active:
                 return None
-            deadline_at = job.deadline_at.timestamp() if job.deadline_at else None
-            start = self._choose_first(task, known, deadline_at)
+            start = self._choose_first(task, known, Deadline.of(job))
             if start is None or self._stopping or self._slots.locked():
                 return None
             await self._slots.acquire()  # free: returns at once
