@@ -9,6 +9,7 @@ same circuit; each process reads it at most every `refresh_s` (one query for all
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 
@@ -17,6 +18,8 @@ from router.policy import Eligibility
 from router.states import CircuitState
 from router.store.circuits import CircuitRow
 from router.store.sqlstore import SqlStore
+
+log = logging.getLogger("jobrouter.engine")
 
 
 @dataclass(frozen=True)
@@ -70,8 +73,16 @@ class Breakers:
         return got
 
     async def record(self, provider: str, error: ProviderError | None) -> None:
+        """Count a call's outcome on the provider's circuit. A failure to write it is logged,
+        never raised: health bookkeeping must never lose an attempt's outcome."""
         if error is not None and not error.counts_against_health:  # decided in providers/
             return
+        try:
+            await self._record(provider, error)
+        except Exception:
+            log.exception("recording the health of provider %s failed", provider)
+
+    async def _record(self, provider: str, error: ProviderError | None) -> None:
         circuit = self._circuits.get(provider)
         if error is None:
             if circuit is not None and (not circuit.state.passes_all or circuit.failures):

@@ -16,6 +16,7 @@ from router.config import RouterConfig, TaskConfig, load_config
 from router.engine import Engine, EngineSettings
 from router.errors import ConfigError
 from router.gate import Gate
+from router.health import ProviderHealth
 from router.metrics import record_attempt
 from router.policy import TaskPolicy
 from router.store.sqlstore import SqlStore
@@ -116,9 +117,7 @@ def build_engine(
         poll_s=config.engine.poll_interval,
     )  # fmt: skip
     timeouts = {name: cfg.timeout.read for name, cfg in config.providers.items()}
-    engine = Engine(
-        store, tasks, providers, settings=settings, eligibility=gate.eligibility,
-        provider_timeouts=timeouts, health=gate.record, acquire=gate.acquire,
-        metric=record_attempt,
-    )  # fmt: skip
+    health = ProviderHealth(gate.eligibility, breakers.acquire, breakers.record)
+    engine = Engine(store, tasks, providers, settings=settings, health=health,
+                    provider_timeouts=timeouts, metric=record_attempt)
     return engine, providers, gate

@@ -99,7 +99,7 @@ class JobDriver:
         reason: str | None = None
         try:
             while not self.job.state.settled:
-                eligibility = await persist(lambda: self.engine.eligibility(self.task))
+                eligibility = await persist(lambda: self.engine.health.eligibility(self.task))
                 decision = decide(self.task.policy, self.attempts, eligibility, now=time.time(),
                                   deadline_at=self.deadline.at)
                 notes = [n for n in refusals(eligibility) if n.data["provider"] not in self._noted]
@@ -145,7 +145,7 @@ class JobDriver:
 
     async def _start(self, decision: Start, notes: list[NewEvent]) -> None:
         provider = self.engine.providers[decision.provider]
-        if not await self.engine.acquire(decision.provider):
+        if not await self.engine.health.acquire(decision.provider):
             return  # another process took the circuit's single probe: decide again
         try:
             job, attempt = await self.store.start_attempt(
@@ -284,13 +284,13 @@ class JobDriver:
         except TimeoutError:
             self.answered.add(attempt.id)
             message = f"no answer within {timeout:.1f}s: the request may have run"
-            await self.engine.record_health(
+            await self.engine.health.record(
                 attempt.provider, OutcomeUnknown(message, provider=attempt.provider))
             await self._end(attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began, message,
                             timed_out=True)
         except ProviderError as exc:
             self.answered.add(attempt.id)
-            await self.engine.record_health(attempt.provider, exc)
+            await self.engine.health.record(attempt.provider, exc)
             await self._failed(attempt, exc.kind, began, provider_failure(exc), output=exc.answer,
                                detail=str(exc))
         except asyncio.CancelledError:
@@ -310,7 +310,7 @@ class JobDriver:
                             "unknown", detail=scrub(f"provider raised {type(exc).__name__}: {exc}"))
         else:
             self.answered.add(attempt.id)
-            await self.engine.record_health(attempt.provider, None)
+            await self.engine.health.record(attempt.provider, None)
             await self._succeed(attempt, completion, began)
 
     async def _failed(self, attempt: Attempt, kind: ErrorKind, began: float, error: str,

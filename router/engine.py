@@ -16,11 +16,12 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from providers import CompletionRequest, Provider, ProviderError
+from providers import CompletionRequest, Provider
 from router.driver import JobDriver, refusals
+from router.health import ProviderHealth
 from router.hearing import Hearing
 from router.models import Attempt, Job
 from router.policy import Eligibility, Start, decide
@@ -32,9 +33,6 @@ from router.timing import AttemptLimits, Deadline
 log = logging.getLogger("jobrouter.engine")
 CREATE_WAIT_S = 15.0  # a commit may wait up to SQLite's 10 s busy timeout for another process
 
-EligibilityFn = Callable[[TaskRuntime], Awaitable[dict[str, Eligibility]]]
-HealthFn = Callable[[str, ProviderError | None], Awaitable[None]]
-AcquireFn = Callable[[str], Awaitable[bool]]
 MetricFn = Callable[[Attempt, bool], None]
 
 
@@ -58,10 +56,8 @@ class Engine:
         providers: Mapping[str, Provider],
         *,
         settings: EngineSettings,
-        eligibility: EligibilityFn,
+        health: ProviderHealth,
         provider_timeouts: Mapping[str, float] | None = None,
-        health: HealthFn | None = None,
-        acquire: AcquireFn | None = None,
         metric: MetricFn | None = None,
     ) -> None:
         self.store = store
@@ -70,9 +66,7 @@ class Engine:
         self.settings = settings
         self.limits = AttemptLimits(dict(provider_timeouts or {}), settings.lease_s)
         self.worker_id = make_worker_id()
-        self._eligibility = eligibility
-        self._health = health
-        self._acquire = acquire
+        self.health = health
         self._metric = metric
         self._queue: asyncio.Queue[Claimed] = asyncio.Queue()
         self._queued: set[str] = set()  # ids in _queue: claimed, not yet driven
@@ -92,20 +86,6 @@ class Engine:
         self.attempt_tasks: set[str] = set()
         self.calls_begun: set[str] = set()
 
-    async def eligibility(self, task: TaskRuntime) -> dict[str, Eligibility]:
-        return await self._eligibility(task)
-
-    async def acquire(self, provider: str) -> bool:
-        """Whether the provider's circuit lets this attempt through (it may be the one probe)."""
-        return True if self._acquire is None else await self._acquire(provider)
-
-    async def record_health(self, provider: str, error: ProviderError | None) -> None:
-        if self._health is not None:
-            try:
-                await self._health(provider, error)
-            except Exception:  # health bookkeeping must never lose an attempt's outcome
-                log.exception("recording the health of provider %s failed", provider)
-
     async def first_attempt(self, task: TaskRuntime) -> AttemptStart | None:
         """The first attempt of a job this process is about to create, when it can start at
         once: a worker slot is free (it is taken now) and the policy picks a provider whose
@@ -116,7 +96,7 @@ class Engine:
         if self._stopping or not self._loops or self._slots.locked():
             return None  # not started yet (warming up) or stopping: the job goes queued
         try:
-            eligibility = await self.eligibility(task)
+            eligibility = await self.health.eligibility(task)
         except Exception:
             log.exception("eligibility for task %s unknown: the job is created queued", task.name)
             return None
@@ -154,7 +134,7 @@ class Engine:
             if task.policy.exclusive:
                 continue
             try:
-                eligibility[name] = await self.eligibility(task)
+                eligibility[name] = await self.health.eligibility(task)
             except Exception:
                 log.exception("eligibility for task %s unknown: its driver decides", name)
         return eligibility

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from providers import Provider, ProviderError
+from providers import Provider
 from router.breaker import Breakers
 from router.policy import Eligibility
 from router.store.sqlstore import SqlStore
@@ -49,12 +49,6 @@ class Gate:
                 verdict = await self.breakers.verdict(name)
             verdicts[name] = verdict
         return verdicts
-
-    async def acquire(self, provider: str) -> bool:
-        return await self.breakers.acquire(provider)
-
-    async def record(self, provider: str, error: ProviderError | None) -> None:
-        await self.breakers.record(provider, error)
 
     def forget(self) -> None:
         """Certifications changed in this process: read them again before the next decision."""
