@@ -13,15 +13,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-from providers import Completion, CompletionRequest, ErrorKind, OutcomeUnknown, ProviderError
+from providers import (
+    Completion,
+    CompletionRequest,
+    ErrorKind,
+    OutcomeUnknown,
+    Provider,
+    ProviderError,
+)
 from providers.errors import CassetteMiss
 from providers.redact import scrub
 from router import tracing
 from router.disclosure import broken_contract, provider_failure
 from router.errors import InvalidTransition
+from router.health import ProviderHealth
 from router.models import Attempt, AttemptUsage, Job, NewEvent, canonical_json
 from router.persist import persist
 from router.policy import (
@@ -35,12 +44,10 @@ from router.policy import (
     unbuildable,
 )
 from router.states import AttemptState, EventKind, JobState
+from router.store.sqlstore import SqlStore
 from router.store.transient import is_transient
 from router.tasks import TaskRuntime
-from router.timing import Deadline
-
-if TYPE_CHECKING:
-    from router.engine import Engine
+from router.timing import AttemptLimits, Deadline
 
 log = logging.getLogger("jobrouter.engine")
 
@@ -48,18 +55,50 @@ log = logging.getLogger("jobrouter.engine")
 GUARD_S = 0.5
 UNRECORDED = "unrecorded"  # error_kind of an answer whose result could not be recorded
 NOT_CALLED = "the router stopped before calling the provider; nothing was sent"
+MetricFn = Callable[[Attempt, bool], None]  # an ended attempt, and whether it timed out
+
+
+@dataclass
+class InHand:
+    """Attempts of this worker with a task here (`tasks`), and those whose provider call began
+    and whose outcome is not recorded yet (`calls_begun`): a `started` attempt of this worker
+    in neither was never called (its driver failed first, or its COMMIT acknowledgement was
+    lost), so calling it now is safe (the driver adopts it) where waiting would end it
+    `unknown`. Shared by every driver of the process."""
+
+    tasks: set[str] = field(default_factory=set)
+    calls_begun: set[str] = field(default_factory=set)
+
+    def never_called(self, attempt_id: str) -> bool:
+        return attempt_id not in self.tasks and attempt_id not in self.calls_begun
+
+
+@dataclass(frozen=True)
+class Worker:
+    """This process's worker as a job's driver sees it: its id (on the attempts it writes and
+    the claims it releases), its attempt limits, how long a parked job waits when no recovery
+    time is known, the attempts it has in hand, and where each ended attempt is counted."""
+
+    id: str
+    limits: AttemptLimits
+    poll_s: float
+    in_hand: InHand
+    metric: MetricFn
 
 
 class JobDriver:
     def __init__(
-        self, engine: Engine, job: Job, task: TaskRuntime, started: Attempt | None = None,
+        self, job: Job, task: TaskRuntime, *, store: SqlStore, health: ProviderHealth,
+        providers: Mapping[str, Provider], worker: Worker, started: Attempt | None = None,
         noted: Sequence[NewEvent] = (), request: CompletionRequest | None = None,
     ) -> None:  # fmt: skip
         """`started`: the job's first attempt, already recorded (with `noted`, the refusals
         recorded with it) by the transaction that created the job; it is called at once with
         `request`, the request the door built for the job (given with `started`)."""
-        self.engine = engine
-        self.store = engine.store
+        self.store = store
+        self.health = health
+        self.providers = providers
+        self.worker = worker
         self.job = job
         self.task = task
         self.deadline = Deadline.of(job)  # set when the job was created: it never changes
@@ -99,7 +138,7 @@ class JobDriver:
         reason: str | None = None
         try:
             while not self.job.state.settled:
-                eligibility = await persist(lambda: self.engine.health.eligibility(self.task))
+                eligibility = await persist(lambda: self.health.eligibility(self.task))
                 decision = decide(self.task.policy, self.attempts, eligibility, now=time.time(),
                                   deadline_at=self.deadline.at)
                 notes = [n for n in refusals(eligibility) if n.data["provider"] not in self._noted]
@@ -144,13 +183,13 @@ class JobDriver:
         return True
 
     async def _start(self, decision: Start, notes: list[NewEvent]) -> None:
-        provider = self.engine.providers[decision.provider]
-        if not await self.engine.health.acquire(decision.provider):
+        provider = self.providers[decision.provider]
+        if not await self.health.acquire(decision.provider):
             return  # another process took the circuit's single probe: decide again
         try:
             job, attempt = await self.store.start_attempt(
                 self.job.id, provider=decision.provider, model=provider.model,
-                worker=self.engine.worker_id, lease_s=self._lease_s(decision.provider),
+                worker=self.worker.id, lease_s=self._lease_s(decision.provider),
                 exclusive=self.task.policy.exclusive,
                 notes=[*notes, *([NewEvent(kind=EventKind.ATTEMPT_HEDGED, data={
                     "provider": decision.provider})] if decision.hedge else [])],
@@ -168,7 +207,7 @@ class JobDriver:
         self._launch(attempt)
 
     def _launch(self, attempt: Attempt) -> None:
-        self.engine.attempt_tasks.add(attempt.id)
+        self.worker.in_hand.tasks.add(attempt.id)
         self.in_flight[attempt.id] = asyncio.create_task(self._run_attempt(attempt))
 
     async def _adopt_after(self, error: BaseException, provider: str) -> None:
@@ -181,12 +220,11 @@ class JobDriver:
 
     def _adopt_orphans(self) -> None:
         """Call the `started` attempts this worker wrote and never called (see
-        `Engine.attempt_tasks`). Left alone, each would wait for its lease to expire and end
+        `InHand`). Left alone, each would wait for its lease to expire and end
         `unknown`, although its provider never received the request."""
         for attempt in self.attempts:
-            if (attempt.state is AttemptState.STARTED and attempt.worker == self.engine.worker_id
-                    and attempt.id not in self.engine.attempt_tasks
-                    and attempt.id not in self.engine.calls_begun):
+            if (attempt.state is AttemptState.STARTED and attempt.worker == self.worker.id
+                    and self.worker.in_hand.never_called(attempt.id)):
                 log.warning("job %s: attempt %s was written here and never called; calling it",
                             self.job.id, attempt.id)
                 self._launch(attempt)
@@ -217,8 +255,8 @@ class JobDriver:
                 data={"reason": decision.reason, "until": decision.until})]))
             self._waiting_noted = True
         until = decision.until
-        delay = self.engine.settings.poll_s if until is None else until - time.time()
-        await persist(lambda: self.store.release(self.job.id, self.engine.worker_id,
+        delay = self.worker.poll_s if until is None else until - time.time()
+        await persist(lambda: self.store.release(self.job.id, self.worker.id,
                                                  max(0.0, delay)))
 
     async def _refresh(self) -> None:
@@ -237,7 +275,7 @@ class JobDriver:
         if self.in_flight:
             await asyncio.gather(*self.in_flight.values(), return_exceptions=True)
         for attempt_id in list(self.in_flight):
-            self.engine.attempt_tasks.discard(attempt_id)  # (a task that never ran kept it)
+            self.worker.in_hand.tasks.discard(attempt_id)  # (a task that never ran kept it)
             if attempt_id not in self.ended and attempt_id not in self.calling:
                 # Cancelled before its task ever ran: the provider was never called.
                 attempt = next(a for a in self.attempts if a.id == attempt_id)
@@ -246,10 +284,10 @@ class JobDriver:
         self.in_flight.clear()
 
     def _timeout_s(self, provider: str) -> float | None:
-        return self.engine.limits.timeout_s(self.task, provider, self.deadline)
+        return self.worker.limits.timeout_s(self.task, provider, self.deadline)
 
     def _lease_s(self, provider: str) -> float:
-        return self.engine.limits.lease_s(self.task, provider, self.deadline)
+        return self.worker.limits.lease_s(self.task, provider, self.deadline)
 
     # ---- one attempt ---------------------------------------------------------------------------
 
@@ -258,13 +296,13 @@ class JobDriver:
             try:
                 await self._call(attempt)
             finally:
-                self.engine.attempt_tasks.discard(attempt.id)
+                self.worker.in_hand.tasks.discard(attempt.id)
                 if attempt.id in self.ended:  # recorded: nothing left to remember
-                    self.engine.calls_begun.discard(attempt.id)
+                    self.worker.in_hand.calls_begun.discard(attempt.id)
                 tracing.finish_attempt(span, self.ended.get(attempt.id, attempt))
 
     async def _call(self, attempt: Attempt) -> None:
-        provider = self.engine.providers[attempt.provider]
+        provider = self.providers[attempt.provider]
         began = time.perf_counter()
         try:
             timeout = self._timeout_s(attempt.provider)
@@ -277,20 +315,20 @@ class JobDriver:
                             detail=f"the request could not be built, nothing was sent: {exc}")
             return
         self.calling.add(attempt.id)
-        self.engine.calls_begun.add(attempt.id)
+        self.worker.in_hand.calls_begun.add(attempt.id)
         try:
             async with asyncio.timeout(None if timeout is None else timeout + GUARD_S):
                 completion = await provider.complete(request)
         except TimeoutError:
             self.answered.add(attempt.id)
             message = f"no answer within {timeout:.1f}s: the request may have run"
-            await self.engine.health.record(
+            await self.health.record(
                 attempt.provider, OutcomeUnknown(message, provider=attempt.provider))
             await self._end(attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began, message,
                             timed_out=True)
         except ProviderError as exc:
             self.answered.add(attempt.id)
-            await self.engine.health.record(attempt.provider, exc)
+            await self.health.record(attempt.provider, exc)
             await self._failed(attempt, exc.kind, began, provider_failure(exc), output=exc.answer,
                                detail=str(exc))
         except asyncio.CancelledError:
@@ -310,7 +348,7 @@ class JobDriver:
                             "unknown", detail=scrub(f"provider raised {type(exc).__name__}: {exc}"))
         else:
             self.answered.add(attempt.id)
-            await self.engine.health.record(attempt.provider, None)
+            await self.health.record(attempt.provider, None)
             await self._succeed(attempt, completion, began)
 
     async def _failed(self, attempt: Attempt, kind: ErrorKind, began: float, error: str,
@@ -349,7 +387,7 @@ class JobDriver:
             log.info("attempt %s of job %s lost the race to %s", attempt.id, self.job.id,
                      outcome.job.winner_attempt_id)
         self.ended[attempt.id] = outcome.attempt
-        self.engine.metrics_attempt(outcome.attempt)
+        self.worker.metric(outcome.attempt, False)
 
     async def _unrecorded(self, attempt: Attempt, output: Any, usage: AttemptUsage,
                           error: BaseException) -> None:
@@ -370,7 +408,7 @@ class JobDriver:
             raise
         log.error("attempt %s of job %s: %s", attempt.id, self.job.id, message)
         self.ended[attempt.id] = done
-        self.engine.metrics_attempt(done)
+        self.worker.metric(done, False)
 
     async def _end_cancelled(self, attempt: Attempt, began: float) -> None:
         reason = self.cancel_reasons.get(attempt.id)
@@ -392,7 +430,7 @@ class JobDriver:
             attempt.id, state, error_kind=kind, error=error, usage=usage, output=output,
             error_detail=detail))
         self.ended[attempt.id] = done
-        self.engine.metrics_attempt(done, timed_out)
+        self.worker.metric(done, timed_out)
 
 
 def refusals(eligibility: Mapping[str, Eligibility]) -> list[NewEvent]:

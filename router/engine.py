@@ -16,11 +16,11 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from providers import CompletionRequest, Provider
-from router.driver import JobDriver, refusals
+from router.driver import InHand, JobDriver, MetricFn, Worker, refusals
 from router.health import ProviderHealth
 from router.hearing import Hearing
 from router.models import Attempt, Job
@@ -33,7 +33,6 @@ from router.timing import AttemptLimits, Deadline
 log = logging.getLogger("jobrouter.engine")
 CREATE_WAIT_S = 15.0  # a commit may wait up to SQLite's 10 s busy timeout for another process
 
-MetricFn = Callable[[Attempt, bool], None]
 
 
 @dataclass(frozen=True)
@@ -58,16 +57,16 @@ class Engine:
         settings: EngineSettings,
         health: ProviderHealth,
         provider_timeouts: Mapping[str, float] | None = None,
-        metric: MetricFn | None = None,
+        metric: MetricFn,
     ) -> None:
         self.store = store
         self.tasks = dict(tasks)
         self.providers = dict(providers)
         self.settings = settings
-        self.limits = AttemptLimits(dict(provider_timeouts or {}), settings.lease_s)
         self.worker_id = make_worker_id()
         self.health = health
-        self._metric = metric
+        limits = AttemptLimits(dict(provider_timeouts or {}), settings.lease_s)
+        self.worker = Worker(self.worker_id, limits, settings.poll_s, InHand(), metric)
         self._queue: asyncio.Queue[Claimed] = asyncio.Queue()
         self._queued: set[str] = set()  # ids in _queue: claimed, not yet driven
         self._active: dict[str, asyncio.Task[None]] = {}
@@ -79,12 +78,6 @@ class Engine:
         self._creating = 0  # submits holding a slot from first_attempt, not yet handed over
         self._created = asyncio.Event()  # set when _creating is 0
         self._created.set()
-        # Attempts of this worker with a task here, and those whose provider call began and
-        # whose outcome is not recorded yet: a `started` attempt of this worker in neither was
-        # never called (its driver failed first, or its COMMIT acknowledgement was lost), so
-        # calling it now is safe (JobDriver adopts it) where waiting would end it `unknown`.
-        self.attempt_tasks: set[str] = set()
-        self.calls_begun: set[str] = set()
 
     async def first_attempt(self, task: TaskRuntime) -> AttemptStart | None:
         """The first attempt of a job this process is about to create, when it can start at
@@ -121,7 +114,7 @@ class Engine:
             return None
         return AttemptStart(
             decision.provider, self.providers[decision.provider].model,
-            self.worker_id, self.limits.lease_s(task, decision.provider, deadline),
+            self.worker_id, self.worker.limits.lease_s(task, decision.provider, deadline),
             tuple(refusals(eligibility)),
         )  # fmt: skip
 
@@ -159,10 +152,6 @@ class Engine:
         self._creating -= 1
         if self._creating == 0:
             self._created.set()
-
-    def metrics_attempt(self, attempt: Attempt, timed_out: bool = False) -> None:
-        if self._metric is not None:
-            self._metric(attempt, timed_out)
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -236,8 +225,9 @@ class Engine:
                           job.task)
                 await self.store.release(job.id, self.worker_id, self.settings.claim_s)
                 return
-            await JobDriver(self, job, task, started, first.notes if first else (),
-                            request).run()
+            await JobDriver(job, task, store=self.store, health=self.health,
+                            providers=self.providers, worker=self.worker, started=started,
+                            noted=first.notes if first else (), request=request).run()
         except asyncio.CancelledError:
             raise
         except Exception:  # keep the worker alive; the claim expires and the job is retried
