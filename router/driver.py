@@ -35,15 +35,14 @@ from router.models import Attempt, AttemptUsage, Job, NewEvent, canonical_json
 from router.persist import persist
 from router.policy import (
     Decision,
-    Eligibility,
     Finish,
     Start,
     Wait,
-    decide,
     ended_state,
     unbuildable,
 )
 from router.states import AttemptState, EventKind, JobState
+from router.step import next_step
 from router.store.sqlstore import SqlStore
 from router.store.transient import is_transient
 from router.tasks import TaskRuntime
@@ -138,11 +137,10 @@ class JobDriver:
         reason: str | None = None
         try:
             while not self.job.state.settled:
-                eligibility = await persist(lambda: self.health.eligibility(self.task))
-                decision = decide(self.task.policy, self.attempts, eligibility, now=time.time(),
-                                  deadline_at=self.deadline.at)
-                notes = [n for n in refusals(eligibility) if n.data["provider"] not in self._noted]
-                if not await self._carry_out(decision, notes):
+                step = await persist(lambda: next_step(self.health, self.task, self.attempts,
+                                                       self.deadline))
+                notes = [n for n in step.refusals() if n.data["provider"] not in self._noted]
+                if not await self._carry_out(step.decision, notes):
                     return
             reason = "the job ended before this attempt answered"
         except Exception:
@@ -432,11 +430,3 @@ class JobDriver:
         self.ended[attempt.id] = done
         self.worker.metric(done, timed_out)
 
-
-def refusals(eligibility: Mapping[str, Eligibility]) -> list[NewEvent]:
-    """Providers refused for this decision, as events: the reasons go on the job's log."""
-    return [
-        NewEvent(kind=EventKind.PROVIDER_SKIPPED, data={"provider": name, "reason": verdict.reason})
-        for name, verdict in eligibility.items()
-        if not verdict.ok
-    ]

@@ -20,11 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from providers import CompletionRequest, Provider
-from router.driver import InHand, JobDriver, MetricFn, Worker, refusals
+from router.driver import InHand, JobDriver, MetricFn, Worker
 from router.health import ProviderHealth
 from router.hearing import Hearing
 from router.models import Attempt, Job
-from router.policy import Eligibility, Start, decide
+from router.policy import Eligibility
+from router.step import Step, decide_step, next_step
 from router.store.claims import AttemptStart, Claimed
 from router.store.sqlstore import SqlStore
 from router.tasks import TaskRuntime
@@ -88,12 +89,13 @@ class Engine:
         `run_started` or `return_slot`."""
         if self._stopping or not self._loops or self._slots.locked():
             return None  # not started yet (warming up) or stopping: the job goes queued
+        deadline = Deadline.new(task, time.time())
         try:
-            eligibility = await self.health.eligibility(task)
+            step = await next_step(self.health, task, [], deadline)
         except Exception:
             log.exception("eligibility for task %s unknown: the job is created queued", task.name)
             return None
-        first = self._choose_first(task, eligibility, Deadline.new(task, time.time()))
+        first = self._first_start(task, step, deadline)
         if first is None:
             return None
         if self._stopping or self._slots.locked():  # taken while the eligibility was read
@@ -103,19 +105,17 @@ class Engine:
         self._created.clear()
         return first
 
-    def _choose_first(
-        self, task: TaskRuntime, eligibility: dict[str, Eligibility], deadline: Deadline
+    def _first_start(
+        self, task: TaskRuntime, step: Step, deadline: Deadline
     ) -> AttemptStart | None:
-        """The first attempt of a new job of `task` when it can start at once: the policy
-        picks a provider whose circuit is closed (a half-open circuit's probe is claimed in a
-        transaction of its own, by the driver)."""
-        decision = decide(task.policy, [], eligibility, now=time.time(), deadline_at=deadline.at)
-        if not isinstance(decision, Start) or eligibility[decision.provider].reason:
+        """The first attempt of a job of `task` when the step starts one at once (see
+        `Step.start_at_once`), with the step's refusals to record with it."""
+        provider = step.start_at_once()
+        if provider is None:
             return None
         return AttemptStart(
-            decision.provider, self.providers[decision.provider].model,
-            self.worker_id, self.worker.limits.lease_s(task, decision.provider, deadline),
-            tuple(refusals(eligibility)),
+            provider, self.providers[provider].model, self.worker_id,
+            self.worker.limits.lease_s(task, provider, deadline), tuple(step.refusals()),
         )  # fmt: skip
 
     async def _claim_eligibility(self) -> dict[str, dict[str, Eligibility]]:
@@ -271,7 +271,8 @@ class Engine:
             task, known = self.tasks.get(job.task), eligibility.get(job.task)
             if task is None or known is None or job.id in self._active:
                 return None
-            start = self._choose_first(task, known, Deadline.of(job))
+            deadline = Deadline.of(job)
+            start = self._first_start(task, decide_step(task, [], known, deadline), deadline)
             if start is None or self._stopping or self._slots.locked():
                 return None
             await self._slots.acquire()  # free: returns at once

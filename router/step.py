@@ -1,0 +1,58 @@
+"""A job's next step: read which providers are eligible, then ask the policy.
+
+One function for every decision: the first attempt of a job about to be created or claimed
+(router/engine.py) and each turn of its driver's loop (router/driver.py). The policy itself is
+pure (router/policy.py); the read is the provider-health port's (router/health.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from router.health import ProviderHealth
+from router.models import Attempt, NewEvent
+from router.policy import Decision, Eligibility, Start, decide
+from router.states import EventKind
+from router.tasks import TaskRuntime
+from router.timing import Deadline
+
+
+@dataclass(frozen=True)
+class Step:
+    decision: Decision
+    eligibility: Mapping[str, Eligibility]
+
+    def refusals(self) -> list[NewEvent]:
+        """Providers refused for this decision, as events: the reasons go on the job's log."""
+        return [
+            NewEvent(kind=EventKind.PROVIDER_SKIPPED,
+                     data={"provider": name, "reason": verdict.reason})
+            for name, verdict in self.eligibility.items()
+            if not verdict.ok
+        ]
+
+    def start_at_once(self) -> str | None:
+        """The provider to start on when that needs no probe: a half-open circuit's probe (a
+        verdict with a reason) is claimed in a transaction of its own, by the driver."""
+        decision = self.decision
+        if not isinstance(decision, Start) or self.eligibility[decision.provider].reason:
+            return None
+        return decision.provider
+
+
+def decide_step(
+    task: TaskRuntime, attempts: Sequence[Attempt], eligibility: Mapping[str, Eligibility],
+    deadline: Deadline,
+) -> Step:  # fmt: skip
+    """The step, from an eligibility read before (inside a transaction: no I/O)."""
+    decision = decide(task.policy, attempts, eligibility, now=time.time(),
+                      deadline_at=deadline.at)  # fmt: skip
+    return Step(decision, eligibility)
+
+
+async def next_step(
+    health: ProviderHealth, task: TaskRuntime, attempts: Sequence[Attempt], deadline: Deadline
+) -> Step:
+    return decide_step(task, attempts, await health.eligibility(task), deadline)
