@@ -203,34 +203,23 @@ class Router:
         waiting for the commit (a job created but never driven would wait for its claim and
         its attempt's lease to expire, and end `unknown` though never sent)."""
         engine = self.engine
-        first = await engine.first_attempt(runtime) if engine is not None else None
-        handed = False
-
-        def hand_over(job: Job, attempt: Attempt | None) -> None:
-            nonlocal handed
-            if engine is None:
-                return
-            if first is not None and attempt is not None:
-                engine.run_started(job, attempt, first, request)
-                handed = True
-            else:
-                engine.hand_over(job)
-
+        launch = await engine.launch(runtime, request) if engine is not None else None
         try:
             try:
                 job, _ = await self.store.create_and_start(
                     owner=owner, idempotency_key=idempotency_key, task=runtime.name,
                     input=input, params=params, deadline_s=runtime.deadline_s,
                     claimed_by=engine.worker_id if engine else None,
-                    claim_s=self.config.engine.claim, first=first, on_created=hand_over,
+                    claim_s=self.config.engine.claim, first=launch.first if launch else None,
+                    on_created=launch.created if launch else None,
                 )  # fmt: skip
             except Exception as exc:
                 if not is_transient(exc):
                     raise
                 job = await self._read_back(owner, idempotency_key, runtime, input, params, exc)
         finally:
-            if engine is not None and first is not None and not handed:
-                engine.return_slot()
+            if launch is not None:
+                launch.close()
         if not job.created and not job.state.settled:
             await self._take_up(job)
         return job

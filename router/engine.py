@@ -25,6 +25,7 @@ from router.health import ProviderHealth
 from router.hearing import Hearing
 from router.models import Attempt, Job
 from router.policy import Eligibility
+from router.slots import Reservation, Slots
 from router.step import Step, decide_step, next_step
 from router.store.claims import AttemptStart, Claimed
 from router.store.sqlstore import SqlStore
@@ -42,6 +43,33 @@ class EngineSettings:
     claim_s: float = 60.0  # how long a job stays with a process that stops heart-beating
     lease_s: float = 30.0  # grace on top of an attempt's timeout before it counts as abandoned
     poll_s: float = 0.5  # how often to look for jobs of other processes or parked jobs
+
+
+class Launch:
+    """A job this process is about to create: its first attempt when it starts at once (in
+    the creating transaction, on a slot reserved for it), and where the job goes once it is
+    committed (`created`, the store's `on_created`). `close` gives an unused slot back."""
+
+    def __init__(
+        self, engine: Engine, first: AttemptStart | None = None, slot: Reservation | None = None,
+        request: CompletionRequest | None = None,
+    ) -> None:  # fmt: skip
+        self._engine = engine
+        self.first = first
+        self._slot = slot
+        self._request = request
+
+    def created(self, job: Job, attempt: Attempt | None) -> None:
+        if self.first is not None and self._slot is not None and attempt is not None:
+            self._engine._run_started(job, attempt, self.first, self._slot, self._request)
+        else:
+            self._engine.hand_over(job)
+
+    def close(self) -> None:
+        """After the creating call, committed or not: a slot not handed over (the job already
+        existed, or the transaction failed) is free again."""
+        if self._slot is not None:
+            self._slot.give_back()
 
 
 def make_worker_id() -> str:
@@ -71,39 +99,32 @@ class Engine:
         self._queue: asyncio.Queue[Claimed] = asyncio.Queue()
         self._queued: set[str] = set()  # ids in _queue: claimed, not yet driven
         self._active: dict[str, asyncio.Task[None]] = {}
-        self._slots = asyncio.Semaphore(settings.workers)
+        self._slots = Slots(settings.workers)
         self._loops: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
         self._heard = False  # the wake-up came from another process (see `_poll`)
         self._stopping = False
-        self._creating = 0  # submits holding a slot from first_attempt, not yet handed over
-        self._created = asyncio.Event()  # set when _creating is 0
-        self._created.set()
 
-    async def first_attempt(self, task: TaskRuntime) -> AttemptStart | None:
-        """The first attempt of a job this process is about to create, when it can start at
-        once: a worker slot is free (it is taken now) and the policy picks a provider whose
-        circuit is closed. Otherwise None and the job goes the usual way: a half-open
+    async def launch(self, task: TaskRuntime, request: CompletionRequest) -> Launch:
+        """What becomes of a job of `task` this process is about to create. When it can start
+        at once (a worker slot is free, and the policy picks a provider whose circuit is
+        closed) its first attempt goes in the creating transaction, with the slot reserved
+        for it. Otherwise the job is created queued and goes the usual way: a half-open
         circuit's probe, for one, is claimed in a transaction of its own; a failed read of the
-        eligibility never stops a job from being accepted. A slot taken here goes back with
-        `run_started` or `return_slot`."""
-        if self._stopping or not self._loops or self._slots.locked():
-            return None  # not started yet (warming up) or stopping: the job goes queued
+        eligibility never stops a job from being accepted."""
+        if self._stopping or not self._loops or self._slots.full:
+            return Launch(self)  # not started yet (warming up) or stopping: the job goes queued
         deadline = Deadline.new(task, time.time())
         try:
             step = await next_step(self.health, task, [], deadline)
         except Exception:
             log.exception("eligibility for task %s unknown: the job is created queued", task.name)
-            return None
+            return Launch(self)
         first = self._first_start(task, step, deadline)
-        if first is None:
-            return None
-        if self._stopping or self._slots.locked():  # taken while the eligibility was read
-            return None
-        await self._slots.acquire()  # free: returns at once
-        self._creating += 1
-        self._created.clear()
-        return first
+        if first is None or self._stopping:
+            return Launch(self)
+        slot = await self._slots.reserve()  # None: all taken while the eligibility was read
+        return Launch(self, first, slot, request) if slot is not None else Launch(self)
 
     def _first_start(
         self, task: TaskRuntime, step: Step, deadline: Deadline
@@ -132,26 +153,16 @@ class Engine:
                 log.exception("eligibility for task %s unknown: its driver decides", name)
         return eligibility
 
-    def run_started(self, job: Job, attempt: Attempt, first: AttemptStart,
-                    request: CompletionRequest | None = None) -> None:
-        """Drive a job created here together with its first attempt (its slot is held);
+    def _run_started(self, job: Job, attempt: Attempt, first: AttemptStart, slot: Reservation,
+                     request: CompletionRequest | None = None) -> None:
+        """Drive a job committed together with its first attempt, on the slot reserved for it;
         `request`: its provider request when the door built it (else the driver builds it)."""
         self._active[job.id] = asyncio.create_task(
             self._drive(job, attempt, first, request), name=f"job-{job.id}")
-        self._create_done()
+        slot.handed_over()
 
     def is_driving(self, job_id: str) -> bool:
         return job_id in self._active or job_id in self._queued
-
-    def return_slot(self) -> None:
-        """A slot `first_attempt` took is not used after all (the job already existed)."""
-        self._slots.release()
-        self._create_done()
-
-    def _create_done(self) -> None:
-        self._creating -= 1
-        if self._creating == 0:
-            self._created.set()
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -172,7 +183,7 @@ class Engine:
         for loop in self._loops:
             loop.cancel()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._created.wait(), CREATE_WAIT_S)
+            await asyncio.wait_for(self._slots.settled(), CREATE_WAIT_S)
         if grace_s > 0 and self._active:
             await asyncio.wait(list(self._active.values()), timeout=grace_s)
         drivers = list(self._active.values())
@@ -209,7 +220,7 @@ class Engine:
             claimed = await self._queue.get()
             job = claimed.job
             if job.id not in self._active:
-                await self._slots.acquire()  # still in _queued meanwhile: its claim is renewed
+                await self._slots.take()  # still in _queued meanwhile: its claim is renewed
                 self._active[job.id] = asyncio.create_task(
                     self._drive(job, claimed.attempt, claimed.first), name=f"job-{job.id}")
             self._queued.discard(job.id)
@@ -257,36 +268,32 @@ class Engine:
 
     async def _claim_runnable(self) -> int:
         """Claim what is free and start the first attempts of the queued jobs among it, in
-        one transaction (see `SqlStore.claim_runnable`). Each such attempt takes its slot as
-        `first_attempt` does: `stop` waits for them, and they are driven once committed."""
+        one transaction (see `SqlStore.claim_runnable`). Each such attempt has its slot
+        reserved as `launch` does: `stop` waits for them, and they are driven once committed."""
         free = self.settings.workers - len(self._active) - self._queue.qsize()
         if free <= 0:
             return -1  # full: nothing claimed, but not for want of jobs
         eligibility = await self._claim_eligibility()
-        reserved = 0
-        handed = False
+        slots: dict[str, Reservation] = {}  # by job id: the slots of the attempts chosen
 
         async def first(job: Job) -> AttemptStart | None:
-            nonlocal reserved
             task, known = self.tasks.get(job.task), eligibility.get(job.task)
             if task is None or known is None or job.id in self._active:
                 return None
             deadline = Deadline.of(job)
             start = self._first_start(task, decide_step(task, [], known, deadline), deadline)
-            if start is None or self._stopping or self._slots.locked():
+            if start is None or self._stopping:
                 return None
-            await self._slots.acquire()  # free: returns at once
-            self._creating += 1
-            self._created.clear()
-            reserved += 1
+            slot = await self._slots.reserve()
+            if slot is None:
+                return None
+            slots[job.id] = slot
             return start
 
         def take(claimed: list[Claimed]) -> None:
-            nonlocal handed
-            handed = True
             for item in claimed:
                 if item.attempt is not None and item.first is not None:
-                    self.run_started(item.job, item.attempt, item.first)
+                    self._run_started(item.job, item.attempt, item.first, slots[item.job.id])
                 elif item.job.id not in self._active:  # else its driver has it: renewed
                     self._enqueue(item)
 
@@ -294,9 +301,8 @@ class Engine:
             claimed = await self.store.claim_runnable(self.worker_id, self.settings.claim_s,
                                                       free, first, take)  # fmt: skip
         finally:
-            if not handed:  # not committed: the attempts chosen were never written
-                for _ in range(reserved):
-                    self.return_slot()
+            for slot in slots.values():  # not committed: the attempts chosen were never
+                slot.give_back()  # written (a slot handed over stays with its driver)
         return len(claimed)
 
     async def _heartbeat(self) -> None:
