@@ -22,6 +22,7 @@ from router.store.transitions import (
     lock_job,
     move_job,
     refuse_if_open,
+    started_event,
     write_outbox,
 )
 
@@ -69,9 +70,8 @@ class AttemptMethods:
         attempt = attempt_from_row(row)
         if job.state is JobState.QUEUED:
             job = await move_job(self._q, tx, job, JobState.RUNNING, now=now)
-        started = NewEvent(kind=EventKind.ATTEMPT_STARTED, data={
-            "attempt_id": attempt.id, "provider": start.provider, "seq": attempt.seq})
-        await append_events(self._q, tx, job.id, job.state, [*start.notes, started], now)
+        await append_events(self._q, tx, job.id, job.state, [*start.notes, started_event(attempt)],
+                            now)  # fmt: skip
         return job, attempt
 
     async def finish_attempt_cas(

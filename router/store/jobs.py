@@ -33,6 +33,8 @@ from router.store.transitions import (
     insert_events,
     lock_job,
     move_job,
+    moved,
+    started_event,
     write_outbox,
 )
 
@@ -107,10 +109,12 @@ class JobMethods:
         now: float,
     ) -> tuple[Row | None, Attempt | None]:  # fmt: skip
         """Insert the job already running, its first attempt and all their events: three
-        statements, where a queued job and a separate move would take six."""
+        statements, where a queued job and a separate move would take six. The move from
+        queued is the transition table's, as `_start_in`'s is."""
+        running = moved(str(row_params["id"]), JobState.QUEUED, JobState.RUNNING)
         events = [queued, *first.notes]
         row = await tx.fetchone(self._q["insert_job"], {
-            **row_params, "state": JobState.RUNNING, "version": 2,
+            **row_params, "state": running, "version": 2,
             "event_seq": len(events) + 1})  # fmt: skip
         if row is None:
             return None, None
@@ -120,9 +124,8 @@ class JobMethods:
             "lease_until": now + first.lease_s})  # fmt: skip
         assert attempt_row is not None
         attempt = attempt_from_row(attempt_row)
-        events.append(NewEvent(kind=EventKind.ATTEMPT_STARTED, data={
-            "attempt_id": attempt.id, "provider": first.provider, "seq": attempt.seq}))
-        states = [JobState.QUEUED] + [JobState.RUNNING] * (len(events) - 1)
+        events.append(started_event(attempt))
+        states = [JobState.QUEUED] + [running] * (len(events) - 1)
         await insert_events(self._q, tx, row["id"], list(zip(events, states, strict=True)), 1, now)
         return row, attempt
 

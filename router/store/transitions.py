@@ -54,12 +54,23 @@ async def refuse_if_open(q: Queries, tx: Tx, job_id: str) -> None:
         )  # fmt: skip
 
 
+def moved(job_id: str, src: JobState, dst: JobState) -> JobState:
+    """`dst`, when the transition table lets a job move there from `src`."""
+    if not job_can_move(src, dst):
+        raise InvalidTransition(entity="job", entity_id=job_id, src=src, dst=dst)
+    return dst
+
+
+def started_event(attempt: Attempt) -> NewEvent:
+    return NewEvent(kind=EventKind.ATTEMPT_STARTED, data={
+        "attempt_id": attempt.id, "provider": attempt.provider, "seq": attempt.seq})
+
+
 async def move_job(
     q: Queries, tx: Tx, job: Job, dst: JobState, *, now: float, error: str | None = None,
     error_detail: str | None = None,
 ) -> Job:  # fmt: skip
-    if not job_can_move(job.state, dst):
-        raise InvalidTransition(entity="job", entity_id=job.id, src=job.state, dst=dst)
+    moved(job.id, job.state, dst)
     row = await tx.fetchone(q["update_job_state"], {
         "id": job.id, "version": job.version, "state": dst, "error": error, "now": now,
         "error_detail": error_detail, "next_run_at": now})  # fmt: skip
