@@ -36,7 +36,6 @@ log = logging.getLogger("jobrouter.engine")
 CREATE_WAIT_S = 15.0  # a commit may wait up to SQLite's 10 s busy timeout for another process
 
 
-
 @dataclass(frozen=True)
 class EngineSettings:
     workers: int = 64  # jobs driven at once by this process
