@@ -6,6 +6,9 @@ The provider request is built before any attempt row is written: a job whose req
 built ends without an attempt (nothing was sent). Outcomes are written through `persist` (store
 errors retried); an answer whose result still cannot be recorded is kept on its attempt, marked
 "answered; result could not be recorded", for an operator to resolve with it.
+
+A driver knows the store, the provider-health port (router/health.py), the providers and its
+`Worker`; each decision is one `router.step.next_step` (read eligibility, ask the policy).
 """
 
 from __future__ import annotations
