@@ -212,10 +212,11 @@ class Certification(_Record):
             return Validity.EXPIRED, f"expired at {self.expires_at.isoformat()}"
         if not self.passed:
             if self.verdict == "unverified":
-                return (Validity.UNVERIFIED,
-                        f"unverified: {self.first_failure or 'not verified'}")
+                return (Validity.UNVERIFIED, f"unverified: {self.first_failure or 'not verified'}")
             return Validity.FAIL, f"failed: {self.first_failure or 'no passing evidence'}"
-        waived = "".join(f"; waived: {check} unverified ({reason})"
-                         for check, reason in self.waivers.items()
-                         if check in self.unverified_checks)
+        waived = "".join(
+            f"; waived: {check} unverified ({reason})"
+            for check, reason in self.waivers.items()
+            if check in self.unverified_checks
+        )
         return Validity.PASS, f"valid until {self.expires_at.isoformat()}{waived}"

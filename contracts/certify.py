@@ -77,11 +77,20 @@ async def certify(
     cases: list[CaseEvidence] = []
     for case in contract.cases:  # one after the other: a provider's rate limit is not ours
         cases.append(
-            await certify_case(provider, contract, case, progress=progress,
-                               request_timeout=request_timeout, accept_unverified=waivers)
+            await certify_case(
+                provider,
+                contract,
+                case,
+                progress=progress,
+                request_timeout=request_timeout,
+                accept_unverified=waivers,
+            )
         )
-    failures = () if cases else (
-        Failure(check="cases", detail="contract has no cases: nothing was certified"),)
+    failures = (
+        ()
+        if cases
+        else (Failure(check="cases", detail="contract has no cases: nothing was certified"),)
+    )
     return Certification(
         provider=provider.name,
         provider_fingerprint=provider_fingerprint,
@@ -116,8 +125,7 @@ async def certify_case(
         if progress is not None:
             progress(case.name, repeats, repeats)  # no run will happen: the case is done
         return _unrenderable(case, exc)
-    inspected = await rendering.inspect(provider, contract, request.messages,
-                                        request.output_schema)
+    inspected = await rendering.inspect(provider, contract, request.messages, request.output_schema)
     runs: list[_Run] = []
     for index in range(1, repeats + 1):
         runs.append(await _run_once(provider, contract, case, request, f"{index}/{repeats}"))
@@ -132,8 +140,14 @@ async def certify_case(
     return _evidence(case, judged, runs, failures, share, accept_unverified or {})
 
 
-def _evidence(case: Case, judged: RenderingEvidence, runs: list[_Run], failures: list[Failure],
-              share: float, waivers: Mapping[str, str]) -> CaseEvidence:
+def _evidence(
+    case: Case,
+    judged: RenderingEvidence,
+    runs: list[_Run],
+    failures: list[Failure],
+    share: float,
+    waivers: Mapping[str, str],
+) -> CaseEvidence:
     unverified = ("rendering",) if judged.verdict == "unverified" else ()
     verdict: Verdict = "fail" if failures else ("unverified" if unverified else "pass")
     waived = verdict == "unverified" and all(check in waivers for check in unverified)
@@ -180,8 +194,9 @@ async def _run_once(
     except InvalidOutput as exc:  # the adapter validated the answer itself: name its check
         return _invalid(exc, label)
     except ProviderError as exc:
-        return _Run(failures=[Failure(check="provider", run=label,
-                                      detail=f"{exc.kind.value}: {exc}")])
+        return _Run(
+            failures=[Failure(check="provider", run=label, detail=f"{exc.kind.value}: {exc}")]
+        )
     run = _Run(prompt_tokens=completion.usage.prompt_tokens)
     try:
         run.output = _parse(completion)
@@ -194,16 +209,20 @@ async def _run_once(
         run.failures.extend(Failure(check="schema", run=label, detail=e) for e in errors)
         return run
     run.usable = True
-    run.failures.extend(_behaviour(f, "contract check", label)
-                        for f in run_checks(contract.checks, run.output))
-    run.failures.extend(_behaviour(f, "case expectation", label)
-                        for f in run_checks(case.expect, run.output))
+    run.failures.extend(
+        _behaviour(f, "contract check", label) for f in run_checks(contract.checks, run.output)
+    )
+    run.failures.extend(
+        _behaviour(f, "case expectation", label) for f in run_checks(case.expect, run.output)
+    )
     return run
 
 
 def _invalid(exc: InvalidOutput, label: str) -> _Run:
-    run = _Run(prompt_tokens=exc.prompt_tokens, failures=[
-        Failure(check=exc.check, run=label, detail=exc.message)])
+    run = _Run(
+        prompt_tokens=exc.prompt_tokens,
+        failures=[Failure(check=exc.check, run=label, detail=exc.message)],
+    )
     if exc.check == "schema":  # JSON it was; keep it as evidence like the certifier's own parse
         try:
             run.output, run.parsed = json.loads(exc.text), True
@@ -214,9 +233,12 @@ def _invalid(exc: InvalidOutput, label: str) -> _Run:
 
 def _behaviour(failure: CheckFailure, source: str, label: str) -> Failure:
     note = f" ({failure.note})" if failure.note else ""
-    return Failure(check=f"behaviour: {failure.check}", run=label,
-                   detail=f"{source} at {failure.path}: found {failure.found}, expected "
-                          f"{failure.expected}{note}")
+    return Failure(
+        check=f"behaviour: {failure.check}",
+        run=label,
+        detail=f"{source} at {failure.path}: found {failure.found}, expected "
+        f"{failure.expected}{note}",
+    )
 
 
 def _agreement(contract: Contract, runs: list[_Run]) -> tuple[float, Failure | None]:
@@ -231,9 +253,13 @@ def _agreement(contract: Contract, runs: list[_Run]) -> tuple[float, Failure | N
     if agreement.passed:
         return agreement.share, None
     paths = ", ".join(sampling.agree_on) or "$"
-    return agreement.share, Failure(check="agreement", detail=(
-        f"{agreement.agreeing}/{agreement.runs} runs agree on [{paths}] "
-        f"(share {agreement.share:.2f} < min_agreement {sampling.min_agreement})"))
+    return agreement.share, Failure(
+        check="agreement",
+        detail=(
+            f"{agreement.agreeing}/{agreement.runs} runs agree on [{paths}] "
+            f"(share {agreement.share:.2f} < min_agreement {sampling.min_agreement})"
+        ),
+    )
 
 
 def _parse(completion: Completion) -> Any:

@@ -39,9 +39,11 @@ ESTIMATE_TOLERANCE_SHARE = 0.15
 
 INSPECTION_UNAVAILABLE = "prompt inspection unavailable"
 NO_USAGE = "the provider reported no usage: its prompt token count could not be compared"
-UNKNOWN_WINDOW = ("the model's context window is unknown (litellm does not know the model and the "
-                  "provider config sets no context_window): whether {tokens} prompt tokens + "
-                  "{max_tokens} max_tokens fit could not be checked")
+UNKNOWN_WINDOW = (
+    "the model's context window is unknown (litellm does not know the model and the "
+    "provider config sets no context_window): whether {tokens} prompt tokens + "
+    "{max_tokens} max_tokens fit could not be checked"
+)
 
 
 def tolerance(basis: str, expected: int) -> int:
@@ -50,20 +52,30 @@ def tolerance(basis: str, expected: int) -> int:
     return max(ESTIMATE_TOLERANCE_MIN, math.ceil(ESTIMATE_TOLERANCE_SHARE * expected))
 
 
-async def inspect(provider: Provider, contract: Contract, messages: tuple[Message, ...],
-                  output_schema: dict[str, object] | None) -> RenderingEvidence:
+async def inspect(
+    provider: Provider,
+    contract: Contract,
+    messages: tuple[Message, ...],
+    output_schema: dict[str, object] | None,
+) -> RenderingEvidence:
     """The provider's side of the evidence (no verdict yet: `judge` decides with the usage)."""
     if not isinstance(provider, InspectableProvider):
-        return RenderingEvidence(ok=True, messages=messages,
-                                 unverified=(f"{INSPECTION_UNAVAILABLE}: the provider cannot "
-                                             "show how it receives the prompt",))
+        return RenderingEvidence(
+            ok=True,
+            messages=messages,
+            unverified=(
+                f"{INSPECTION_UNAVAILABLE}: the provider cannot show how it receives the prompt",
+            ),
+        )
     try:
         inspection = await provider.inspect_prompt(messages, output_schema)
     except ProviderError as exc:
-        return RenderingEvidence(ok=True, messages=messages,
-                                 error=f"prompt inspection failed: {exc}",
-                                 unverified=(f"prompt inspection failed ({exc.kind.value}): "
-                                             f"{exc}",))
+        return RenderingEvidence(
+            ok=True,
+            messages=messages,
+            error=f"prompt inspection failed: {exc}",
+            unverified=(f"prompt inspection failed ({exc.kind.value}): {exc}",),
+        )
     return _evidence(messages, inspection)
 
 
@@ -88,11 +100,13 @@ def _evidence(messages: tuple[Message, ...], inspection: PromptInspection) -> Re
     )
 
 
-def judge(evidence: RenderingEvidence, contract: Contract,
-          reported: Sequence[int | None]) -> tuple[RenderingEvidence, list[Failure]]:
+def judge(
+    evidence: RenderingEvidence, contract: Contract, reported: Sequence[int | None]
+) -> tuple[RenderingEvidence, list[Failure]]:
     """The rendering verdict from the inspection and the provider's reported counts."""
-    failures = [Failure(check="rendering", detail=d) for d in _inspection_problems(evidence,
-                                                                                   contract)]
+    failures = [
+        Failure(check="rendering", detail=d) for d in _inspection_problems(evidence, contract)
+    ]
     unverified = [*evidence.unverified, *_window_unknown(evidence, contract)]
     diagnosis = None
     counted = [r for r in reported if r is not None]
@@ -105,9 +119,14 @@ def judge(evidence: RenderingEvidence, contract: Contract,
             failures.append(Failure(check="rendering", detail=detail, run=run))
         unverified.extend(_system_unshown(evidence, contract))
     verdict: Verdict = "fail" if failures else ("unverified" if unverified else "pass")
-    judged = evidence.model_copy(update={
-        "verdict": verdict, "reported_prompt_tokens": tuple(reported),
-        "unverified": tuple(unverified), "diagnosis": diagnosis})  # fmt: skip
+    judged = evidence.model_copy(
+        update={
+            "verdict": verdict,
+            "reported_prompt_tokens": tuple(reported),
+            "unverified": tuple(unverified),
+            "diagnosis": diagnosis,
+        }
+    )
     return judged, failures
 
 
@@ -118,32 +137,46 @@ def _inspection_problems(evidence: RenderingEvidence, contract: Contract) -> lis
     accepted = evidence.accepted_roles or ()
     for role in sorted({m.role for m in evidence.messages} - set(accepted)):
         problems.append(f"role {role!r} is not accepted by the chat format ({', '.join(accepted)})")
-    if contract.prompt.system is not None and evidence.system_present is False \
-            and evidence.count_basis != "lower_bound":
+    if (
+        contract.prompt.system is not None
+        and evidence.system_present is False
+        and evidence.count_basis != "lower_bound"
+    ):
         problems.append("the system prompt is not present in what the model receives")
     split = [m for m in evidence.markers if not m.special]
     if split:
         shown = ", ".join(f"{m.marker!r} -> {list(m.token_ids)}" for m in split)
-        problems.append("the chat markers are not control tokens of the model's tokenizer "
-                        f"(plain text to the model): {shown}")
+        problems.append(
+            "the chat markers are not control tokens of the model's tokenizer "
+            f"(plain text to the model): {shown}"
+        )
     window, tokens = evidence.context_window, evidence.prompt_tokens
     if window is not None and tokens is not None and tokens + contract.sampling.max_tokens > window:
-        problems.append(f"{tokens} prompt tokens + {contract.sampling.max_tokens} max_tokens = "
-                        f"{tokens + contract.sampling.max_tokens} > context window {window}")
+        problems.append(
+            f"{tokens} prompt tokens + {contract.sampling.max_tokens} max_tokens = "
+            f"{tokens + contract.sampling.max_tokens} > context window {window}"
+        )
     return problems
 
 
 def _window_unknown(evidence: RenderingEvidence, contract: Contract) -> list[str]:
     """Every model has a context window; not knowing it is a check not made, never a pass."""
-    if not evidence.inspected or evidence.prompt_tokens is None \
-            or evidence.context_window is not None:
+    if (
+        not evidence.inspected
+        or evidence.prompt_tokens is None
+        or evidence.context_window is not None
+    ):
         return []
-    return [UNKNOWN_WINDOW.format(tokens=evidence.prompt_tokens,
-                                  max_tokens=contract.sampling.max_tokens)]
+    return [
+        UNKNOWN_WINDOW.format(
+            tokens=evidence.prompt_tokens, max_tokens=contract.sampling.max_tokens
+        )
+    ]
 
 
-def _count_mismatch(evidence: RenderingEvidence,
-                    reported: Sequence[int | None]) -> tuple[str, str, str] | None:
+def _count_mismatch(
+    evidence: RenderingEvidence, reported: Sequence[int | None]
+) -> tuple[str, str, str] | None:
     """(run, diagnosis, failure detail) for the first run whose count disagrees, or None."""
     expected = evidence.prompt_tokens
     assert expected is not None
@@ -154,37 +187,59 @@ def _count_mismatch(evidence: RenderingEvidence,
         too_few = count < expected - allowed
         if not too_few and (count <= expected + allowed or evidence.count_basis == "lower_bound"):
             continue
-        diagnosis = diagnose(expected, evidence.prompt_tokens_without_system, count, allowed,
-                             split_markers=any(not m.special for m in evidence.markers))
-        detail = (f"the provider counted {count} prompt tokens, the product {expected} "
-                  f"({evidence.tokenizer}, {evidence.count_basis}, tolerance {allowed}): "
-                  f"{diagnosis}")
+        diagnosis = diagnose(
+            expected,
+            evidence.prompt_tokens_without_system,
+            count,
+            allowed,
+            split_markers=any(not m.special for m in evidence.markers),
+        )
+        detail = (
+            f"the provider counted {count} prompt tokens, the product {expected} "
+            f"({evidence.tokenizer}, {evidence.count_basis}, tolerance {allowed}): "
+            f"{diagnosis}"
+        )
         return f"{index}/{len(reported)}", diagnosis, detail
     return None
 
 
-def diagnose(expected: int, without_system: int | None, reported: int, allowed: int, *,
-             split_markers: bool) -> str:
+def diagnose(
+    expected: int, without_system: int | None, reported: int, allowed: int, *, split_markers: bool
+) -> str:
     """What a count difference suggests: the system text dropped, text lost, or text added."""
-    if without_system is not None and expected - without_system > allowed \
-            and abs(reported - without_system) <= allowed:
-        return (f"system text dropped: {reported} is the count of the prompt without it "
-                f"({without_system})")
+    if (
+        without_system is not None
+        and expected - without_system > allowed
+        and abs(reported - without_system) <= allowed
+    ):
+        return (
+            f"system text dropped: {reported} is the count of the prompt without it "
+            f"({without_system})"
+        )
     if reported < expected:
         return f"{expected - reported} tokens fewer than meant: text dropped or cut"
-    cause = ("control markers split into plain tokens" if split_markers
-             else "a template added, or markers split into plain tokens")
+    cause = (
+        "control markers split into plain tokens"
+        if split_markers
+        else "a template added, or markers split into plain tokens"
+    )
     return f"{reported - expected} tokens more than meant: {cause}"
 
 
 def _system_unshown(evidence: RenderingEvidence, contract: Contract) -> list[str]:
     """An estimate cannot show a system text shorter than its tolerance arrived."""
     without, expected = evidence.prompt_tokens_without_system, evidence.prompt_tokens
-    if contract.prompt.system is None or evidence.count_basis != "estimate" \
-            or without is None or expected is None:
+    if (
+        contract.prompt.system is None
+        or evidence.count_basis != "estimate"
+        or without is None
+        or expected is None
+    ):
         return []
     allowed = evidence.tolerance or 0
     if expected - without > allowed:
         return []
-    return [f"the system text is {expected - without} tokens, within the estimate's tolerance "
-            f"of {allowed}: the provider's count cannot show that it arrived"]
+    return [
+        f"the system text is {expected - without} tokens, within the estimate's tolerance "
+        f"of {allowed}: the provider's count cannot show that it arrived"
+    ]

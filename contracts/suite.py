@@ -54,8 +54,10 @@ def describe_case(evidence: CaseEvidence) -> str:
     """A readable report of one case: verdict, agreement, failures and the outputs received."""
     verdict = "passed" if evidence.passed else "FAILED"
     share = "n/a" if evidence.agreement is None else f"{evidence.agreement:.2f}"
-    lines = [f"case {evidence.name}: {verdict}, verdict {evidence.verdict} (runs {evidence.runs}, "
-             f"agreement {share})"]
+    lines = [
+        f"case {evidence.name}: {verdict}, verdict {evidence.verdict} (runs {evidence.runs}, "
+        f"agreement {share})"
+    ]
     lines += [f"  - {failure}" for failure in evidence.failures]
     lines += [f"  unverified: {reason}" for reason in evidence.rendering.unverified]
     if evidence.rendering.waived:
@@ -66,9 +68,12 @@ def describe_case(evidence: CaseEvidence) -> str:
 
 
 async def assert_case_passes(
-    provider: Provider, contract: Contract, case: Case, *,
+    provider: Provider,
+    contract: Contract,
+    case: Case,
+    *,
     accept_unverified: Mapping[str, str] | None = None,
-) -> CaseEvidence:  # fmt: skip
+) -> CaseEvidence:
     """Certify one case; raise `AssertionError` with `describe_case` text if it did not pass
     (an ``unverified`` case passes only under `accept_unverified`, as in certification)."""
     evidence = await certify_case(provider, contract, case, accept_unverified=accept_unverified)

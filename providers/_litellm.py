@@ -66,8 +66,12 @@ async def warm(model: str) -> None:
     # server's /health/live while `jobrouter serve` warms up in the background).
     litellm = await asyncio.get_running_loop().run_in_executor(None, load)
     await litellm.acompletion(
-        model=model, messages=[{"role": "user", "content": "warm-up"}], mock_response="{}",
-        api_key="warm-up", num_retries=0, max_retries=0,
+        model=model,
+        messages=[{"role": "user", "content": "warm-up"}],
+        mock_response="{}",
+        api_key="warm-up",
+        num_retries=0,
+        max_retries=0,
     )
     _warmed.add(model)
 

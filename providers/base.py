@@ -143,5 +143,6 @@ class InspectableProvider(Provider, Protocol):
     a schema adds an instruction to the prompt, and the inspection must count it too.
     """
 
-    async def inspect_prompt(self, messages: tuple[Message, ...],
-                             output_schema: dict[str, Any] | None = None) -> PromptInspection: ...
+    async def inspect_prompt(
+        self, messages: tuple[Message, ...], output_schema: dict[str, Any] | None = None
+    ) -> PromptInspection: ...

@@ -38,17 +38,38 @@ from providers.redact import find_secrets
 
 SCRUBBED = "[scrubbed]"
 MATCH_ON = ("method", "scheme", "host", "port", "path", "query", "body")
-SECRET_HEADERS = frozenset({
-    "authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key",
-    "anthropic-api-key", "openai-organization", "openai-project", "cookie", "set-cookie",
-    "ocp-apim-subscription-key",
-})
+SECRET_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "api-key",
+        "x-api-key",
+        "x-goog-api-key",
+        "anthropic-api-key",
+        "openai-organization",
+        "openai-project",
+        "cookie",
+        "set-cookie",
+        "ocp-apim-subscription-key",
+    }
+)
 SECRET_QUERY = ("key", "api_key", "api-key", "access_token", "token", "sig", "signature")
 # JSON keys (compared case-insensitively, "-" as "_") whose values are credentials.
-SECRET_KEYS = frozenset({
-    "api_key", "apikey", "x_api_key", "access_token", "refresh_token", "client_secret",
-    "secret", "password", "authorization", "aws_secret_access_key", "aws_session_token",
-})
+SECRET_KEYS = frozenset(
+    {
+        "api_key",
+        "apikey",
+        "x_api_key",
+        "access_token",
+        "refresh_token",
+        "client_secret",
+        "secret",
+        "password",
+        "authorization",
+        "aws_secret_access_key",
+        "aws_session_token",
+    }
+)
 META_FILE = "meta.json"
 _SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 
@@ -145,12 +166,23 @@ class Meta:
     notes: str = ""
 
 
-def write_meta(folder: Path, *, provider: str, provider_fingerprint: str,
-               contract_fingerprint: str | None, notes: str = "") -> Meta:
+def write_meta(
+    folder: Path,
+    *,
+    provider: str,
+    provider_fingerprint: str,
+    contract_fingerprint: str | None,
+    notes: str = "",
+) -> Meta:
     """Write ``folder/meta.json`` (call it when a recording of the folder completes)."""
-    meta = Meta(provider=provider, provider_fingerprint=provider_fingerprint, group=folder.name,
-                contract_fingerprint=contract_fingerprint,
-                recorded_at=datetime.now(UTC).isoformat(timespec="seconds"), notes=notes)
+    meta = Meta(
+        provider=provider,
+        provider_fingerprint=provider_fingerprint,
+        group=folder.name,
+        contract_fingerprint=contract_fingerprint,
+        recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        notes=notes,
+    )
     folder.mkdir(parents=True, exist_ok=True)
     (folder / META_FILE).write_text(json.dumps(meta.__dict__, indent=2, sort_keys=True) + "\n")
     return meta
@@ -254,8 +286,9 @@ def _meta_problems(root: Path, folder: Path, expected: Expected | None) -> list[
     return _stale(folder, rel, meta, expected.providers[provider], expected.contracts.get(group))
 
 
-def _stale(folder: Path, rel: Path, meta: Meta, provider_fp: str,
-           contract_fp: str | None) -> list[Problem]:
+def _stale(
+    folder: Path, rel: Path, meta: Meta, provider_fp: str, contract_fp: str | None
+) -> list[Problem]:
     reasons = []
     if meta.provider_fingerprint != provider_fp:
         recorded = meta.provider_fingerprint[:12]

@@ -90,7 +90,9 @@ def render_chatml(messages: Sequence[Message]) -> Rendered:
     system_text = systems[0].content if systems else ""
     prefixes = {"user": "<|im_start|>user\n", "assistant": "<|im_start|>assistant\n"}
     text = (
-        "<|im_start|>system\n" + system_text + "<|im_end|>\n"
+        "<|im_start|>system\n"
+        + system_text
+        + "<|im_end|>\n"
         + _turns(messages, prefixes, "<|im_end|>\n")
         + "<|im_start|>assistant\n"
     )
@@ -113,8 +115,11 @@ def render_llama2(messages: Sequence[Message]) -> Rendered:
             text += prefix + content + " " + seps[index % 2]
         else:
             text += prefix + " "
-    return Rendered(text=text + "[/INST]", system_present=len(systems) == 1 and bool(system),
-                    dropped=tuple(systems[1:]))
+    return Rendered(
+        text=text + "[/INST]",
+        system_present=len(systems) == 1 and bool(system),
+        dropped=tuple(systems[1:]),
+    )
 
 
 _RENDERERS = {"gemma": render_gemma, "chatml": render_chatml, "llama-2": render_llama2}
@@ -134,7 +139,7 @@ def fold_system(chat_format: str | None, messages: tuple[Message, ...]) -> tuple
     if first_user is None:
         return (Message(role="user", content=preamble), *rest)
     merged = Message(role="user", content=f"{preamble}\n\n{rest[first_user].content}")
-    return (*rest[:first_user], merged, *rest[first_user + 1:])
+    return (*rest[:first_user], merged, *rest[first_user + 1 :])
 
 
 def render(chat_format: str, messages: Sequence[Message]) -> Rendered | None:

@@ -59,12 +59,19 @@ _NOT_SENT_TYPES = {
 }
 _UNKNOWN_TYPES = {
     "httpx": ("ReadTimeout", "ReadError", "WriteTimeout", "WriteError", "RemoteProtocolError"),
-    "aiohttp": ("ServerDisconnectedError", "ClientPayloadError", "ServerTimeoutError",
-                "ClientOSError"),
+    "aiohttp": (
+        "ServerDisconnectedError",
+        "ClientPayloadError",
+        "ServerTimeoutError",
+        "ClientOSError",
+    ),
 }
 _BUILTIN_NOT_SENT: tuple[type[BaseException], ...] = (ConnectionRefusedError, socket.gaierror)
 _BUILTIN_UNKNOWN: tuple[type[BaseException], ...] = (
-    ConnectionResetError, ConnectionAbortedError, BrokenPipeError, TimeoutError,
+    ConnectionResetError,
+    ConnectionAbortedError,
+    BrokenPipeError,
+    TimeoutError,
 )
 # Documented "not processed" answers: status -> (retryable, counts_against_health).
 NOT_PROCESSED: dict[int, tuple[bool, bool]] = {
@@ -192,21 +199,34 @@ def classify(exc: BaseException, provider: str) -> ProviderError:
     )
 
 
-def from_status(status: int, message: str, provider: str,
-                retry_after: float | None = None) -> ProviderError:
+def from_status(
+    status: int, message: str, provider: str, retry_after: float | None = None
+) -> ProviderError:
     """The error an HTTP answer with `status` proves (see the module docstring's table)."""
     if status in NOT_PROCESSED:
         retryable, counts = NOT_PROCESSED[status]
-        return NotSent(message, provider=provider, status=status, retry_after=retry_after,
-                       retryable=retryable, counts_against_health=counts)
+        return NotSent(
+            message,
+            provider=provider,
+            status=status,
+            retry_after=retry_after,
+            retryable=retryable,
+            counts_against_health=counts,
+        )
     if status in TIMEOUT_STATUSES:
         return OutcomeUnknown(message, provider=provider, status=status, retry_after=retry_after)
-    return Rejected(message, provider=provider, status=status, retry_after=retry_after,
-                    counts_against_health=status >= 500)
+    return Rejected(
+        message,
+        provider=provider,
+        status=status,
+        retry_after=retry_after,
+        counts_against_health=status >= 500,
+    )
 
 
-def _from_response(response: Any, top: BaseException, link: BaseException,
-                   provider: str) -> ProviderError:
+def _from_response(
+    response: Any, top: BaseException, link: BaseException, provider: str
+) -> ProviderError:
     status = int(response.status_code)
     retry_after = parse_retry_after(_headers_of(response, top))
     return from_status(status, _message(top, link), provider, retry_after)

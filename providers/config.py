@@ -27,25 +27,60 @@ _KEY_PREFIXES = ("pk-", "key-", "ghp_", "xoxb-", "AIza", "Bearer ")
 # flat value. Everything else is refused by name, with the reason.
 _NUMBER = (int, float)
 ALLOWED_EXTRA_PARAMS: dict[str, tuple[type, ...]] = {
-    "top_p": _NUMBER, "top_k": (int,), "min_p": _NUMBER, "seed": (int,),
-    "frequency_penalty": _NUMBER, "presence_penalty": _NUMBER, "repetition_penalty": _NUMBER,
-    "stop": (str, list), "user": (str,), "reasoning_effort": (str,),
-}  # fmt: skip
+    "top_p": _NUMBER,
+    "top_k": (int,),
+    "min_p": _NUMBER,
+    "seed": (int,),
+    "frequency_penalty": _NUMBER,
+    "presence_penalty": _NUMBER,
+    "repetition_penalty": _NUMBER,
+    "stop": (str, list),
+    "user": (str,),
+    "reasoning_effort": (str,),
+}
 _REFUSED_BECAUSE = {
-    ("fallbacks", "context_window_fallbacks", "content_policy_fallbacks", "model_list",
-     "default_fallbacks"): "litellm would call another model, never certified, and record it "
-    "as this provider",
+    (
+        "fallbacks",
+        "context_window_fallbacks",
+        "content_policy_fallbacks",
+        "model_list",
+        "default_fallbacks",
+    ): "litellm would call another model, never certified, and record it as this provider",
     ("mock_response", "mock_tool_calls", "mock_timeout", "mock_delay"): "litellm would answer "
     "without calling the provider",
-    ("api_key", "api_base", "base_url", "api_version", "headers", "extra_headers",
-     "aws_access_key_id", "aws_secret_access_key", "vertex_credentials"): "keys and endpoints "
-    "belong in api_key_env and api_base (never a secret in the config file)",
-    ("num_retries", "max_retries", "retry_strategy", "retry_policy", "timeout",
-     "stream_timeout"): "retries and timeouts belong to [providers.NAME.retry] and .timeout "
+    (
+        "api_key",
+        "api_base",
+        "base_url",
+        "api_version",
+        "headers",
+        "extra_headers",
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "vertex_credentials",
+    ): "keys and endpoints belong in api_key_env and api_base (never a secret in the config file)",
+    (
+        "num_retries",
+        "max_retries",
+        "retry_strategy",
+        "retry_policy",
+        "timeout",
+        "stream_timeout",
+    ): "retries and timeouts belong to [providers.NAME.retry] and .timeout "
     "(the router's one retry layer)",
-    ("model", "messages", "temperature", "max_tokens", "response_format", "stream", "n",
-     "tools", "tool_choice", "functions"): "the adapter sets it from the contract",
-}  # fmt: skip
+    (
+        "model",
+        "messages",
+        "temperature",
+        "max_tokens",
+        "response_format",
+        "stream",
+        "n",
+        "tools",
+        "tool_choice",
+        "functions",
+    ): "the adapter sets it from the contract",
+}
 
 
 def extra_param_problem(key: str, value: Any) -> str | None:
@@ -55,8 +90,10 @@ def extra_param_problem(key: str, value: Any) -> str | None:
             return f"extra_params.{key} is not allowed: {why}"
     kinds = ALLOWED_EXTRA_PARAMS.get(key)
     if kinds is None:
-        return (f"extra_params.{key} is not an allowed parameter; allowed: "
-                f"{', '.join(sorted(ALLOWED_EXTRA_PARAMS))}")
+        return (
+            f"extra_params.{key} is not an allowed parameter; allowed: "
+            f"{', '.join(sorted(ALLOWED_EXTRA_PARAMS))}"
+        )
     flat = isinstance(value, kinds) and not isinstance(value, bool)
     if isinstance(value, list):
         flat = all(isinstance(item, str) for item in value)
@@ -107,7 +144,7 @@ class ProviderConfig(_Frozen):
     accept_unverified: dict[Waivable, str] = Field(
         default_factory=dict,
         description="a named waiver: certification may pass with this check unverified, "
-                    "e.g. {rendering = 'hosted API, template not visible; agreed by ops'}",
+        "e.g. {rendering = 'hosted API, template not visible; agreed by ops'}",
     )
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     extra_params: dict[str, Any] = Field(default_factory=dict)

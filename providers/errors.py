@@ -120,8 +120,15 @@ class InvalidOutput(Rejected):
     and `prompt_tokens` the provider's reported usage, so that a certification can still name
     the failing check and compare the prompt count the provider reported."""
 
-    def __init__(self, message: str, *, provider: str, check: str, text: str,
-                 prompt_tokens: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        check: str,
+        text: str,
+        prompt_tokens: int | None = None,
+    ) -> None:
         super().__init__(message, provider=provider, answer=text)
         self.check = check
         self.text = text

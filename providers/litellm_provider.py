@@ -76,8 +76,12 @@ class LiteLLMProvider:
             return KEYLESS_API_KEY
         key = os.environ.get(env)
         if not key:
-            raise NotSent(f"environment variable {env} (api_key_env) is not set or empty",
-                          provider=self._name, retryable=False, counts_against_health=False)
+            raise NotSent(
+                f"environment variable {env} (api_key_env) is not set or empty",
+                provider=self._name,
+                retryable=False,
+                counts_against_health=False,
+            )
         register_secret(key)  # a provider may echo it: scrubbed from every error text
         return key
 
@@ -85,14 +89,17 @@ class LiteLLMProvider:
         fmt = FORMATS.get(self._config.chat_format or "")
         return fmt is None or "system" in fmt.roles
 
-    def _wire_messages(self, messages: tuple[Message, ...],
-                       output_schema: dict[str, Any] | None) -> tuple[Message, ...]:
+    def _wire_messages(
+        self, messages: tuple[Message, ...], output_schema: dict[str, Any] | None
+    ) -> tuple[Message, ...]:
         """The messages as they go out: system text folded for a format without a system role,
         the schema instruction added when the provider cannot be asked for a schema."""
         cfg = self._config
         sent = fold_system(cfg.chat_format, messages)
-        if output_schema is not None and structured.response_format(
-                cfg.structured_output, output_schema) is None:
+        if (
+            output_schema is not None
+            and structured.response_format(cfg.structured_output, output_schema) is None
+        ):
             sent = structured.with_instruction(sent, output_schema, self._system_role())
         return sent
 
@@ -104,8 +111,9 @@ class LiteLLMProvider:
         messages = self._wire_messages(request.messages, request.output_schema)
         response_format = None
         if request.output_schema is not None:
-            response_format = structured.response_format(cfg.structured_output,
-                                                         request.output_schema)
+            response_format = structured.response_format(
+                cfg.structured_output, request.output_schema
+            )
         kwargs: dict[str, Any] = {
             **cfg.extra_params,
             "model": cfg.model,
@@ -115,8 +123,12 @@ class LiteLLMProvider:
             "num_retries": 0,
             "max_retries": 0,
         }
-        optional = {"api_base": cfg.api_base, "temperature": request.temperature,
-                    "max_tokens": request.max_tokens, "response_format": response_format}
+        optional = {
+            "api_base": cfg.api_base,
+            "temperature": request.temperature,
+            "max_tokens": request.max_tokens,
+            "response_format": response_format,
+        }
         kwargs.update({k: v for k, v in optional.items() if v is not None})
         return kwargs
 
@@ -129,9 +141,12 @@ class LiteLLMProvider:
         except ProviderError:
             raise
         except Exception as exc:
-            raise NotSent(f"the request could not be built: {type(exc).__name__}: {exc}",
-                          provider=self._name, retryable=False,
-                          counts_against_health=False) from exc
+            raise NotSent(
+                f"the request could not be built: {type(exc).__name__}: {exc}",
+                provider=self._name,
+                retryable=False,
+                counts_against_health=False,
+            ) from exc
 
     async def warm_up(self) -> None:
         """Import litellm and run its first-call setup for this model now, rather than inside
@@ -157,8 +172,9 @@ class LiteLLMProvider:
         response = await retrying(attempt, self._config.retry, deadline=deadline)
         return self._completion(response, request, estimate)
 
-    async def _attempt(self, litellm: Any, kwargs: dict[str, Any], estimate: int,
-                       deadline: float, budget: float) -> Any:
+    async def _attempt(
+        self, litellm: Any, kwargs: dict[str, Any], estimate: int, deadline: float, budget: float
+    ) -> Any:
         loop = asyncio.get_running_loop()
         await self.rate_limiter.admit(estimate, budget=deadline - loop.time())
         in_flight = False
@@ -171,11 +187,15 @@ class LiteLLMProvider:
             if not scope.expired():
                 raise classify(exc, self._name) from exc
             if not in_flight:
-                raise NotSent(f"no bulkhead slot free (limit {self.bulkhead.limit}) within the "
-                              f"{budget:g}s deadline", provider=self._name,
-                              counts_against_health=False) from exc
-            raise OutcomeUnknown(f"deadline of {budget:g}s passed with the request in flight",
-                                 provider=self._name) from exc
+                raise NotSent(
+                    f"no bulkhead slot free (limit {self.bulkhead.limit}) within the "
+                    f"{budget:g}s deadline",
+                    provider=self._name,
+                    counts_against_health=False,
+                ) from exc
+            raise OutcomeUnknown(
+                f"deadline of {budget:g}s passed with the request in flight", provider=self._name
+            ) from exc
         except ProviderError:
             raise
         except Exception as exc:
@@ -190,18 +210,23 @@ class LiteLLMProvider:
             self.rate_limiter.settle(estimate, (prompt_tokens or 0) + (completion_tokens or 0))
         output = None
         if request.output_schema is not None:
-            output = structured.parse_output(text, request.output_schema, provider=self._name,
-                                             prompt_tokens=prompt_tokens)
+            output = structured.parse_output(
+                text, request.output_schema, provider=self._name, prompt_tokens=prompt_tokens
+            )
         return Completion(
             text=text,
             output=output,
             model=getattr(response, "model", None),
-            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                        cost_usd=_cost(response)),
+            usage=Usage(
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                cost_usd=_cost(response),
+            ),
         )
 
-    async def inspect_prompt(self, messages: tuple[Message, ...],
-                             output_schema: dict[str, Any] | None = None) -> PromptInspection:
+    async def inspect_prompt(
+        self, messages: tuple[Message, ...], output_schema: dict[str, Any] | None = None
+    ) -> PromptInspection:
         """How the server receives `messages` sent with `output_schema` (as `complete` sends
         them), and what it would count if their system text were lost."""
         litellm = _litellm.load()
@@ -209,31 +234,44 @@ class LiteLLMProvider:
         sent = self._wire_messages(messages, output_schema)
         bare = None
         if any(m.role == "system" for m in messages):
-            bare = self._wire_messages(tuple(m for m in messages if m.role != "system"),
-                                       output_schema)
+            bare = self._wire_messages(
+                tuple(m for m in messages if m.role != "system"), output_schema
+            )
         if cfg.chat_format is None:
-            return prompt_inspection.inspect_hosted(litellm, cfg.model, sent,
-                                                    cfg.context_window, bare=bare)
+            return prompt_inspection.inspect_hosted(
+                litellm, cfg.model, sent, cfg.context_window, bare=bare
+            )
         window = prompt_inspection.context_window(litellm, cfg.model, cfg.context_window)
         inspection = await prompt_inspection.inspect_llama(
-            cfg.chat_format, sent, self._tokenize, self._detokenize, window, bare=bare)
+            cfg.chat_format, sent, self._tokenize, self._detokenize, window, bare=bare
+        )
         if fold_system(cfg.chat_format, messages) is messages:
             return inspection
         # The system text travels folded into the first user turn: check that it is there.
-        present = all(m.content in (inspection.rendered or "") for m in messages
-                      if m.role == "system")
-        return inspection.model_copy(update={
-            "accepted_roles": prompt_inspection.ALL_ROLES, "system_present": present,
-            "notes": (*inspection.notes, "the adapter folds the system text into the first "
-                      "user turn, as Gemma's own chat template does")})  # fmt: skip
+        present = all(
+            m.content in (inspection.rendered or "") for m in messages if m.role == "system"
+        )
+        return inspection.model_copy(
+            update={
+                "accepted_roles": prompt_inspection.ALL_ROLES,
+                "system_present": present,
+                "notes": (
+                    *inspection.notes,
+                    "the adapter folds the system text into the first "
+                    "user turn, as Gemma's own chat template does",
+                ),
+            }
+        )
 
     async def _tokenize(self, text: str) -> list[int]:
         """Token ids from the llama.cpp server's own tokenizer (BOS added, specials parsed)."""
         answer = await self._extras(prompt_inspection.TOKENIZE_PATH, {"input": text})
         tokens = answer.get("tokens")
         if not isinstance(tokens, list):
-            raise Rejected(f"{prompt_inspection.TOKENIZE_PATH} answered without a token list",
-                           provider=self._name)
+            raise Rejected(
+                f"{prompt_inspection.TOKENIZE_PATH} answered without a token list",
+                provider=self._name,
+            )
         return [int(t) for t in tokens]
 
     async def _detokenize(self, tokens: list[int]) -> str:
@@ -241,8 +279,9 @@ class LiteLLMProvider:
         answer = await self._extras(prompt_inspection.DETOKENIZE_PATH, {"tokens": tokens})
         text = answer.get("text")
         if not isinstance(text, str):
-            raise Rejected(f"{prompt_inspection.DETOKENIZE_PATH} answered without a text",
-                           provider=self._name)
+            raise Rejected(
+                f"{prompt_inspection.DETOKENIZE_PATH} answered without a text", provider=self._name
+            )
         return text
 
     async def _extras(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -263,8 +302,9 @@ class LiteLLMProvider:
         except Exception as exc:
             raise classify(exc, self._name) from exc
         if not isinstance(answer, dict):
-            raise Rejected(f"{path} answered {type(answer).__name__}, not an object",
-                           provider=self._name)
+            raise Rejected(
+                f"{path} answered {type(answer).__name__}, not an object", provider=self._name
+            )
         return answer
 
     async def close(self) -> None:

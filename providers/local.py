@@ -116,20 +116,39 @@ def port_busy(host: str, port: int) -> bool:
     return False
 
 
-def server_argv(model: Path, *, host: str, port: int, chat_format: str | None,
-                n_ctx: int) -> list[str]:
-    argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(model),
-            "--model_alias", MODEL_ALIAS, "--host", host, "--port", str(port),
-            "--n_ctx", str(n_ctx)]
+def server_argv(
+    model: Path, *, host: str, port: int, chat_format: str | None, n_ctx: int
+) -> list[str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model),
+        "--model_alias",
+        MODEL_ALIAS,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(n_ctx),
+    ]
     if chat_format is not None:
         argv += ["--chat_format", chat_format]
     return argv
 
 
 async def start_local_server(
-    *, chat_format: str | None, port: int, host: str = "127.0.0.1",
-    model_path: Path | None = None, n_ctx: int = 2048, log_file: Path,
-    state_dir: Path | None = None, ready_timeout: float = 120.0,
+    *,
+    chat_format: str | None,
+    port: int,
+    host: str = "127.0.0.1",
+    model_path: Path | None = None,
+    n_ctx: int = 2048,
+    log_file: Path,
+    state_dir: Path | None = None,
+    ready_timeout: float = 120.0,
 ) -> LocalServer:
     """Start a detached llama.cpp server and wait until it answers `GET /v1/models`.
 
@@ -139,11 +158,22 @@ async def start_local_server(
     _refuse_busy(host, port)
     model = await asyncio.to_thread(resolve_model, model_path)
     argv = server_argv(model, host=host, port=port, chat_format=chat_format, n_ctx=n_ctx)
-    server = _launch(argv, LocalServer(
-        host=host, port=port, pid=0, model_alias=MODEL_ALIAS, model_path=str(model),
-        chat_format=chat_format, effective_chat_format=None, n_ctx=n_ctx,
-        log_file=str(log_file), state_file=str(state_file(port, state_dir)), argv=tuple(argv),
-    ))
+    server = _launch(
+        argv,
+        LocalServer(
+            host=host,
+            port=port,
+            pid=0,
+            model_alias=MODEL_ALIAS,
+            model_path=str(model),
+            chat_format=chat_format,
+            effective_chat_format=None,
+            n_ctx=n_ctx,
+            log_file=str(log_file),
+            state_file=str(state_file(port, state_dir)),
+            argv=tuple(argv),
+        ),
+    )
     try:
         await _wait_ready(server, ready_timeout)
     except BaseException:
@@ -164,8 +194,9 @@ def read_state(port: int, state_dir: Path | None = None) -> LocalServer | None:
     return LocalServer(**data)
 
 
-async def stop_local_server(port: int, state_dir: Path | None = None, *,
-                            grace: float = 10.0) -> bool:
+async def stop_local_server(
+    port: int, state_dir: Path | None = None, *, grace: float = 10.0
+) -> bool:
     """Stop the server recorded for `port` and remove its state file.
 
     Returns False when nothing was recorded. A recorded pid that is gone, or that now belongs to
@@ -189,29 +220,34 @@ def effective_chat_format(log_text: str) -> str | None:
     return None
 
 
-def provider_config_snippet(name: str, port: int, chat_format: str | None, *,
-                            host: str = "127.0.0.1", n_ctx: int = 2048) -> str:
+def provider_config_snippet(
+    name: str, port: int, chat_format: str | None, *, host: str = "127.0.0.1", n_ctx: int = 2048
+) -> str:
     """The TOML block for jobrouter.toml that reaches a server started by `start_local_server`.
 
     `chat_format` must be the format the server really uses (`LocalServer.effective_chat_format`
     when none was passed): it is part of the provider fingerprint and drives prompt inspection.
     """
     if chat_format is None:
-        format_line = ("# chat_format unknown: pass --chat_format (this GGUF has no template; "
-                       "the server falls back to llama-2)")
+        format_line = (
+            "# chat_format unknown: pass --chat_format (this GGUF has no template; "
+            "the server falls back to llama-2)"
+        )
     else:
         format_line = f'chat_format = "{chat_format}"'
-    return "\n".join([
-        f"[providers.{name}]",
-        f'model = "openai/{MODEL_ALIAS}"   # any name works; the server serves its one model',
-        f'api_base = "http://{host}:{port}/v1"',
-        'structured_output = "json_object_schema"   # json_schema is refused (HTTP 500)',
-        format_line,
-        f"context_window = {n_ctx}",
-        "max_concurrency = 1   # the server runs one generation at a time",
-        "timeout = { connect = 2.0, read = 120.0 }   # grammar-constrained JSON is slow on CPU",
-        "",
-    ])
+    return "\n".join(
+        [
+            f"[providers.{name}]",
+            f'model = "openai/{MODEL_ALIAS}"   # any name works; the server serves its one model',
+            f'api_base = "http://{host}:{port}/v1"',
+            'structured_output = "json_object_schema"   # json_schema is refused (HTTP 500)',
+            format_line,
+            f"context_window = {n_ctx}",
+            "max_concurrency = 1   # the server runs one generation at a time",
+            "timeout = { connect = 2.0, read = 120.0 }   # grammar-constrained JSON is slow on CPU",
+            "",
+        ]
+    )
 
 
 # --- process plumbing -------------------------------------------------------------------------
@@ -242,8 +278,10 @@ def _launch(argv: list[str], planned: LocalServer) -> LocalServer:
 
 def _refuse_busy(host: str, port: int) -> None:
     if port_busy(host, port):
-        raise PortBusy(f"{host}:{port} is already in use; choose another port "
-                       "(or stop what runs there)", port=port)
+        raise PortBusy(
+            f"{host}:{port} is already in use; choose another port (or stop what runs there)",
+            port=port,
+        )
 
 
 def _record_format(server: LocalServer) -> LocalServer:
@@ -265,8 +303,10 @@ def _refuse_live_state(path: Path, port: int) -> None:
         return
     pid = int(json.loads(path.read_text()).get("pid", 0))
     if pid and _is_our_server(pid, port):
-        raise PortBusy(f"a local server is already recorded on port {port} (pid {pid}); "
-                       f"stop it first", port=port)
+        raise PortBusy(
+            f"a local server is already recorded on port {port} (pid {pid}); stop it first",
+            port=port,
+        )
     path.unlink()  # stale: the recorded process is gone
 
 
@@ -283,16 +323,20 @@ async def _wait_ready(server: LocalServer, within: float) -> None:
     async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:
         while time.monotonic() < deadline:
             if _exited(server.pid):
-                raise LocalServerError(f"the llama.cpp server on port {server.port} exited "
-                                       "while starting", port=server.port,
-                                       log_tail=_tail(Path(server.log_file)))
+                raise LocalServerError(
+                    f"the llama.cpp server on port {server.port} exited while starting",
+                    port=server.port,
+                    log_tail=_tail(Path(server.log_file)),
+                )
             with contextlib.suppress(httpx.HTTPError):
                 if (await client.get(url)).status_code == 200:
                     return
             await asyncio.sleep(0.25)
-    raise LocalServerError(f"the llama.cpp server on port {server.port} did not answer "
-                           f"{url} within {within:.0f} s", port=server.port,
-                           log_tail=_tail(Path(server.log_file)))
+    raise LocalServerError(
+        f"the llama.cpp server on port {server.port} did not answer {url} within {within:.0f} s",
+        port=server.port,
+        log_tail=_tail(Path(server.log_file)),
+    )
 
 
 def _exited(pid: int) -> bool:

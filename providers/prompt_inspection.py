@@ -56,12 +56,20 @@ def context_window(litellm: Any, model: str, configured: int | None) -> int | No
     return int(window) if window else None
 
 
-def inspect_hosted(litellm: Any, model: str, messages: tuple[Message, ...],
-                   configured_window: int | None, *,
-                   bare: tuple[Message, ...] | None = None) -> PromptInspection:
+def inspect_hosted(
+    litellm: Any,
+    model: str,
+    messages: tuple[Message, ...],
+    configured_window: int | None,
+    *,
+    bare: tuple[Message, ...] | None = None,
+) -> PromptInspection:
     def count(sent: tuple[Message, ...]) -> int:
-        return int(litellm.token_counter(
-            model=model, messages=[{"role": m.role, "content": m.content} for m in sent]))
+        return int(
+            litellm.token_counter(
+                model=model, messages=[{"role": m.role, "content": m.content} for m in sent]
+            )
+        )
 
     return PromptInspection(
         accepted_roles=ALL_ROLES,
@@ -73,14 +81,21 @@ def inspect_hosted(litellm: Any, model: str, messages: tuple[Message, ...],
         prompt_tokens_without_system=count(bare) if bare is not None else None,
         context_window=context_window(litellm, model, configured_window),
         control_tokens_special=None,
-        notes=("hosted chat API: the provider applies its own template; the system role is "
-               "sent as a message, and only the provider's usage can show that it arrived",),
+        notes=(
+            "hosted chat API: the provider applies its own template; the system role is "
+            "sent as a message, and only the provider's usage can show that it arrived",
+        ),
     )
 
 
 async def inspect_llama(
-    chat_format: str, messages: tuple[Message, ...], tokenize: Tokenize,
-    detokenize: Detokenize, window: int | None, *, bare: tuple[Message, ...] | None = None,
+    chat_format: str,
+    messages: tuple[Message, ...],
+    tokenize: Tokenize,
+    detokenize: Detokenize,
+    window: int | None,
+    *,
+    bare: tuple[Message, ...] | None = None,
 ) -> PromptInspection:
     """`messages` as the server renders and counts them. `bare` is what would be sent if the
     system text were lost (None: the contract has no system text)."""
@@ -113,11 +128,14 @@ async def inspect_llama(
     )
 
 
-async def _unreproduced(chat_format: str, messages: tuple[Message, ...], tokenize: Tokenize,
-                        window: int | None) -> PromptInspection:
+async def _unreproduced(
+    chat_format: str, messages: tuple[Message, ...], tokenize: Tokenize, window: int | None
+) -> PromptInspection:
     tokens = await tokenize("".join(m.content for m in messages))
-    reason = (f"chat format {chat_format!r} is not reproduced here: what the model reads, whether "
-              "the system text is in it and whether its markers are control tokens are unknown")
+    reason = (
+        f"chat format {chat_format!r} is not reproduced here: what the model reads, whether "
+        "the system text is in it and whether its markers are control tokens are unknown"
+    )
     return PromptInspection(
         accepted_roles=ALL_ROLES,
         rendered=None,
@@ -131,14 +149,15 @@ async def _unreproduced(chat_format: str, messages: tuple[Message, ...], tokeniz
     )
 
 
-async def marker_tokens(markers: tuple[str, ...], tokenize: Tokenize,
-                        detokenize: Detokenize) -> tuple[MarkerTokens, ...]:
+async def marker_tokens(
+    markers: tuple[str, ...], tokenize: Tokenize, detokenize: Detokenize
+) -> tuple[MarkerTokens, ...]:
     """Each marker's ids beyond BOS, and whether it is one control token (see the module doc)."""
     baseline = await tokenize("")
     out = []
     for marker in markers:
         ids = await tokenize(marker)
-        ids = ids[len(baseline):] if ids[:len(baseline)] == baseline else ids
+        ids = ids[len(baseline) :] if ids[: len(baseline)] == baseline else ids
         special = len(ids) == 1 and await detokenize(ids) == ""
         out.append(MarkerTokens(marker=marker, token_ids=tuple(ids), special=special))
     return tuple(out)

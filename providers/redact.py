@@ -41,15 +41,25 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b")),
     ("Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}")),
     ("private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
-    ("credential query parameter", re.compile(
-        r"[?&;](?:key|api[_-]?key|access[_-]?token|token|sig|signature)="
-        r"(?P<secret>(?!\[)[^&\s\"'#]{6,})", re.I)),
-    ("credential field", re.compile(
-        r"""["']?\b(?:api[_-]?key|x-api-key|x-goog-api-key|api-key|ocp-apim-subscription-key|"""
-        r"""access[_-]?token|refresh[_-]?token|client[_-]?secret|secret[_-]?key|"""
-        r"""aws_secret_access_key|password|sslpassword|authorization)["']?\s*[:=]\s*"""
-        r"""(?:\n\s*-\s*)?["']?(?!\[scrubbed\]|\[redacted\]|Bearer\s|Basic\s|Token\s)"""
-        r"""(?P<secret>[^\s"',}\]]{8,})""", re.I)),
+    (
+        "credential query parameter",
+        re.compile(
+            r"[?&;](?:key|api[_-]?key|access[_-]?token|token|sig|signature)="
+            r"(?P<secret>(?!\[)[^&\s\"'#]{6,})",
+            re.I,
+        ),
+    ),
+    (
+        "credential field",
+        re.compile(
+            r"""["']?\b(?:api[_-]?key|x-api-key|x-goog-api-key|api-key|ocp-apim-subscription-key|"""
+            r"""access[_-]?token|refresh[_-]?token|client[_-]?secret|secret[_-]?key|"""
+            r"""aws_secret_access_key|password|sslpassword|authorization)["']?\s*[:=]\s*"""
+            r"""(?:\n\s*-\s*)?["']?(?!\[scrubbed\]|\[redacted\]|Bearer\s|Basic\s|Token\s)"""
+            r"""(?P<secret>[^\s"',}\]]{8,})""",
+            re.I,
+        ),
+    ),
 )
 
 _lock = threading.Lock()
@@ -86,7 +96,7 @@ def _replace(match: re.Match[str]) -> str:
     start, end = match.span("secret")
     base = match.start()
     whole = match.group(0)
-    return whole[: start - base] + REDACTED + whole[end - base:]
+    return whole[: start - base] + REDACTED + whole[end - base :]
 
 
 def find_secrets(text: str) -> list[str]:

@@ -98,20 +98,30 @@ class RateLimiter:
         Raises `NotSent` when the wait exceeds `budget` seconds, or when `tokens` is more than
         a whole minute's allowance (it could never be admitted).
         """
-        buckets = [(b, a) for b, a in ((self._requests, 1.0), (self._tokens, float(tokens)))
-                   if b is not None]
+        buckets = [
+            (b, a)
+            for b, a in ((self._requests, 1.0), (self._tokens, float(tokens)))
+            if b is not None
+        ]
         for bucket, amount in buckets:
             if amount > bucket.capacity:
-                raise NotSent(f"rate limited locally: {tokens} tokens exceed the per-minute "
-                              f"limit {int(bucket.capacity)}", provider=self.provider,
-                              retryable=False, counts_against_health=False)
+                raise NotSent(
+                    f"rate limited locally: {tokens} tokens exceed the per-minute "
+                    f"limit {int(bucket.capacity)}",
+                    provider=self.provider,
+                    retryable=False,
+                    counts_against_health=False,
+                )
             bucket.refill()
         wait = max((bucket.wait_for(amount) for bucket, amount in buckets), default=0.0)
         if wait > 0.0:
             if budget is not None and wait > budget:
-                raise NotSent(f"rate limited locally: next slot in {wait:.2f}s, budget "
-                              f"{max(budget, 0.0):.2f}s", provider=self.provider,
-                              counts_against_health=False)
+                raise NotSent(
+                    f"rate limited locally: next slot in {wait:.2f}s, budget "
+                    f"{max(budget, 0.0):.2f}s",
+                    provider=self.provider,
+                    counts_against_health=False,
+                )
             return wait
         for bucket, amount in buckets:
             bucket.level -= amount
@@ -121,8 +131,9 @@ class RateLimiter:
         """Charge (or give back) the difference between estimated and actual tokens."""
         if self._tokens is not None:
             self._tokens.refill()
-            self._tokens.level = min(self._tokens.capacity,
-                                     self._tokens.level - (actual - estimated))
+            self._tokens.level = min(
+                self._tokens.capacity, self._tokens.level - (actual - estimated)
+            )
 
     async def admit(self, tokens: int = 0, *, budget: float) -> None:
         """Wait until admitted; `NotSent` if that would take longer than `budget` seconds."""

@@ -43,15 +43,18 @@ def schema_instruction(schema: dict[str, Any]) -> str:
 
 def response_format(mode: StructuredOutput, schema: dict[str, Any]) -> dict[str, Any] | None:
     if mode == "json_schema":
-        return {"type": "json_schema",
-                "json_schema": {"name": "output", "schema": schema, "strict": True}}
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": "output", "schema": schema, "strict": True},
+        }
     if mode == "json_object_schema":
         return {"type": "json_object", "schema": schema}
     return None
 
 
-def with_instruction(messages: tuple[Message, ...], schema: dict[str, Any],
-                     system_role: bool) -> tuple[Message, ...]:
+def with_instruction(
+    messages: tuple[Message, ...], schema: dict[str, Any], system_role: bool
+) -> tuple[Message, ...]:
     """`messages` with the schema instruction added (for structured_output="none")."""
     instruction = schema_instruction(schema)
     target_role = "system" if system_role else "user"
@@ -62,7 +65,7 @@ def with_instruction(messages: tuple[Message, ...], schema: dict[str, Any],
         return (*messages, Message(role="user", content=instruction))
     i = indexes[0] if system_role else indexes[-1]
     merged = Message(role=messages[i].role, content=f"{messages[i].content}\n\n{instruction}")
-    return (*messages[:i], merged, *messages[i + 1:])
+    return (*messages[:i], merged, *messages[i + 1 :])
 
 
 def strip_fence(text: str) -> str:
@@ -82,8 +85,9 @@ def _validator(schema: dict[str, Any]) -> Any:
     return validator
 
 
-def parse_output(text: str, schema: dict[str, Any], *, provider: str,
-                 prompt_tokens: int | None = None) -> Any:
+def parse_output(
+    text: str, schema: dict[str, Any], *, provider: str, prompt_tokens: int | None = None
+) -> Any:
     """The answer's JSON value, valid against `schema`; `InvalidOutput` saying what is wrong
     (`prompt_tokens`, the answer's reported usage, travels with it)."""
     body = strip_fence(text).strip()
@@ -94,12 +98,18 @@ def parse_output(text: str, schema: dict[str, Any], *, provider: str,
         raise InvalidOutput(
             f"answer is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
             f"{excerpt!r}",
-            provider=provider, check="json", text=text, prompt_tokens=prompt_tokens,
+            provider=provider,
+            check="json",
+            text=text,
+            prompt_tokens=prompt_tokens,
         ) from exc
     error = best_match(_validator(schema).iter_errors(value))
     if error is not None:
         raise InvalidOutput(
             f"answer does not match the output schema at {error.json_path}: {error.message}"[:500],
-            provider=provider, check="schema", text=text, prompt_tokens=prompt_tokens,
+            provider=provider,
+            check="schema",
+            text=text,
+            prompt_tokens=prompt_tokens,
         )
     return value

@@ -52,10 +52,16 @@ WAIT_RECHECK_S = 1.0
 
 class Router:
     def __init__(
-        self, store: SqlStore, config: RouterConfig, tasks: Mapping[str, TaskRuntime],
-        engine: Engine | None, providers: Mapping[str, Provider], gate: Gate,
-        deliverer: Delivery | None = None, leader: Leader | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        store: SqlStore,
+        config: RouterConfig,
+        tasks: Mapping[str, TaskRuntime],
+        engine: Engine | None,
+        providers: Mapping[str, Provider],
+        gate: Gate,
+        deliverer: Delivery | None = None,
+        leader: Leader | None = None,
+    ) -> None:
         self.store = store
         self.config = config
         self.tasks = dict(tasks)
@@ -64,8 +70,9 @@ class Router:
         self.gate = gate
         self.deliverer = deliverer  # sends completion events to [webhooks.<owner>], if any
         self.leader = leader  # elects this process (or not) to run the periodic work
-        self.limits = DoorLimits(max_depth=config.submit.max_input_depth,
-                                 max_bytes=config.submit.max_input_bytes)
+        self.limits = DoorLimits(
+            max_depth=config.submit.max_input_depth, max_bytes=config.submit.max_input_bytes
+        )
         self._closed = False
         self._starting: asyncio.Task[None] | None = None  # see `open(start_in_background=...)`
         self._telemetry = False  # this router holds the process's OTLP export ([telemetry])
@@ -91,20 +98,27 @@ class Router:
         submitted meanwhile are accepted queued, and no attempt starts until the workers start,
         after the warm-up.
         """
-        return _Opening(cls._open(database_url, config, providers, run_workers,
-                                  start_in_background))
+        return _Opening(
+            cls._open(database_url, config, providers, run_workers, start_in_background)
+        )
 
     @classmethod
     async def _open(
-        cls, database_url: str | None, config: RouterConfig | str | Path | None,
-        providers: Mapping[str, Provider] | None, run_workers: bool,
+        cls,
+        database_url: str | None,
+        config: RouterConfig | str | Path | None,
+        providers: Mapping[str, Provider] | None,
+        run_workers: bool,
         start_in_background: bool = False,
-    ) -> Router:  # fmt: skip
+    ) -> Router:
         settings = resolve_config(config)
         tasks = build_tasks(settings)
         url = database_url or settings.database.url
-        store = await open_store(url, command_timeout=settings.database.command_timeout,
-                                 acquire_timeout=settings.database.acquire_timeout)
+        store = await open_store(
+            url,
+            command_timeout=settings.database.command_timeout,
+            acquire_timeout=settings.database.acquire_timeout,
+        )
         try:
             engine, provider_map, gate = build_engine(store, settings, tasks, providers)
             deliverer = build_delivery(store, settings) if run_workers else None
@@ -116,12 +130,21 @@ class Router:
         except BaseException:
             await store.close()
             raise
-        router = cls(store, settings, tasks, engine if run_workers else None, provider_map, gate,
-                     deliverer, leader)
+        router = cls(
+            store,
+            settings,
+            tasks,
+            engine if run_workers else None,
+            provider_map,
+            gate,
+            deliverer,
+            leader,
+        )
         router._telemetry = exporting
         if run_workers and start_in_background:
-            router._starting = asyncio.create_task(router._warm_up_then_start(),
-                                                   name="jobrouter-warm-up")
+            router._starting = asyncio.create_task(
+                router._warm_up_then_start(), name="jobrouter-warm-up"
+            )
         elif run_workers:
             router._start_workers()
         return router
@@ -175,9 +198,13 @@ class Router:
     # ---- jobs ----------------------------------------------------------------------------------
 
     async def submit(
-        self, owner: str, idempotency_key: str, task: str, input: JsonObject,
+        self,
+        owner: str,
+        idempotency_key: str,
+        task: str,
+        input: JsonObject,
         params: JsonObject | None = None,
-    ) -> Job:  # fmt: skip
+    ) -> Job:
         """Accept a job once per (owner, key). The same payload again returns the same job
         (`created=False`); a different payload under the key raises `IdempotencyConflict`.
 
@@ -188,15 +215,21 @@ class Router:
         runtime = self.tasks.get(task)
         if runtime is None:
             known = ", ".join(sorted(self.tasks)) or "none"
-            raise ConfigError(f"unknown task {task!r}; configured tasks: {known}",
-                              key=f"tasks.{task}")
+            raise ConfigError(
+                f"unknown task {task!r}; configured tasks: {known}", key=f"tasks.{task}"
+            )
         request = admit(runtime, input, params, self.limits)
         return await self._create(owner, idempotency_key, runtime, input, params or {}, request)
 
     async def _create(
-        self, owner: str, idempotency_key: str, runtime: TaskRuntime, input: JsonObject,
-        params: JsonObject, request: CompletionRequest,
-    ) -> Job:  # fmt: skip
+        self,
+        owner: str,
+        idempotency_key: str,
+        runtime: TaskRuntime,
+        input: JsonObject,
+        params: JsonObject,
+        request: CompletionRequest,
+    ) -> Job:
         """Create the job; with workers here, claimed by them and, when it can start at once,
         with its first attempt in the same transaction (one commit instead of two). The job
         goes to a worker as soon as it is committed, even if this call is cancelled while
@@ -207,12 +240,17 @@ class Router:
         try:
             try:
                 job, _ = await self.store.create_and_start(
-                    owner=owner, idempotency_key=idempotency_key, task=runtime.name,
-                    input=input, params=params, deadline_s=runtime.deadline_s,
+                    owner=owner,
+                    idempotency_key=idempotency_key,
+                    task=runtime.name,
+                    input=input,
+                    params=params,
+                    deadline_s=runtime.deadline_s,
                     claimed_by=engine.worker_id if engine else None,
-                    claim_s=self.config.engine.claim, first=launch.first if launch else None,
+                    claim_s=self.config.engine.claim,
+                    first=launch.first if launch else None,
                     on_created=launch.created if launch else None,
-                )  # fmt: skip
+                )
             except Exception as exc:
                 if not is_transient(exc):
                     raise
@@ -225,21 +263,37 @@ class Router:
         return job
 
     async def _read_back(
-        self, owner: str, idempotency_key: str, runtime: TaskRuntime, input: JsonObject,
-        params: JsonObject, error: BaseException,
-    ) -> Job:  # fmt: skip
+        self,
+        owner: str,
+        idempotency_key: str,
+        runtime: TaskRuntime,
+        input: JsonObject,
+        params: JsonObject,
+        error: BaseException,
+    ) -> Job:
         """Creating the job failed in a way that may have committed (a lost COMMIT
         acknowledgement): read it back by its key, creating it (queued) if it is not there.
         A job found is taken up by `_take_up` like any replay (`created` is then False, even
         if it was this call's own lost COMMIT that created it)."""
-        log.warning("creating job %s/%s failed (%s); reading it back", owner, idempotency_key,
-                    error)
+        log.warning(
+            "creating job %s/%s failed (%s); reading it back", owner, idempotency_key, error
+        )
         engine = self.engine
-        return (await persist(lambda: self.store.create_and_start(
-            owner=owner, idempotency_key=idempotency_key, task=runtime.name, input=input,
-            params=params, deadline_s=runtime.deadline_s,
-            claimed_by=engine.worker_id if engine else None, claim_s=self.config.engine.claim,
-            on_created=lambda job, _: engine.hand_over(job) if engine else None)))[0]  # fmt: skip
+        return (
+            await persist(
+                lambda: self.store.create_and_start(
+                    owner=owner,
+                    idempotency_key=idempotency_key,
+                    task=runtime.name,
+                    input=input,
+                    params=params,
+                    deadline_s=runtime.deadline_s,
+                    claimed_by=engine.worker_id if engine else None,
+                    claim_s=self.config.engine.claim,
+                    on_created=lambda job, _: engine.hand_over(job) if engine else None,
+                )
+            )
+        )[0]
 
     async def _take_up(self, job: Job) -> None:
         """A job found under its key, not settled: when this process holds its claim (or the
@@ -248,8 +302,9 @@ class Router:
         engine = self.engine
         if engine is None or engine.is_driving(job.id):
             return
-        claimed = await persist(lambda: self.store.claim(job.id, engine.worker_id,
-                                                         self.config.engine.claim))
+        claimed = await persist(
+            lambda: self.store.claim(job.id, engine.worker_id, self.config.engine.claim)
+        )
         if claimed is not None and not engine.is_driving(job.id):
             engine.hand_over(claimed)
 
@@ -351,9 +406,13 @@ class Router:
             runtime = self.tasks.get(job.task)
             problems = runtime.output_problems(result) if runtime else []
             if problems:
-                raise InvalidTransition(entity="attempt", entity_id=attempt_id, src=attempt.state,
-                                        dst=outcome, why="result breaks the contract: "
-                                        + "; ".join(problems[:3]))  # fmt: skip
+                raise InvalidTransition(
+                    entity="attempt",
+                    entity_id=attempt_id,
+                    src=attempt.state,
+                    dst=outcome,
+                    why="result breaks the contract: " + "; ".join(problems[:3]),
+                )
         note = note or f"resolved {outcome} by an operator"
         job, _ = await self.store.resolve_attempt(attempt_id, AttemptState(outcome), result, note)
         if outcome != "succeeded" and job.state is JobState.UNKNOWN:
@@ -370,9 +429,11 @@ class Router:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         await self.close()
 
 
@@ -391,9 +452,11 @@ class _Opening:
         return self._router
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if self._router is not None:
             await self._router.close()
 

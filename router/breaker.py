@@ -49,15 +49,23 @@ class Breakers:
         if circuit.state is CircuitState.OPEN:
             reopen_at = (circuit.opened_at or now) + self.settings.cooldown_s
             if now < reopen_at:
-                return Eligibility(False, f"circuit open after {circuit.failures} failures; "
-                                   "next probe in " f"{reopen_at - now:.0f}s", retry_at=reopen_at)
+                return Eligibility(
+                    False,
+                    f"circuit open after {circuit.failures} failures; "
+                    "next probe in "
+                    f"{reopen_at - now:.0f}s",
+                    retry_at=reopen_at,
+                )
             return Eligibility(True, "circuit half-open: this attempt is the probe")
         probe_until = circuit.probe_until or now
         if now < probe_until:
             # Look again soon, not at probe_until: a probe that succeeds closes the circuit in
             # seconds, and jobs parked until probe_until would idle a whole probe timeout.
-            return Eligibility(False, "circuit half-open: a probe is in flight",
-                               retry_at=min(probe_until, now + self.settings.refresh_s))
+            return Eligibility(
+                False,
+                "circuit half-open: a probe is in flight",
+                retry_at=min(probe_until, now + self.settings.refresh_s),
+            )
         return Eligibility(True, "circuit half-open: the last probe was lost; probing again")
 
     async def acquire(self, provider: str) -> bool:
@@ -67,7 +75,8 @@ class Breakers:
         if circuit is None or circuit.state.passes_all:
             return True
         got = await self.store.claim_probe(
-            provider, cooldown_s=self.settings.cooldown_s, probe_s=self.settings.probe_s)
+            provider, cooldown_s=self.settings.cooldown_s, probe_s=self.settings.probe_s
+        )
         self._read_at = float("-inf")  # re-read: the circuit changed, here or elsewhere
         self._forgotten += 1
         return got
@@ -89,7 +98,8 @@ class Breakers:
                 self._circuits[provider] = await self.store.circuit_success(provider)
             return
         self._circuits[provider] = await self.store.circuit_failure(
-            provider, threshold=self.settings.failure_threshold)
+            provider, threshold=self.settings.failure_threshold
+        )
 
     async def _current(self) -> dict[str, CircuitRow]:
         """The circuits, read again every `refresh_s`: by ONE read however many callers find

@@ -51,8 +51,9 @@ def _task_runtime(name: str, task: TaskConfig, config: RouterConfig) -> TaskRunt
 
         search = [config.base_dir] if config.base_dir else []
         try:
-            contract = load_contract(_contract_ref(task.contract, config.base_dir),
-                                     search_dirs=search)
+            contract = load_contract(
+                _contract_ref(task.contract, config.base_dir), search_dirs=search
+            )
         except ContractError as exc:
             raise ConfigError(str(exc), key=f"tasks.{name}.contract") from exc
         fingerprint = contract_fingerprint(contract)
@@ -64,10 +65,13 @@ def _task_runtime(name: str, task: TaskConfig, config: RouterConfig) -> TaskRunt
         hedge_after=task.hedge_after,
     )
     return TaskRuntime(
-        name=name, policy=policy, deadline_s=task.deadline,
-        attempt_timeout_s=task.attempt_timeout, contract=contract,
+        name=name,
+        policy=policy,
+        deadline_s=task.deadline,
+        attempt_timeout_s=task.attempt_timeout,
+        contract=contract,
         contract_fingerprint=fingerprint,
-    )  # fmt: skip
+    )
 
 
 def _side_effects(name: str, task: TaskConfig, contract: str | None) -> str:
@@ -75,9 +79,11 @@ def _side_effects(name: str, task: TaskConfig, contract: str | None) -> str:
     contract that says `external` made its certification under that promise). Without a
     contract nothing says repeating is harmless: `external` unless the task says `none`."""
     if contract == "external" and task.side_effects == "none":
-        raise ConfigError("side_effects = \"none\" would loosen the contract's \"external\": "
-                          "a task may only tighten it; remove the key or change the contract",
-                          key=f"tasks.{name}.side_effects")
+        raise ConfigError(
+            'side_effects = "none" would loosen the contract\'s "external": '
+            "a task may only tighten it; remove the key or change the contract",
+            key=f"tasks.{name}.side_effects",
+        )
     return task.side_effects or contract or "external"
 
 
@@ -104,20 +110,36 @@ def build_providers(
 
 
 def build_engine(
-    store: SqlStore, config: RouterConfig, tasks: Mapping[str, TaskRuntime],
+    store: SqlStore,
+    config: RouterConfig,
+    tasks: Mapping[str, TaskRuntime],
     given: Mapping[str, Provider] | None,
-) -> tuple[Engine, dict[str, Provider], Gate]:  # fmt: skip
+) -> tuple[Engine, dict[str, Provider], Gate]:
     providers = build_providers(config, given)
-    breakers = Breakers(store, BreakerSettings(
-        failure_threshold=config.breaker.failure_threshold, cooldown_s=config.breaker.cooldown,
-        probe_s=config.breaker.probe_timeout))  # fmt: skip
+    breakers = Breakers(
+        store,
+        BreakerSettings(
+            failure_threshold=config.breaker.failure_threshold,
+            cooldown_s=config.breaker.cooldown,
+            probe_s=config.breaker.probe_timeout,
+        ),
+    )
     gate = Gate(store, providers, breakers, required=config.certification.required)
     settings = EngineSettings(
-        workers=config.engine.workers, claim_s=config.engine.claim, lease_s=config.engine.lease,
+        workers=config.engine.workers,
+        claim_s=config.engine.claim,
+        lease_s=config.engine.lease,
         poll_s=config.engine.poll_interval,
-    )  # fmt: skip
+    )
     timeouts = {name: cfg.timeout.read for name, cfg in config.providers.items()}
     health = ProviderHealth(gate.eligibility, breakers.acquire, breakers.record)
-    engine = Engine(store, tasks, providers, settings=settings, health=health,
-                    provider_timeouts=timeouts, metric=record_attempt)
+    engine = Engine(
+        store,
+        tasks,
+        providers,
+        settings=settings,
+        health=health,
+        provider_timeouts=timeouts,
+        metric=record_attempt,
+    )
     return engine, providers, gate

@@ -83,32 +83,48 @@ def message_id(event: OutboxEvent) -> str:
 
 
 def encode(event: OutboxEvent) -> bytes:
-    fields = {"id": event.id, "job_id": event.job_id, "owner": event.owner, "kind": event.kind,
-              "payload": event.payload, "created_at": event.created_at}  # fmt: skip
+    fields = {
+        "id": event.id,
+        "job_id": event.job_id,
+        "owner": event.owner,
+        "kind": event.kind,
+        "payload": event.payload,
+        "created_at": event.created_at,
+    }
     return json.dumps(fields, separators=(",", ":")).encode("utf-8")
 
 
 def decode(data: bytes, tries: int) -> OutboxEvent:
     fields = json.loads(data)
-    return OutboxEvent(id=fields["id"], job_id=fields["job_id"], owner=fields["owner"],
-                       kind=fields["kind"], payload=fields["payload"],
-                       created_at=float(fields["created_at"]), tries=tries)  # fmt: skip
+    return OutboxEvent(
+        id=fields["id"],
+        job_id=fields["job_id"],
+        owner=fields["owner"],
+        kind=fields["kind"],
+        payload=fields["payload"],
+        created_at=float(fields["created_at"]),
+        tries=tries,
+    )
 
 
 class NatsDelivery:
     """The relay and the webhook consumer of one process (every process that runs workers)."""
 
     def __init__(
-        self, store: SqlStore, webhooks: Mapping[str, Webhook], settings: DeliverySettings,
-        bus: BusSettings, *, jitter: Jitter = full_jitter,
+        self,
+        store: SqlStore,
+        webhooks: Mapping[str, Webhook],
+        settings: DeliverySettings,
+        bus: BusSettings,
+        *,
+        jitter: Jitter = full_jitter,
         transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.store = store
         self.settings = settings
         self.bus = bus
         # the very request of the database outbox: same body, headers, signature, timeouts
-        self.sender = OutboxDeliverer(store, webhooks, settings, jitter=jitter,
-                                      transport=transport)  # fmt: skip
+        self.sender = OutboxDeliverer(store, webhooks, settings, jitter=jitter, transport=transport)
         self.webhooks = self.sender.webhooks
         self.worker_id = self.sender.worker_id
         self._jitter = jitter
@@ -165,8 +181,9 @@ class NatsDelivery:
             except Exception:
                 if time.monotonic() - began > MAX_RETRY_WAIT_S:  # it had been working: afresh
                     delay = RECONNECT_WAIT_S
-                log.exception("delivery through NATS %s failed; again in %.1fs", self.bus.url,
-                              delay)  # fmt: skip
+                log.exception(
+                    "delivery through NATS %s failed; again in %.1fs", self.bus.url, delay
+                )
             await self._close()
             await asyncio.sleep(delay)
             delay = min(delay * 2, MAX_RETRY_WAIT_S)
@@ -175,8 +192,12 @@ class NatsDelivery:
         js = await self._connect()
         sub = await self._subscribe(js)
         self.ready.set()
-        log.info("delivery through NATS %s: stream %s, consumer %s", self.bus.url,
-                 self.bus.stream, self.bus.consumer)  # fmt: skip
+        log.info(
+            "delivery through NATS %s: stream %s, consumer %s",
+            self.bus.url,
+            self.bus.stream,
+            self.bus.consumer,
+        )
         async with asyncio.TaskGroup() as group:
             group.create_task(self._relay(js), name="jobrouter-nats-relay")
             group.create_task(self._consume(sub), name="jobrouter-nats-consume")
@@ -195,10 +216,14 @@ class NatsDelivery:
         while True:  # the first connect too: a router without NATS still accepts jobs
             try:
                 self._nc = await nats.connect(
-                    servers=[self.bus.url], max_reconnect_attempts=-1, connect_timeout=2,
-                    reconnect_time_wait=RECONNECT_WAIT_S, disconnected_cb=disconnected,
-                    error_cb=error, name=f"jobrouter {self.worker_id}",
-                )  # fmt: skip
+                    servers=[self.bus.url],
+                    max_reconnect_attempts=-1,
+                    connect_timeout=2,
+                    reconnect_time_wait=RECONNECT_WAIT_S,
+                    disconnected_cb=disconnected,
+                    error_cb=error,
+                    name=f"jobrouter {self.worker_id}",
+                )
                 break
             except Exception as exc:
                 log.warning("NATS %s unreachable (%s); again in %.1fs", self.bus.url, exc, delay)
@@ -211,11 +236,16 @@ class NatsDelivery:
     async def _subscribe(self, js: JetStreamContext) -> JetStreamContext.PullSubscription:
         from nats.js.api import AckPolicy, ConsumerConfig
 
-        config = ConsumerConfig(durable_name=self.bus.consumer, ack_policy=AckPolicy.EXPLICIT,
-                                ack_wait=self.bus.ack_wait_s, max_deliver=-1,
-                                filter_subject=self.bus.subject)  # fmt: skip
-        return await js.pull_subscribe(self.bus.subject, durable=self.bus.consumer,
-                                       stream=self.bus.stream, config=config)  # fmt: skip
+        config = ConsumerConfig(
+            durable_name=self.bus.consumer,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=self.bus.ack_wait_s,
+            max_deliver=-1,
+            filter_subject=self.bus.subject,
+        )
+        return await js.pull_subscribe(
+            self.bus.subject, durable=self.bus.consumer, stream=self.bus.stream, config=config
+        )
 
     # ---- relay: outbox rows onto the stream ----------------------------------------------------
 
@@ -224,15 +254,19 @@ class NatsDelivery:
             claimed = 0
             try:
                 events = await self.store.claim_unpublished(
-                    self.webhooks, self.worker_id, claim_s=self.settings.claim_s,
-                    limit=self.settings.batch)  # fmt: skip
+                    self.webhooks,
+                    self.worker_id,
+                    claim_s=self.settings.claim_s,
+                    limit=self.settings.batch,
+                )
                 claimed = len(events)
                 acked = await asyncio.gather(*(self._publish(js, event) for event in events))
                 # A crash before this mark is what JetStream's de-duplication is for: the
                 # claims expire, the events are published again and the copies dropped.
                 if any(acked):
                     await self.store.outbox_published(
-                        event.id for event, ok in zip(events, acked, strict=True) if ok)
+                        event.id for event, ok in zip(events, acked, strict=True) if ok
+                    )
             except Exception:
                 log.exception("relaying outbox events to NATS failed")
             if claimed < self.settings.batch:
@@ -245,17 +279,24 @@ class NatsDelivery:
         """Publish one event; True once the stream acknowledged it."""
         headers = {MSG_ID_HEADER: message_id(event), OWNER_HEADER: event.owner}
         try:
-            ack = await js.publish(self.bus.subject, encode(event), headers=headers,
-                                   timeout=self.bus.publish_timeout_s)  # fmt: skip
+            ack = await js.publish(
+                self.bus.subject, encode(event), headers=headers, timeout=self.bus.publish_timeout_s
+            )
         except Exception as exc:  # no ack: maybe stored, maybe not; publishing again is safe
-            log.warning("publishing outbox event %s failed (%s: %s); it is published again",
-                        event.id, type(exc).__name__, exc)  # fmt: skip
+            log.warning(
+                "publishing outbox event %s failed (%s: %s); it is published again",
+                event.id,
+                type(exc).__name__,
+                exc,
+            )
             with contextlib.suppress(Exception):
                 await self.store.outbox_unclaim(event.id, self.worker_id)
             return False
         if ack.duplicate:
-            log.info("outbox event %s was already on the stream (a relay died before marking it)",
-                     event.id)  # fmt: skip
+            log.info(
+                "outbox event %s was already on the stream (a relay died before marking it)",
+                event.id,
+            )
         return True
 
     # ---- consumer: stream to webhooks ----------------------------------------------------------
@@ -316,22 +357,38 @@ class NatsDelivery:
             return "delivered"
         if tries >= self.settings.max_tries:
             return await self._bury(msg, event, tries, outcome.error)
-        delay = retry_delay(tries, initial=self.settings.backoff_initial_s,
-                            cap=self.settings.backoff_max_s, jitter=self._jitter)  # fmt: skip
+        delay = retry_delay(
+            tries,
+            initial=self.settings.backoff_initial_s,
+            cap=self.settings.backoff_max_s,
+            jitter=self._jitter,
+        )
         if outcome.retry_after_s is not None:
             delay = max(delay, min(outcome.retry_after_s, self.settings.backoff_max_s))
         await self.store.outbox_bus_try(event.id, tries=tries, error=outcome.error)
         await msg.nak(delay=delay)
-        log.warning("outbox event %s to owner %s failed (try %d of %d), again in %.1fs: %s",
-                    event.id, event.owner, tries, self.settings.max_tries, delay,
-                    outcome.error)  # fmt: skip
+        log.warning(
+            "outbox event %s to owner %s failed (try %d of %d), again in %.1fs: %s",
+            event.id,
+            event.owner,
+            tries,
+            self.settings.max_tries,
+            delay,
+            outcome.error,
+        )
         return "retry"
 
     async def _bury(self, msg: Msg, event: OutboxEvent, tries: int, error: str) -> str:
         await self.store.outbox_bury_published(event.id, tries=tries, error=error)
         await msg.term()
-        log.error("outbox event %s (job %s, owner %s) failed %d times and is a dead letter: %s",
-                  event.id, event.job_id, event.owner, tries, error)  # fmt: skip
+        log.error(
+            "outbox event %s (job %s, owner %s) failed %d times and is a dead letter: %s",
+            event.id,
+            event.job_id,
+            event.owner,
+            tries,
+            error,
+        )
         return "dead"
 
 
@@ -357,6 +414,12 @@ async def ensure_stream(js: JetStreamContext, bus: BusSettings) -> None:
     try:
         await js.stream_info(bus.stream)
     except NotFoundError:
-        await js.add_stream(StreamConfig(
-            name=bus.stream, subjects=[bus.subject], retention=RetentionPolicy.WORK_QUEUE,
-            storage=StorageType.FILE, duplicate_window=bus.dedupe_window_s))  # fmt: skip
+        await js.add_stream(
+            StreamConfig(
+                name=bus.stream,
+                subjects=[bus.subject],
+                retention=RetentionPolicy.WORK_QUEUE,
+                storage=StorageType.FILE,
+                duplicate_window=bus.dedupe_window_s,
+            )
+        )

@@ -41,9 +41,12 @@ class Cell:
 
 
 def pairs_to_certify(
-    config: RouterConfig, tasks: Mapping[str, TaskRuntime], *, provider: str | None = None,
+    config: RouterConfig,
+    tasks: Mapping[str, TaskRuntime],
+    *,
+    provider: str | None = None,
     contract: str | None = None,
-) -> list[Pair]:  # fmt: skip
+) -> list[Pair]:
     """Every (provider, contract) the configured tasks route to, filtered by the options."""
     seen: dict[tuple[str, str], Pair] = {}
     for task in tasks.values():
@@ -53,45 +56,66 @@ def pairs_to_certify(
             key = (name, task.contract.name)
             if key not in seen:
                 provider_config = config.providers.get(name)
-                waivers = ({str(k): v for k, v in provider_config.accept_unverified.items()}
-                           if provider_config else {})
+                waivers = (
+                    {str(k): v for k, v in provider_config.accept_unverified.items()}
+                    if provider_config
+                    else {}
+                )
                 seen[key] = Pair(name, task.contract, task.contract_fingerprint, waivers)
-    chosen = [p for p in seen.values()
-              if (provider is None or p.provider == provider)
-              and (contract is None or p.contract.name == contract)]  # fmt: skip
+    chosen = [
+        p
+        for p in seen.values()
+        if (provider is None or p.provider == provider)
+        and (contract is None or p.contract.name == contract)
+    ]
     if not chosen:
         known = ", ".join(f"{p.provider} x {p.contract.name}" for p in seen.values()) or "none"
-        raise ConfigError(f"nothing to certify for provider={provider or 'any'} "
-                          f"contract={contract or 'any'}; the config routes: {known}")
+        raise ConfigError(
+            f"nothing to certify for provider={provider or 'any'} "
+            f"contract={contract or 'any'}; the config routes: {known}"
+        )
     return chosen
 
 
 async def certify_pair(
-    store: SqlStore, provider: Provider, pair: Pair, *, ttl_days: float,
+    store: SqlStore,
+    provider: Provider,
+    pair: Pair,
+    *,
+    ttl_days: float,
     now: datetime | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-) -> Certification:  # fmt: skip
+) -> Certification:
     from contracts import certify
 
     await warm_up([provider])  # the first case's deadline must not pay litellm's first call
-    certification = await certify(provider, pair.contract, now=now,
-                                  ttl=timedelta(days=ttl_days), progress=progress,
-                                  accept_unverified=pair.accept_unverified)
+    certification = await certify(
+        provider,
+        pair.contract,
+        now=now,
+        ttl=timedelta(days=ttl_days),
+        progress=progress,
+        accept_unverified=pair.accept_unverified,
+    )
     await store.save_certification(
-        provider=certification.provider, contract=certification.contract,
+        provider=certification.provider,
+        contract=certification.contract,
         provider_fingerprint=certification.provider_fingerprint,
-        contract_fingerprint=certification.contract_fingerprint, passed=certification.passed,
+        contract_fingerprint=certification.contract_fingerprint,
+        passed=certification.passed,
         record=certification.model_dump_json(),
         certified_at=certification.certified_at.timestamp(),
         expires_at=certification.expires_at.timestamp(),
-    )  # fmt: skip
+    )
     return certification
 
 
 async def matrix(
-    store: SqlStore, providers: Mapping[str, Provider], pairs: Iterable[Pair],
+    store: SqlStore,
+    providers: Mapping[str, Provider],
+    pairs: Iterable[Pair],
     now: datetime | None = None,
-) -> list[Cell]:  # fmt: skip
+) -> list[Cell]:
     """The stored status of each pair, without calling anyone."""
     from contracts import Certification, Validity
 
@@ -101,15 +125,23 @@ async def matrix(
     for pair in pairs:
         record = records.get((pair.provider, pair.contract.name))
         if record is None:
-            cells.append(Cell(pair.provider, pair.contract.name, Validity.MISSING,
-                              "never certified"))
+            cells.append(
+                Cell(pair.provider, pair.contract.name, Validity.MISSING, "never certified")
+            )
             continue
         cert = Certification.parse_stored(record)
         if cert is None:
-            cells.append(Cell(pair.provider, pair.contract.name, Validity.STALE,
-                              "stale: recorded by an older jobrouter; certify again"))
+            cells.append(
+                Cell(
+                    pair.provider,
+                    pair.contract.name,
+                    Validity.STALE,
+                    "stale: recorded by an older jobrouter; certify again",
+                )
+            )
             continue
-        validity, reason = cert.validity_for(pair.contract_fingerprint,
-                                             providers[pair.provider].fingerprint, when)
+        validity, reason = cert.validity_for(
+            pair.contract_fingerprint, providers[pair.provider].fingerprint, when
+        )
         cells.append(Cell(pair.provider, pair.contract.name, validity, reason, cert))
     return cells

@@ -194,11 +194,14 @@ class JobClient:
         self.retry = retry or RetryPolicy()
         self.stream_timeout = stream_timeout
         self._http = httpx.AsyncClient(
-            base_url=base_url, timeout=timeout, transport=transport,
-            limits=httpx.Limits(max_connections=max_connections,
-                                max_keepalive_connections=max_connections),
+            base_url=base_url,
+            timeout=timeout,
+            transport=transport,
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
             headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
-        )  # fmt: skip
+        )
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -207,9 +210,11 @@ class JobClient:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         await self.aclose()
 
     # ---- jobs ------------------------------------------------------------------------------------
@@ -231,31 +236,48 @@ class JobClient:
 
     async def find(self, idempotency_key: str) -> Job | None:
         """This token's job for the key, or None: what became of a `SubmitUnknown`."""
-        response = await self._call("GET", "/v1/jobs", params={"idempotency_key": idempotency_key},
-                                    what=f"finding key {idempotency_key!r}")
+        response = await self._call(
+            "GET",
+            "/v1/jobs",
+            params={"idempotency_key": idempotency_key},
+            what=f"finding key {idempotency_key!r}",
+        )
         items = response.json()["items"]
         return Job.model_validate(items[0]) if items else None
 
     async def attempts(self, job_id: str) -> list[Attempt]:
-        response = await self._call("GET", f"/v1/jobs/{job_id}/attempts",
-                                    what=f"listing the attempts of job {job_id}")
+        response = await self._call(
+            "GET", f"/v1/jobs/{job_id}/attempts", what=f"listing the attempts of job {job_id}"
+        )
         return [Attempt.model_validate(item) for item in response.json()["items"]]
 
     async def cancel(self, job_id: str, reason: str = "cancelled by the owner") -> Job:
         # Safe to retry: cancelling a cancelled job answers it again.
-        response = await self._call("POST", f"/v1/jobs/{job_id}/cancel", json={"reason": reason},
-                                    what=f"cancelling job {job_id}")
+        response = await self._call(
+            "POST",
+            f"/v1/jobs/{job_id}/cancel",
+            json={"reason": reason},
+            what=f"cancelling job {job_id}",
+        )
         return Job.model_validate(response.json())
 
     async def resolve(
-        self, attempt_id: str, outcome: Literal["succeeded", "failed", "cancelled"],
-        result: Any = None, note: str = "",
-    ) -> Job:  # fmt: skip
+        self,
+        attempt_id: str,
+        outcome: Literal["succeeded", "failed", "cancelled"],
+        result: Any = None,
+        note: str = "",
+    ) -> Job:
         """Operators: say what became of an unknown attempt. Retried only when the request
         surely never left (a second resolve would be refused, not applied twice)."""
         body = {"outcome": outcome, "result": result, "note": note}
-        response = await self._call("POST", f"/v1/attempts/{attempt_id}/resolve", json=body,
-                                    what=f"resolving attempt {attempt_id}", only_not_sent=True)
+        response = await self._call(
+            "POST",
+            f"/v1/attempts/{attempt_id}/resolve",
+            json=body,
+            what=f"resolving attempt {attempt_id}",
+            only_not_sent=True,
+        )
         return Job.model_validate(response.json())
 
     async def events(self, job_id: str, after: int = 0) -> AsyncIterator[JobEvent]:
@@ -323,9 +345,10 @@ class JobClient:
         policy = self.retry
         retrying = AsyncRetrying(
             stop=stop_after_attempt(policy.attempts) | stop_after_delay(policy.deadline),
-            wait=policy.wait, reraise=True,
+            wait=policy.wait,
+            reraise=True,
             retry=retry_if_exception(_not_sent if only_not_sent else _retryable),
-        )  # fmt: skip
+        )
         async for attempt in retrying:
             with attempt:
                 response = await self._http.request(method, path, **kwargs)

@@ -37,10 +37,12 @@ class DatabaseConfig(_Strict):
     url: str = "sqlite:///jobrouter.db"
     # PostgreSQL only (SQLite's waits are bounded by its busy timeout): a stalled server fails
     # a request with 503 after this long instead of holding it (and readiness) indefinitely.
-    command_timeout: float = Field(default=30.0, gt=0, description="seconds one statement "
-                                   "may take (PostgreSQL)")
-    acquire_timeout: float = Field(default=10.0, gt=0, description="seconds to wait for a "
-                                   "pooled connection (PostgreSQL)")
+    command_timeout: float = Field(
+        default=30.0, gt=0, description="seconds one statement may take (PostgreSQL)"
+    )
+    acquire_timeout: float = Field(
+        default=10.0, gt=0, description="seconds to wait for a pooled connection (PostgreSQL)"
+    )
 
 
 class TaskConfig(_Strict):
@@ -77,17 +79,20 @@ class BreakerConfig(_Strict):
 class CertificationConfig(_Strict):
     required: bool = Field(default=True, description="fail over only to certified providers")
     ttl_days: float = Field(default=7.0, gt=0)
-    warn_before_days: float = Field(default=2.0, gt=0, description="the leader warns this "
-                                    "long before a certification expires")  # fmt: skip
+    warn_before_days: float = Field(
+        default=2.0, gt=0, description="the leader warns this long before a certification expires"
+    )
 
 
 class SubmitConfig(_Strict):
     """What `submit` accepts (the door, router/door.py), on every path: API, CLI, HTTP."""
 
-    max_input_depth: int = Field(default=32, ge=2, le=1000,
-                                 description="levels of nesting in input or params")
-    max_input_bytes: int = Field(default=262_144, ge=1024,
-                                 description="canonical JSON of input + params")
+    max_input_depth: int = Field(
+        default=32, ge=2, le=1000, description="levels of nesting in input or params"
+    )
+    max_input_bytes: int = Field(
+        default=262_144, ge=1024, description="canonical JSON of input + params"
+    )
 
 
 class HttpConfig(_Strict):
@@ -97,8 +102,9 @@ class HttpConfig(_Strict):
     port: int = Field(default=8000, ge=0, le=65535)
     max_body_bytes: int = Field(default=1_048_576, ge=1024, description="larger bodies get 413")
     heartbeat: float = Field(default=15.0, gt=0, description="seconds between SSE comment lines")
-    max_streams_per_token: int = Field(default=100, ge=1, description="event streams one token "
-                                       "may hold open at once; more get 429")
+    max_streams_per_token: int = Field(
+        default=100, ge=1, description="event streams one token may hold open at once; more get 429"
+    )
 
 
 class WebhookConfig(_Strict):
@@ -136,15 +142,20 @@ class OutboxConfig(_Strict):
     poll_interval: float = Field(default=1.0, gt=0)
     batch: int = Field(default=16, ge=1, description="events sent at once")
     max_response_bytes: int = Field(
-        default=4096, ge=0, le=1_048_576,
+        default=4096,
+        ge=0,
+        le=1_048_576,
         description="bytes of a webhook's answer read, at most (an error's excerpt); the rest "
-        "is never read: the connection is dropped")
+        "is never read: the connection is dropped",
+    )
 
     @model_validator(mode="after")
     def _claim_outlives_a_send(self) -> OutboxConfig:
         if self.claim <= self.timeout:
-            raise ValueError(f"claim ({self.claim}s) must be longer than timeout "
-                             f"({self.timeout}s), or a slow send is taken over and sent twice")
+            raise ValueError(
+                f"claim ({self.claim}s) must be longer than timeout "
+                f"({self.timeout}s), or a slow send is taken over and sent twice"
+            )
         return self
 
 
@@ -153,12 +164,15 @@ class RetentionConfig(_Strict):
 
     days: float = Field(default=7.0, ge=1.0, description="at least one day")
     purge_interval: float | None = Field(
-        default=None, gt=0,
-        description="hours between purges run by the leader; unset: only `jobrouter purge`")
+        default=None,
+        gt=0,
+        description="hours between purges run by the leader; unset: only `jobrouter purge`",
+    )
     drop_parked: bool = Field(
         default=False,
         description="the leader's purge also deletes jobs whose event is parked (an owner "
-                    "without a webhook, never tried), as `jobrouter purge --drop-parked`")
+        "without a webhook, never tried), as `jobrouter purge --drop-parked`",
+    )
 
 
 class RouterConfig(_Strict):
@@ -173,12 +187,17 @@ class RouterConfig(_Strict):
     webhooks: dict[str, WebhookConfig] = Field(default_factory=dict, description="by owner")
     outbox: OutboxConfig = Field(default_factory=OutboxConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
-    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig, description="optional: "
-                                     "completion events through NATS JetStream")
-    leader: LeaderConfig = Field(default_factory=LeaderConfig, description="the one process "
-                                 "that runs the periodic work (PostgreSQL advisory lock)")
-    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig, description="optional: "
-                                       "OTLP export of traces and metrics")
+    delivery: DeliveryConfig = Field(
+        default_factory=DeliveryConfig,
+        description="optional: completion events through NATS JetStream",
+    )
+    leader: LeaderConfig = Field(
+        default_factory=LeaderConfig,
+        description="the one process that runs the periodic work (PostgreSQL advisory lock)",
+    )
+    telemetry: TelemetryConfig = Field(
+        default_factory=TelemetryConfig, description="optional: OTLP export of traces and metrics"
+    )
     # Where relative contract paths resolve; set from the file's folder when loaded from a file.
     base_dir: Path | None = Field(default=None, exclude=True)
 
@@ -202,12 +221,14 @@ class RouterConfig(_Strict):
             if task.contract is None and task.certification != "none":
                 raise ValueError(
                     f"tasks.{task_name} has no contract, but [certification] required = true: "
-                    f"give it a contract, or say `certification = \"none\"` in [tasks.{task_name}]"
+                    f'give it a contract, or say `certification = "none"` in [tasks.{task_name}]'
                     " to run it uncertified on purpose"
                 )
             if task.contract is not None and task.certification == "none":
-                raise ValueError(f"tasks.{task_name}: certification = \"none\" is for a task "
-                                 "without a contract; remove one of the two")
+                raise ValueError(
+                    f'tasks.{task_name}: certification = "none" is for a task '
+                    "without a contract; remove one of the two"
+                )
         return self
 
 

@@ -84,8 +84,9 @@ def _problem_of(error: Any) -> Problem:
     key = ".".join(loc)
     if error["type"] == "extra_forbidden" and loc:
         model = model_at(loc[:-1])
-        known = sorted(name for name, info in (model.model_fields if model else {}).items()
-                       if not info.exclude)
+        known = sorted(
+            name for name, info in (model.model_fields if model else {}).items() if not info.exclude
+        )
         hint = suggest(loc[-1], known)
         listed = f"; known keys here: {', '.join(known)}" if known else ""
         return Problem(key, f"unknown key{hint}{listed}")
@@ -104,10 +105,14 @@ def _unknown_providers(raw: dict[str, Any]) -> list[Problem]:
         named = task.get("providers", []) if isinstance(task, dict) else []
         for provider in named if isinstance(named, list) else []:
             if isinstance(provider, str) and provider not in providers:
-                problems.append(Problem(
-                    f"tasks.{name}.providers", f"{provider!r} is not a [providers.X] section"
-                    f"{suggest(provider, list(providers))}; configured: "
-                    f"{', '.join(sorted(providers))}"))  # fmt: skip
+                problems.append(
+                    Problem(
+                        f"tasks.{name}.providers",
+                        f"{provider!r} is not a [providers.X] section"
+                        f"{suggest(provider, list(providers))}; configured: "
+                        f"{', '.join(sorted(providers))}",
+                    )
+                )
     return problems
 
 
@@ -151,9 +156,17 @@ def _check_built(config: RouterConfig, report: CheckReport) -> None:
             report.problems.append(Problem(exc.key or f"tasks.{name}", exc.reason))
             continue
         task = config.tasks[name]
-        models = [(p, config.providers[p].model if p in config.providers else "(not configured)")
-                  for p in task.providers]  # fmt: skip
-        report.routes.append(Route(
-            task=name, contract=runtime.contract.name if runtime.contract else None,
-            side_effects="external" if runtime.policy.exclusive else "none",
-            providers=models, max_attempts=task.max_attempts, hedge_after=task.hedge_after))
+        models = [
+            (p, config.providers[p].model if p in config.providers else "(not configured)")
+            for p in task.providers
+        ]
+        report.routes.append(
+            Route(
+                task=name,
+                contract=runtime.contract.name if runtime.contract else None,
+                side_effects="external" if runtime.policy.exclusive else "none",
+                providers=models,
+                max_attempts=task.max_attempts,
+                hedge_after=task.hedge_after,
+            )
+        )

@@ -110,8 +110,9 @@ def _limits(info: FieldInfo) -> str:
     return ", ".join(found)
 
 
-def keys(model: type[BaseModel] = RouterConfig,
-         prefix: str = "") -> Iterator[tuple[str, FieldInfo]]:  # fmt: skip
+def keys(
+    model: type[BaseModel] = RouterConfig, prefix: str = ""
+) -> Iterator[tuple[str, FieldInfo]]:
     """Every key, depth first, with named tables as `NAME`."""
     for name, info in model.model_fields.items():
         if info.exclude:
@@ -144,6 +145,8 @@ def render_reference() -> str:
     ]
     for key, info in keys():
         text = description(key, info).replace("|", "\\|")
-        lines.append(f"| `{key}` | {_type_name(info.annotation)} | {_default(info)} | "
-                     f"{_limits(info)} | {text} |")
+        lines.append(
+            f"| `{key}` | {_type_name(info.annotation)} | {_default(info)} | "
+            f"{_limits(info)} | {text} |"
+        )
     return "\n".join(lines) + "\n"

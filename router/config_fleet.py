@@ -24,18 +24,29 @@ class DeliveryConfig(_Strict):
     """`nats_url` moves webhook delivery onto a JetStream stream (docs/operations.md)."""
 
     nats_url: str | None = Field(default=None, description="nats://host:port; unset: database")
-    stream: str = Field(default="JOBROUTER_EVENTS", pattern=r"^[A-Za-z0-9_-]+$",
-                        description="the JetStream stream, made if missing (work queue)")
-    subject: str = Field(default="jobrouter.events",
-                         pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$",
-                         description="the subject events are published on")
-    consumer: str = Field(default="jobrouter-webhooks", pattern=r"^[A-Za-z0-9_-]+$",
-                          description="the durable pull consumer every process shares")
-    dedupe_window: float = Field(default=120.0, gt=0, description="seconds JetStream remembers "
-                                 "a message id")  # fmt: skip
+    stream: str = Field(
+        default="JOBROUTER_EVENTS",
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="the JetStream stream, made if missing (work queue)",
+    )
+    subject: str = Field(
+        default="jobrouter.events",
+        pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$",
+        description="the subject events are published on",
+    )
+    consumer: str = Field(
+        default="jobrouter-webhooks",
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="the durable pull consumer every process shares",
+    )
+    dedupe_window: float = Field(
+        default=120.0, gt=0, description="seconds JetStream remembers a message id"
+    )
     ack_wait: float | None = Field(
-        default=None, gt=0,
-        description="seconds before an unacked message is redelivered; default timeout + 30")
+        default=None,
+        gt=0,
+        description="seconds before an unacked message is redelivered; default timeout + 30",
+    )
 
     @field_validator("nats_url")
     @classmethod
@@ -61,8 +72,7 @@ class TelemetryConfig(_Strict):
 
     otlp_endpoint: str | None = Field(default=None, description="http(s)://collector:4318")
     service_name: str = Field(default="jobrouter", description="the resource's service.name")
-    export_interval: float = Field(default=15.0, gt=0, description="seconds between metric "
-                                   "exports")  # fmt: skip
+    export_interval: float = Field(default=15.0, gt=0, description="seconds between metric exports")
 
     def resolved_endpoint(self, environ: Mapping[str, str] | None = None) -> str | None:
         env = os.environ if environ is None else environ

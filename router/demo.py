@@ -69,8 +69,9 @@ class InjectedFault:
             await asyncio.sleep(self.delay)
         return await self.inner.complete(request)
 
-    async def inspect_prompt(self, messages: tuple[Message, ...],
-                             output_schema: dict[str, Any] | None = None) -> PromptInspection:
+    async def inspect_prompt(
+        self, messages: tuple[Message, ...], output_schema: dict[str, Any] | None = None
+    ) -> PromptInspection:
         return await self.inner.inspect_prompt(messages, output_schema)  # type: ignore[attr-defined, no-any-return]
 
     async def close(self) -> None:
@@ -86,8 +87,9 @@ LIVE_ATTEMPT_TIMEOUT_S = 60.0
 
 async def story(url: str, record: bool) -> None:
     """The demo on the database at `url`: replayed, or (`record`) live and recorded."""
-    config = _with_attempt_timeout(load_config(CONFIG),
-                                   LIVE_ATTEMPT_TIMEOUT_S if record else REPLAY_ATTEMPT_TIMEOUT_S)
+    config = _with_attempt_timeout(
+        load_config(CONFIG), LIVE_ATTEMPT_TIMEOUT_S if record else REPLAY_ATTEMPT_TIMEOUT_S
+    )
     providers = build_providers(config, None)
     primary = InjectedFault(providers["primary"])
     providers["primary"] = primary
@@ -99,9 +101,12 @@ async def story(url: str, record: bool) -> None:
         with cassette(JOBS_CASSETTE, record=record):
             jobs = await _jobs(router, primary)
         if record:
-            write_meta(JOBS_CASSETTE.parent, provider=DEMO_GROUP,
-                       provider_fingerprint=demo_fingerprint(router.providers),
-                       contract_fingerprint=router.tasks["title"].contract_fingerprint)
+            write_meta(
+                JOBS_CASSETTE.parent,
+                provider=DEMO_GROUP,
+                provider_fingerprint=demo_fingerprint(router.providers),
+                contract_fingerprint=router.tasks["title"].contract_fingerprint,
+            )
         jobs = [await router.get(job.id) for job in jobs]
         _final_table(jobs, {j.id: await router.attempts(j.id) for j in jobs})
 
@@ -112,8 +117,9 @@ async def _certify(router: Router, record: bool) -> None:
     for pair in pairs:
         provider = router.providers[pair.provider]
         with recording(CASSETTES, False, provider, pair):  # certifications replay even here
-            await certify_pair(router.store, provider, pair,
-                               ttl_days=router.config.certification.ttl_days)
+            await certify_pair(
+                router.store, provider, pair, ttl_days=router.config.certification.ttl_days
+            )
     router.gate.forget()
     cells = await matrix(router.store, router.providers, pairs)
     print(render_matrix(cells))
@@ -136,28 +142,49 @@ async def _jobs(router: Router, primary: InjectedFault) -> list[Job]:
     except IdempotencyConflict as exc:
         console.print(f"[yellow]IdempotencyConflict[/yellow]: {exc}")
 
-    _scene(5, "The primary goes silent (injected): after the attempt timeout its attempt is "
-              "UNKNOWN, not failed; failover skips the uncertified gemma_chatml, lands on backup")
+    _scene(
+        5,
+        "The primary goes silent (injected): after the attempt timeout its attempt is "
+        "UNKNOWN, not failed; failover skips the uncertified gemma_chatml, lands on backup",
+    )
     primary.hang = True
-    silent = await _submit_and_show(router, "order-1002-title", "title",
-                                    {"listing": "Blue ceramic mug, 350 ml, dishwasher safe"})
+    silent = await _submit_and_show(
+        router,
+        "order-1002-title",
+        "title",
+        {"listing": "Blue ceramic mug, 350 ml, dishwasher safe"},
+    )
     primary.hang = False
     for event in await router.events(silent.id):
         if event.kind is EventKind.PROVIDER_SKIPPED:
             console.print(f"event {event.seq} provider.skipped: {event.data}")
 
-    _scene(6, "Hedging: the primary is slow (injected); after 0.5 s of silence the backup "
-              "starts, answers first and wins; the primary's attempt is cancelled")
+    _scene(
+        6,
+        "Hedging: the primary is slow (injected); after 0.5 s of silence the backup "
+        "starts, answers first and wins; the primary's attempt is cancelled",
+    )
     primary.delay = 30.0
-    hedged = await _submit_and_show(router, "order-1003-title", "title_hedged",
-                                    {"listing": "Wollsocken aus Merino, Größe 39-42, grau"})
+    hedged = await _submit_and_show(
+        router,
+        "order-1003-title",
+        "title_hedged",
+        {"listing": "Wollsocken aus Merino, Größe 39-42, grau"},
+    )
     primary.delay = 0.0
 
-    _scene(7, "The silent primary's answer turns up after all: an operator reports it, and it "
-              "loses the compare-and-swap (recorded lost; the job's result does not change)")
+    _scene(
+        7,
+        "The silent primary's answer turns up after all: an operator reports it, and it "
+        "loses the compare-and-swap (recorded lost; the job's result does not change)",
+    )
     unknown = next(a for a in await router.attempts(silent.id) if a.state == "unknown")
-    after = await router.resolve(unknown.id, "succeeded", {"title": "Blue ceramic mug 350 ml"},
-                                 note="the primary's log shows it answered at last")
+    after = await router.resolve(
+        unknown.id,
+        "succeeded",
+        {"title": "Blue ceramic mug 350 ml"},
+        note="the primary's log shows it answered at last",
+    )
     print_job(console, after, await router.attempts(silent.id))
     return [first, silent, hedged]
 
@@ -182,12 +209,16 @@ async def _recorded_attempts(router: Router, job_id: str) -> list[Any]:
 
 def what_runs(record: bool) -> str:
     """What the screen shows, said truthfully: which calls are live and which are replayed."""
-    certs = (f"certifications: REPLAYED from {_shown(CASSETTES)}/<provider>/<contract>/"
-             f"certify.yaml (recorded live with their {LIVE_RECORD}; re-record: jobrouter "
-             "contracts run --record)")
+    certs = (
+        f"certifications: REPLAYED from {_shown(CASSETTES)}/<provider>/<contract>/"
+        f"certify.yaml (recorded live with their {LIVE_RECORD}; re-record: jobrouter "
+        "contracts run --record)"
+    )
     if record:
-        jobs = (f"job calls: LIVE against the local llama.cpp servers (Gemma 3 270M), recorded "
-                f"to {_shown(JOBS_CASSETTE)}")
+        jobs = (
+            f"job calls: LIVE against the local llama.cpp servers (Gemma 3 270M), recorded "
+            f"to {_shown(JOBS_CASSETTE)}"
+        )
     else:
         jobs = f"job calls: REPLAYED from {_shown(JOBS_CASSETTE)}; no model runs"
     return f"{certs}\n{jobs}\ninjected on top (said so at each scene): a silent and a slow primary"
@@ -207,8 +238,11 @@ def conclusion(cells: list[Cell]) -> list[str]:
         row = [c for c in cells if c.contract == contract]
         passed = [c.provider for c in row if c.status.valid]
         refused = [f"{c.provider} ({_why(c)})" for c in row if not c.status.valid]
-        head = (f"{contract}: certified {', '.join(passed)}" if passed
-                else f"{contract}: NO certified provider, its jobs would not run")
+        head = (
+            f"{contract}: certified {', '.join(passed)}"
+            if passed
+            else f"{contract}: NO certified provider, its jobs would not run"
+        )
         lines.append(head + (f"; refused {', '.join(refused)}" if refused else ""))
     return lines
 
@@ -225,8 +259,10 @@ def _why(cell: Cell) -> str:
 
 
 def _with_attempt_timeout(config: RouterConfig, seconds: float) -> RouterConfig:
-    tasks = {name: task.model_copy(update={"attempt_timeout": seconds})
-             for name, task in config.tasks.items()}  # fmt: skip
+    tasks = {
+        name: task.model_copy(update={"attempt_timeout": seconds})
+        for name, task in config.tasks.items()
+    }
     return config.model_copy(update={"tasks": tasks})
 
 
@@ -238,11 +274,19 @@ def _final_table(jobs: list[Job], attempts: dict[str, list[Any]]) -> None:
     _scene(8, "Jobs and their attempts")
     table = Table("job", "key", "state", "v", "attempts (seq provider state)", "result")
     for job in jobs:
-        rows = "\n".join(f"{a.seq} {a.provider} {a.state}"
-                         + (" (winner)" if a.id == job.winner_attempt_id else "")
-                         for a in attempts[job.id])  # fmt: skip
-        table.add_row(job.id[-8:], job.idempotency_key, str(job.state), str(job.version), rows,
-                      str(job.result))
+        rows = "\n".join(
+            f"{a.seq} {a.provider} {a.state}"
+            + (" (winner)" if a.id == job.winner_attempt_id else "")
+            for a in attempts[job.id]
+        )
+        table.add_row(
+            job.id[-8:],
+            job.idempotency_key,
+            str(job.state),
+            str(job.version),
+            rows,
+            str(job.result),
+        )
     console.print(table)
 
 

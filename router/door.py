@@ -27,10 +27,22 @@ from router.models import canonical_json
 from router.tasks import ALLOWED_PARAMS, TaskRuntime
 
 # Keys a caller may not put in `params` because certification fixed them (others: not known).
-FIXED_BY_CERTIFICATION = frozenset({
-    "temperature", "seed", "top_p", "top_k", "min_p", "response_format", "frequency_penalty",
-    "presence_penalty", "repetition_penalty", "logit_bias", "stop", "n",
-})  # fmt: skip
+FIXED_BY_CERTIFICATION = frozenset(
+    {
+        "temperature",
+        "seed",
+        "top_p",
+        "top_k",
+        "min_p",
+        "response_format",
+        "frequency_penalty",
+        "presence_penalty",
+        "repetition_penalty",
+        "logit_bias",
+        "stop",
+        "n",
+    }
+)
 _VALUE_CHARS = 80
 
 
@@ -47,13 +59,22 @@ def admit(
 ) -> CompletionRequest:
     """The provider request for this job, or `JobRefused` saying what to fix."""
     if not isinstance(input, Mapping):
-        raise JobRefused(field="input", value=_show(input), slug="input-invalid",
-                         reason="the input must be a JSON object",
-                         hint="send an object such as {\"product\": {\"name\": \"tea\"}}")
+        raise JobRefused(
+            field="input",
+            value=_show(input),
+            slug="input-invalid",
+            reason="the input must be a JSON object",
+            hint='send an object such as {"product": {"name": "tea"}}',
+        )
     params = params if params is not None else {}
     if not isinstance(params, Mapping):
-        raise JobRefused(field="params", value=_show(params), slug="params-refused",
-                         reason="params must be a JSON object", hint="send {} or leave it out")
+        raise JobRefused(
+            field="params",
+            value=_show(params),
+            slug="params-refused",
+            reason="params must be a JSON object",
+            hint="send {} or leave it out",
+        )
     _check_shape("input", input, limits)
     _check_shape("params", params, limits)
     _check_size(input, params, limits)
@@ -62,9 +83,13 @@ def admit(
     try:
         return runtime.build_request(input, params)
     except Exception as exc:  # RenderError and friends: the prompt cannot be made from it
-        raise JobRefused(field="input", value=_show(input), slug="input-invalid",
-                         reason=f"the provider request cannot be built: {exc}",
-                         hint="send the fields the task's prompt uses") from exc
+        raise JobRefused(
+            field="input",
+            value=_show(input),
+            slug="input-invalid",
+            reason=f"the provider request cannot be built: {exc}",
+            hint="send the fields the task's prompt uses",
+        ) from exc
 
 
 def _check_shape(name: str, root: Any, limits: DoorLimits) -> None:
@@ -73,17 +98,30 @@ def _check_shape(name: str, root: Any, limits: DoorLimits) -> None:
         path, value, depth = stack.pop()
         if isinstance(value, Mapping | list):
             if depth > limits.max_depth:
-                raise JobRefused(field=path, value="<nested deeper>", slug="input-too-deep",
-                                 reason=f"nested more than {limits.max_depth} levels",
-                                 hint="flatten the value, or raise [submit] max_input_depth")
+                raise JobRefused(
+                    field=path,
+                    value="<nested deeper>",
+                    slug="input-too-deep",
+                    reason=f"nested more than {limits.max_depth} levels",
+                    hint="flatten the value, or raise [submit] max_input_depth",
+                )
             children = value.items() if isinstance(value, Mapping) else enumerate(value)
             for key, child in children:
                 if isinstance(value, Mapping) and not isinstance(key, str):
-                    raise JobRefused(field=path, value=_show(key), slug=f"{name}-invalid",
-                                     reason="object keys must be strings",
-                                     hint="use JSON objects only")
-                stack.append((f"{path}.{key}" if isinstance(key, str) else f"{path}[{key}]",
-                              child, depth + 1))
+                    raise JobRefused(
+                        field=path,
+                        value=_show(key),
+                        slug=f"{name}-invalid",
+                        reason="object keys must be strings",
+                        hint="use JSON objects only",
+                    )
+                stack.append(
+                    (
+                        f"{path}.{key}" if isinstance(key, str) else f"{path}[{key}]",
+                        child,
+                        depth + 1,
+                    )
+                )
         else:
             _check_scalar(name, path, value)
 
@@ -91,8 +129,13 @@ def _check_shape(name: str, root: Any, limits: DoorLimits) -> None:
 def _check_scalar(name: str, path: str, value: Any) -> None:
     if value is None or isinstance(value, bool | int | str):
         if isinstance(value, str) and not _encodable(value):
-            raise JobRefused(field=path, value="<lone surrogate>", slug=f"{name}-invalid",
-                             reason="strings must be valid Unicode", hint="send UTF-8 text")
+            raise JobRefused(
+                field=path,
+                value="<lone surrogate>",
+                slug=f"{name}-invalid",
+                reason="strings must be valid Unicode",
+                hint="send UTF-8 text",
+            )
         return
     if isinstance(value, float):
         if math.isfinite(value):
@@ -100,9 +143,13 @@ def _check_scalar(name: str, path: str, value: Any) -> None:
         reason = "numbers must be finite: JSON has no NaN or Infinity"
     else:
         reason = f"{type(value).__name__} is not a JSON value"
-    raise JobRefused(field=path, value=_show(value), slug=f"{name}-invalid", reason=reason,
-                     hint="send only JSON values (objects, arrays, strings, numbers, booleans, "
-                     "null)")
+    raise JobRefused(
+        field=path,
+        value=_show(value),
+        slug=f"{name}-invalid",
+        reason=reason,
+        hint="send only JSON values (objects, arrays, strings, numbers, booleans, null)",
+    )
 
 
 def _encodable(text: str) -> bool:
@@ -116,25 +163,36 @@ def _encodable(text: str) -> bool:
 def _check_size(input: Mapping[str, Any], params: Mapping[str, Any], limits: DoorLimits) -> None:
     size = len(canonical_json({"input": input, "params": params}).encode("utf-8"))
     if size > limits.max_bytes:
-        raise JobRefused(field="input", value=f"{size} bytes of JSON", slug="input-too-large",
-                         reason=f"input and params exceed {limits.max_bytes} bytes",
-                         hint="send less (a reference instead of the content), or raise "
-                         "[submit] max_input_bytes")
+        raise JobRefused(
+            field="input",
+            value=f"{size} bytes of JSON",
+            slug="input-too-large",
+            reason=f"input and params exceed {limits.max_bytes} bytes",
+            hint="send less (a reference instead of the content), or raise "
+            "[submit] max_input_bytes",
+        )
 
 
 def _check_params(runtime: TaskRuntime, params: Mapping[str, Any]) -> None:
     for key, value in sorted(params.items()):
         field = f"params.{key}"
         if key in FIXED_BY_CERTIFICATION:
-            raise JobRefused(field=field, value=_show(value), slug="params-refused",
-                             reason="fixed by the contract's certification; a job may not "
-                             "change how a certified provider samples",
-                             hint="remove it (change the contract and certify it again "
-                             "instead)")
+            raise JobRefused(
+                field=field,
+                value=_show(value),
+                slug="params-refused",
+                reason="fixed by the contract's certification; a job may not "
+                "change how a certified provider samples",
+                hint="remove it (change the contract and certify it again instead)",
+            )
         if key not in ALLOWED_PARAMS:
-            raise JobRefused(field=field, value=_show(value), slug="params-refused",
-                             reason="not an accepted parameter",
-                             hint=f"params may hold only: {', '.join(sorted(ALLOWED_PARAMS))}")
+            raise JobRefused(
+                field=field,
+                value=_show(value),
+                slug="params-refused",
+                reason="not an accepted parameter",
+                hint=f"params may hold only: {', '.join(sorted(ALLOWED_PARAMS))}",
+            )
     if "max_tokens" in params:
         _check_max_tokens(runtime, params["max_tokens"])
 
@@ -145,9 +203,13 @@ def _check_max_tokens(runtime: TaskRuntime, value: Any) -> None:
     if valid and (ceiling is None or value <= ceiling):
         return
     limit = f"1 to {ceiling} (the contract's sampling.max_tokens)" if ceiling else "at least 1"
-    raise JobRefused(field="params.max_tokens", value=_show(value), slug="params-refused",
-                     reason=f"must be a whole number from {limit}",
-                     hint="lower it or leave it out; more than the contract's is not certified")
+    raise JobRefused(
+        field="params.max_tokens",
+        value=_show(value),
+        slug="params-refused",
+        reason=f"must be a whole number from {limit}",
+        hint="lower it or leave it out; more than the contract's is not certified",
+    )
 
 
 def _check_input(runtime: TaskRuntime, input: Mapping[str, Any]) -> None:
@@ -159,11 +221,14 @@ def _check_input(runtime: TaskRuntime, input: Mapping[str, Any]) -> None:
     if problems:
         where, _, what = problems[0].partition(": ")
         field = "input" if where in ("$", "") else f"input.{where}"
-        raise JobRefused(field=field, value=_show(_at(input, where)), slug="input-invalid",
-                         reason=f"does not match the input_schema of contract "
-                         f"{runtime.contract.name!r}: {what}",
-                         hint="fix the input to fit the contract's input_schema",
-                         errors=problems)
+        raise JobRefused(
+            field=field,
+            value=_show(_at(input, where)),
+            slug="input-invalid",
+            reason=f"does not match the input_schema of contract {runtime.contract.name!r}: {what}",
+            hint="fix the input to fit the contract's input_schema",
+            errors=problems,
+        )
 
 
 def _at(root: Any, dotted: str) -> Any:
@@ -183,4 +248,4 @@ def _show(value: Any) -> str:
         text = canonical_json(value)
     except (TypeError, ValueError):
         text = repr(value)
-    return text if len(text) <= _VALUE_CHARS else text[:_VALUE_CHARS - 3] + "..."
+    return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 3] + "..."

@@ -90,10 +90,18 @@ class Worker:
 
 class JobDriver:
     def __init__(
-        self, job: Job, task: TaskRuntime, *, store: SqlStore, health: ProviderHealth,
-        providers: Mapping[str, Provider], worker: Worker, started: Attempt | None = None,
-        noted: Sequence[NewEvent] = (), request: CompletionRequest | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        job: Job,
+        task: TaskRuntime,
+        *,
+        store: SqlStore,
+        health: ProviderHealth,
+        providers: Mapping[str, Provider],
+        worker: Worker,
+        started: Attempt | None = None,
+        noted: Sequence[NewEvent] = (),
+        request: CompletionRequest | None = None,
+    ) -> None:
         """`started`: the job's first attempt, already recorded (with `noted`, the refusals
         recorded with it) by the transaction that created the job; it is called at once with
         `request`, the request the door built for the job (given with `started`)."""
@@ -140,16 +148,20 @@ class JobDriver:
         reason: str | None = None
         try:
             while not self.job.state.settled:
-                step = await persist(lambda: next_step(self.health, self.task, self.attempts,
-                                                       self.deadline))
+                step = await persist(
+                    lambda: next_step(self.health, self.task, self.attempts, self.deadline)
+                )
                 notes = [n for n in step.refusals() if n.data["provider"] not in self._noted]
                 if not await self._carry_out(step.decision, notes):
                     return
             reason = "the job ended before this attempt answered"
         except Exception:
             if self.in_flight:
-                log.exception("job %s: driving it failed; letting %d call(s) in flight end",
-                              self.job.id, len(self.in_flight))
+                log.exception(
+                    "job %s: driving it failed; letting %d call(s) in flight end",
+                    self.job.id,
+                    len(self.in_flight),
+                )
                 await asyncio.gather(*self.in_flight.values(), return_exceptions=True)
             raise
         finally:
@@ -173,9 +185,15 @@ class JobDriver:
         if isinstance(decision, Start):
             await self._start(decision, notes)
         elif isinstance(decision, Finish):
-            self.job = await persist(lambda: self.store.settle_job(
-                self.job.id, decision.state, error=decision.error, notes=notes,
-                error_detail=decision.detail))
+            self.job = await persist(
+                lambda: self.store.settle_job(
+                    self.job.id,
+                    decision.state,
+                    error=decision.error,
+                    notes=notes,
+                    error_detail=decision.detail,
+                )
+            )
         elif self.in_flight:
             await self._wait_in_flight(decision.until)
         else:
@@ -189,12 +207,25 @@ class JobDriver:
             return  # another process took the circuit's single probe: decide again
         try:
             job, attempt = await self.store.start_attempt(
-                self.job.id, provider=decision.provider, model=provider.model,
-                worker=self.worker.id, lease_s=self._lease_s(decision.provider),
+                self.job.id,
+                provider=decision.provider,
+                model=provider.model,
+                worker=self.worker.id,
+                lease_s=self._lease_s(decision.provider),
                 exclusive=self.task.policy.exclusive,
-                notes=[*notes, *([NewEvent(kind=EventKind.ATTEMPT_HEDGED, data={
-                    "provider": decision.provider})] if decision.hedge else [])],
-            )  # fmt: skip
+                notes=[
+                    *notes,
+                    *(
+                        [
+                            NewEvent(
+                                kind=EventKind.ATTEMPT_HEDGED, data={"provider": decision.provider}
+                            )
+                        ]
+                        if decision.hedge
+                        else []
+                    ),
+                ],
+            )
         except InvalidTransition:  # cancelled or resolved meanwhile: look again
             await self._refresh()
             return
@@ -214,8 +245,12 @@ class JobDriver:
     async def _adopt_after(self, error: BaseException, provider: str) -> None:
         """`start_attempt` failed in a way that may have committed (a lost COMMIT
         acknowledgement): read the attempts again and adopt the one it may have written."""
-        log.warning("job %s: starting an attempt on %s failed (%s); reading it back",
-                    self.job.id, provider, error)
+        log.warning(
+            "job %s: starting an attempt on %s failed (%s); reading it back",
+            self.job.id,
+            provider,
+            error,
+        )
         await self._refresh()
         self._adopt_orphans()
 
@@ -224,10 +259,16 @@ class JobDriver:
         `InHand`). Left alone, each would wait for its lease to expire and end
         `unknown`, although its provider never received the request."""
         for attempt in self.attempts:
-            if (attempt.state is AttemptState.STARTED and attempt.worker == self.worker.id
-                    and self.worker.in_hand.never_called(attempt.id)):
-                log.warning("job %s: attempt %s was written here and never called; calling it",
-                            self.job.id, attempt.id)
+            if (
+                attempt.state is AttemptState.STARTED
+                and attempt.worker == self.worker.id
+                and self.worker.in_hand.never_called(attempt.id)
+            ):
+                log.warning(
+                    "job %s: attempt %s was written here and never called; calling it",
+                    self.job.id,
+                    attempt.id,
+                )
                 self._launch(attempt)
 
     def _see(self, job: Job) -> None:
@@ -238,7 +279,8 @@ class JobDriver:
     async def _wait_in_flight(self, until: float | None) -> None:
         timeout = None if until is None else max(0.0, until - time.time())
         done, _ = await asyncio.wait(
-            self.in_flight.values(), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            self.in_flight.values(), timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
         if not done:
             return
         for attempt_id, task in list(self.in_flight.items()):
@@ -251,14 +293,22 @@ class JobDriver:
     async def _park(self, decision: Wait, notes: list[NewEvent]) -> None:
         """Nothing can run now: note it once and give the job back until `until`."""
         if not self._waiting_noted:
-            await persist(lambda: self.store.note(self.job.id, [*notes, NewEvent(
-                kind=EventKind.JOB_WAITING,
-                data={"reason": decision.reason, "until": decision.until})]))
+            await persist(
+                lambda: self.store.note(
+                    self.job.id,
+                    [
+                        *notes,
+                        NewEvent(
+                            kind=EventKind.JOB_WAITING,
+                            data={"reason": decision.reason, "until": decision.until},
+                        ),
+                    ],
+                )
+            )
             self._waiting_noted = True
         until = decision.until
         delay = self.worker.poll_s if until is None else until - time.time()
-        await persist(lambda: self.store.release(self.job.id, self.worker.id,
-                                                 max(0.0, delay)))
+        await persist(lambda: self.store.release(self.job.id, self.worker.id, max(0.0, delay)))
 
     async def _refresh(self) -> None:
         job = await persist(lambda: self.store.get_job(self.job.id))
@@ -280,8 +330,13 @@ class JobDriver:
             if attempt_id not in self.ended and attempt_id not in self.calling:
                 # Cancelled before its task ever ran: the provider was never called.
                 attempt = next(a for a in self.attempts if a.id == attempt_id)
-                await self._end(attempt, AttemptState.CANCELLED, ErrorKind.NOT_SENT,
-                                time.perf_counter(), NOT_CALLED)
+                await self._end(
+                    attempt,
+                    AttemptState.CANCELLED,
+                    ErrorKind.NOT_SENT,
+                    time.perf_counter(),
+                    NOT_CALLED,
+                )
         self.in_flight.clear()
 
     def _timeout_s(self, provider: str) -> float | None:
@@ -311,9 +366,14 @@ class JobDriver:
             request = self.task.for_attempt(self.request, self.job, timeout)
         except Exception as exc:  # nothing was sent: a definite not_sent failure
             self.answered.add(attempt.id)
-            await self._end(attempt, AttemptState.FAILED, ErrorKind.NOT_SENT, began,
-                            "the request could not be built, nothing was sent",
-                            detail=f"the request could not be built, nothing was sent: {exc}")
+            await self._end(
+                attempt,
+                AttemptState.FAILED,
+                ErrorKind.NOT_SENT,
+                began,
+                "the request could not be built, nothing was sent",
+                detail=f"the request could not be built, nothing was sent: {exc}",
+            )
             return
         self.calling.add(attempt.id)
         self.worker.in_hand.calls_begun.add(attempt.id)
@@ -324,59 +384,86 @@ class JobDriver:
             self.answered.add(attempt.id)
             message = f"no answer within {timeout:.1f}s: the request may have run"
             await self.health.record(
-                attempt.provider, OutcomeUnknown(message, provider=attempt.provider))
-            await self._end(attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began, message,
-                            timed_out=True)
+                attempt.provider, OutcomeUnknown(message, provider=attempt.provider)
+            )
+            await self._end(
+                attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began, message, timed_out=True
+            )
         except ProviderError as exc:
             self.answered.add(attempt.id)
             await self.health.record(attempt.provider, exc)
-            await self._failed(attempt, exc.kind, began, provider_failure(exc), output=exc.answer,
-                               detail=str(exc))
+            await self._failed(
+                attempt, exc.kind, began, provider_failure(exc), output=exc.answer, detail=str(exc)
+            )
         except asyncio.CancelledError:
             await self._end_cancelled(attempt, began)
             raise
         except CassetteMiss:
             self.answered.add(attempt.id)
             log.error("cassette miss in attempt %s: recording is incomplete", attempt.id)
-            await self._end(attempt, AttemptState.UNKNOWN, "cassette_miss", began,
-                            "request not in the cassette")
+            await self._end(
+                attempt, AttemptState.UNKNOWN, "cassette_miss", began, "request not in the cassette"
+            )
             raise
         except Exception as exc:  # a provider bug: we cannot know whether it ran (I3)
             self.answered.add(attempt.id)
             log.exception("provider %s raised unexpectedly", attempt.provider)
-            await self._end(attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began,
-                            f"provider {attempt.provider} failed unexpectedly: the outcome is "
-                            "unknown", detail=scrub(f"provider raised {type(exc).__name__}: {exc}"))
+            await self._end(
+                attempt,
+                AttemptState.UNKNOWN,
+                ErrorKind.UNKNOWN,
+                began,
+                f"provider {attempt.provider} failed unexpectedly: the outcome is unknown",
+                detail=scrub(f"provider raised {type(exc).__name__}: {exc}"),
+            )
         else:
             self.answered.add(attempt.id)
             await self.health.record(attempt.provider, None)
             await self._succeed(attempt, completion, began)
 
-    async def _failed(self, attempt: Attempt, kind: ErrorKind, began: float, error: str,
-                      output: Any = None, detail: str | None = None) -> None:
+    async def _failed(
+        self,
+        attempt: Attempt,
+        kind: ErrorKind,
+        began: float,
+        error: str,
+        output: Any = None,
+        detail: str | None = None,
+    ) -> None:
         """A failed call, recorded as what it proves (`policy.ended_state`): `error` is its
         summary, `detail` what the provider said (router/disclosure.py)."""
         state = ended_state(kind, exclusive=self.task.policy.exclusive)
         if kind is ErrorKind.REJECTED and state is AttemptState.UNKNOWN:
-            error += ("; the provider may have acted and the task is exclusive: check it, then "
-                      "resolve this attempt (succeeded with the result, or failed)")
+            error += (
+                "; the provider may have acted and the task is exclusive: check it, then "
+                "resolve this attempt (succeeded with the result, or failed)"
+            )
         await self._end(attempt, state, kind, began, error, output=output, detail=detail)
 
     async def _succeed(self, attempt: Attempt, completion: Completion, began: float) -> None:
         problems = self.task.output_problems(completion.output)
         if problems:
-            await self._failed(attempt, ErrorKind.REJECTED, began,
-                               broken_contract(attempt.provider), output=completion.output,
-                               detail="output breaks the contract: " + "; ".join(problems[:3]))
+            await self._failed(
+                attempt,
+                ErrorKind.REJECTED,
+                began,
+                broken_contract(attempt.provider),
+                output=completion.output,
+                detail="output breaks the contract: " + "; ".join(problems[:3]),
+            )
             return
         usage = completion.usage
         cost = AttemptUsage(
-            latency_ms=(time.perf_counter() - began) * 1000, model=completion.model,
-            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-            cost_usd=usage.cost_usd)  # fmt: skip
+            latency_ms=(time.perf_counter() - began) * 1000,
+            model=completion.model,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cost_usd=usage.cost_usd,
+        )
         try:
             outcome = await persist(
-                lambda: self.store.finish_attempt_cas(attempt.id, completion.output, cost))
+                lambda: self.store.finish_attempt_cas(attempt.id, completion.output, cost)
+            )
         except Exception as exc:
             if not is_transient(exc):
                 raise
@@ -385,27 +472,48 @@ class JobDriver:
         if outcome.won:
             self._see(outcome.job)
         else:
-            log.info("attempt %s of job %s lost the race to %s", attempt.id, self.job.id,
-                     outcome.job.winner_attempt_id)
+            log.info(
+                "attempt %s of job %s lost the race to %s",
+                attempt.id,
+                self.job.id,
+                outcome.job.winner_attempt_id,
+            )
         self.ended[attempt.id] = outcome.attempt
         self.worker.metric(outcome.attempt, False)
 
-    async def _unrecorded(self, attempt: Attempt, output: Any, usage: AttemptUsage,
-                          error: BaseException) -> None:
+    async def _unrecorded(
+        self, attempt: Attempt, output: Any, usage: AttemptUsage, error: BaseException
+    ) -> None:
         """The answer's result could not be recorded: keep the answer on its attempt, marked
         unknown ("answered; result could not be recorded") for an operator to resolve with it;
         if even that cannot be written, the answer goes to the log, whole, at CRITICAL."""
-        summary = ("answered; the result could not be recorded: resolve this attempt as "
-                   "succeeded with its output")
-        message = (f"answered; the result could not be recorded ({error}): resolve this "
-                   "attempt as succeeded with its output")
+        summary = (
+            "answered; the result could not be recorded: resolve this attempt as "
+            "succeeded with its output"
+        )
+        message = (
+            f"answered; the result could not be recorded ({error}): resolve this "
+            "attempt as succeeded with its output"
+        )
         try:
-            done = await persist(lambda: self.store.finish_attempt(
-                attempt.id, AttemptState.UNKNOWN, error_kind=UNRECORDED, error=summary,
-                usage=usage, output=output, error_detail=message))  # fmt: skip
+            done = await persist(
+                lambda: self.store.finish_attempt(
+                    attempt.id,
+                    AttemptState.UNKNOWN,
+                    error_kind=UNRECORDED,
+                    error=summary,
+                    usage=usage,
+                    output=output,
+                    error_detail=message,
+                )
+            )
         except Exception:
-            log.critical("attempt %s of job %s answered but nothing could be recorded; its "
-                         "output: %s", attempt.id, self.job.id, canonical_json(output))
+            log.critical(
+                "attempt %s of job %s answered but nothing could be recorded; its output: %s",
+                attempt.id,
+                self.job.id,
+                canonical_json(output),
+            )
             raise
         log.error("attempt %s of job %s: %s", attempt.id, self.job.id, message)
         self.ended[attempt.id] = done
@@ -414,22 +522,40 @@ class JobDriver:
     async def _end_cancelled(self, attempt: Attempt, began: float) -> None:
         reason = self.cancel_reasons.get(attempt.id)
         if reason is None:  # the router is shutting down: we do not know what the provider did
-            await self._end(attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began,
-                            "the router stopped while the request was in flight; the provider "
-                            "may have acted")
+            await self._end(
+                attempt,
+                AttemptState.UNKNOWN,
+                ErrorKind.UNKNOWN,
+                began,
+                "the router stopped while the request was in flight; the provider may have acted",
+            )
         else:
             await self._end(attempt, AttemptState.CANCELLED, "cancelled", began, reason)
 
     async def _end(
-        self, attempt: Attempt, state: AttemptState, kind: str, began: float, error: str,
-        timed_out: bool = False, output: Any = None, detail: str | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        attempt: Attempt,
+        state: AttemptState,
+        kind: str,
+        began: float,
+        error: str,
+        timed_out: bool = False,
+        output: Any = None,
+        detail: str | None = None,
+    ) -> None:
         """Record an attempt's end: `error` is the summary anyone may read, `detail` the raw
         text behind it (operators only, router/disclosure.py)."""
         usage = AttemptUsage(latency_ms=(time.perf_counter() - began) * 1000)
-        done = await persist(lambda: self.store.finish_attempt(
-            attempt.id, state, error_kind=kind, error=error, usage=usage, output=output,
-            error_detail=detail))
+        done = await persist(
+            lambda: self.store.finish_attempt(
+                attempt.id,
+                state,
+                error_kind=kind,
+                error=error,
+                usage=usage,
+                output=output,
+                error_detail=detail,
+            )
+        )
         self.ended[attempt.id] = done
         self.worker.metric(done, timed_out)
-

@@ -50,9 +50,12 @@ class Launch:
     committed (`created`, the store's `on_created`). `close` gives an unused slot back."""
 
     def __init__(
-        self, engine: Engine, first: AttemptStart | None = None, slot: Reservation | None = None,
+        self,
+        engine: Engine,
+        first: AttemptStart | None = None,
+        slot: Reservation | None = None,
         request: CompletionRequest | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._engine = engine
         self.first = first
         self._slot = slot
@@ -134,9 +137,12 @@ class Engine:
         if provider is None:
             return None
         return AttemptStart(
-            provider, self.providers[provider].model, self.worker_id,
-            self.worker.limits.lease_s(task, provider, deadline), tuple(step.refusals()),
-        )  # fmt: skip
+            provider,
+            self.providers[provider].model,
+            self.worker_id,
+            self.worker.limits.lease_s(task, provider, deadline),
+            tuple(step.refusals()),
+        )
 
     async def _claim_eligibility(self) -> dict[str, dict[str, Eligibility]]:
         """The eligibility of every task that may repeat, read before a claiming transaction
@@ -152,12 +158,19 @@ class Engine:
                 log.exception("eligibility for task %s unknown: its driver decides", name)
         return eligibility
 
-    def _run_started(self, job: Job, attempt: Attempt, first: AttemptStart, slot: Reservation,
-                     request: CompletionRequest | None = None) -> None:
+    def _run_started(
+        self,
+        job: Job,
+        attempt: Attempt,
+        first: AttemptStart,
+        slot: Reservation,
+        request: CompletionRequest | None = None,
+    ) -> None:
         """Drive a job committed together with its first attempt, on the slot reserved for it;
         `request`: its provider request when the door built it (else the driver builds it)."""
         self._active[job.id] = asyncio.create_task(
-            self._drive(job, attempt, first, request), name=f"job-{job.id}")
+            self._drive(job, attempt, first, request), name=f"job-{job.id}"
+        )
         slot.handed_over()
 
     def is_driving(self, job_id: str) -> bool:
@@ -221,23 +234,36 @@ class Engine:
             if job.id not in self._active:
                 await self._slots.take()  # still in _queued meanwhile: its claim is renewed
                 self._active[job.id] = asyncio.create_task(
-                    self._drive(job, claimed.attempt, claimed.first), name=f"job-{job.id}")
+                    self._drive(job, claimed.attempt, claimed.first), name=f"job-{job.id}"
+                )
             self._queued.discard(job.id)
 
     async def _drive(
-        self, job: Job, started: Attempt | None = None, first: AttemptStart | None = None,
+        self,
+        job: Job,
+        started: Attempt | None = None,
+        first: AttemptStart | None = None,
         request: CompletionRequest | None = None,
     ) -> None:
         try:
             task = self.tasks.get(job.task)
             if task is None:
-                log.error("job %s has task %r, which this router does not configure", job.id,
-                          job.task)
+                log.error(
+                    "job %s has task %r, which this router does not configure", job.id, job.task
+                )
                 await self.store.release(job.id, self.worker_id, self.settings.claim_s)
                 return
-            await JobDriver(job, task, store=self.store, health=self.health,
-                            providers=self.providers, worker=self.worker, started=started,
-                            noted=first.notes if first else (), request=request).run()
+            await JobDriver(
+                job,
+                task,
+                store=self.store,
+                health=self.health,
+                providers=self.providers,
+                worker=self.worker,
+                started=started,
+                noted=first.notes if first else (),
+                request=request,
+            ).run()
         except asyncio.CancelledError:
             raise
         except Exception:  # keep the worker alive; the claim expires and the job is retried
@@ -297,8 +323,9 @@ class Engine:
                     self._enqueue(item)
 
         try:
-            claimed = await self.store.claim_runnable(self.worker_id, self.settings.claim_s,
-                                                      free, first, take)  # fmt: skip
+            claimed = await self.store.claim_runnable(
+                self.worker_id, self.settings.claim_s, free, first, take
+            )
         finally:
             for slot in slots.values():  # not committed: the attempts chosen were never
                 slot.give_back()  # written (a slot handed over stays with its driver)
@@ -309,7 +336,11 @@ class Engine:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.store.renew(self.worker_id, [*self._active, *self._queued],
-                                       self.settings.lease_s, self.settings.claim_s)
+                await self.store.renew(
+                    self.worker_id,
+                    [*self._active, *self._queued],
+                    self.settings.lease_s,
+                    self.settings.claim_s,
+                )
             except Exception:
                 log.exception("heartbeat failed")

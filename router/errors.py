@@ -55,9 +55,15 @@ class JobRefused(JobRouterError):
     `errors` lists every problem found when there are several (schema errors)."""
 
     def __init__(
-        self, *, field: str, value: str, reason: str, hint: str, slug: str = "job-refused",
+        self,
+        *,
+        field: str,
+        value: str,
+        reason: str,
+        hint: str,
+        slug: str = "job-refused",
         errors: list[str] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(f"{field}: {reason} (got {value}); {hint}")
         self.field = field
         self.value = value

@@ -39,19 +39,26 @@ def build_delivery(store: SqlStore, config: RouterConfig) -> Delivery | None:
         raise ConfigError(
             f"[outbox] claim ({config.outbox.claim}s) must be shorter than [delivery] "
             f"dedupe_window ({delivery.dedupe_window}s), or an event whose relay died before "
-            "marking it published could reach the receiver twice", key="delivery.dedupe_window")
+            "marking it published could reach the receiver twice",
+            key="delivery.dedupe_window",
+        )
     try:
         import nats  # noqa: F401  (fail here, with the remedy, not in the background)
 
         from router.bus_nats import BusSettings, NatsDelivery
     except ImportError as exc:
-        raise ConfigError("delivery through NATS needs the extra: pip install "
-                          "'jobrouter[nats]'", key="delivery.nats_url") from exc
+        raise ConfigError(
+            "delivery through NATS needs the extra: pip install 'jobrouter[nats]'",
+            key="delivery.nats_url",
+        ) from exc
     bus = BusSettings(
-        url=url, stream=delivery.stream, subject=delivery.subject, consumer=delivery.consumer,
+        url=url,
+        stream=delivery.stream,
+        subject=delivery.subject,
+        consumer=delivery.consumer,
         dedupe_window_s=delivery.dedupe_window,
         ack_wait_s=delivery.ack_wait or config.outbox.timeout + ACK_WAIT_MARGIN_S,
-    )  # fmt: skip
+    )
     return NatsDelivery(store, hooks, settings, bus)
 
 

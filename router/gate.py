@@ -28,9 +28,13 @@ CERTIFICATION_REFRESH_S = 2.0
 
 class Gate:
     def __init__(
-        self, store: SqlStore, providers: Mapping[str, Provider], breakers: Breakers, *,
+        self,
+        store: SqlStore,
+        providers: Mapping[str, Provider],
+        breakers: Breakers,
+        *,
         required: bool,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.store = store
         self.providers = providers
         self.breakers = breakers
@@ -67,7 +71,8 @@ class Gate:
         if certification is None:
             return Eligibility(False, f"not certified for contract {contract!r}; {how}")
         valid, reason = certification.is_valid_for(
-            task.contract_fingerprint or "", provider.fingerprint, datetime.now(UTC))
+            task.contract_fingerprint or "", provider.fingerprint, datetime.now(UTC)
+        )
         if not valid:
             return Eligibility(False, f"certification for {contract!r} {reason}; {how}")
         return Eligibility(True)
@@ -88,8 +93,9 @@ class Gate:
 
         try:
             rows = await self.store.certifications()
-            parsed = {(row.provider, row.contract): Certification.parse_stored(row.record)
-                      for row in rows}  # fmt: skip
+            parsed = {
+                (row.provider, row.contract): Certification.parse_stored(row.record) for row in rows
+            }
             self._records = {key: cert for key, cert in parsed.items() if cert is not None}
             if forgotten == self._forgotten:  # else a change here came after: read again
                 self._read_at = time.monotonic()

@@ -55,21 +55,29 @@ APP_NAME_PREFIX = "jobrouter-leader:"
 PG_APP_NAME_MAX = 63  # PostgreSQL truncates application_name to NAMEDATALEN - 1
 # The server frees the lock of a leader whose machine vanished once TCP keepalive gives up on
 # its connection: 5 s idle, then 3 probes 2 s apart, instead of the system default (hours).
-SERVER_KEEPALIVE = {"tcp_keepalives_idle": "5", "tcp_keepalives_interval": "2",
-                    "tcp_keepalives_count": "3"}  # fmt: skip
+SERVER_KEEPALIVE = {
+    "tcp_keepalives_idle": "5",
+    "tcp_keepalives_interval": "2",
+    "tcp_keepalives_count": "3",
+}
 
 IS_LEADER = Gauge(
-    "jobrouter_leader", "1 while this process is the leader that runs periodic work, else 0.",
+    "jobrouter_leader",
+    "1 while this process is the leader that runs periodic work, else 0.",
     registry=REGISTRY,
-)  # fmt: skip
+)
 LEADER_CHANGES = Counter(
-    "jobrouter_leader_changes", "Times this process became leader (elected) or stopped being "
-    "it (deposed).", ["change"], registry=REGISTRY,
-)  # fmt: skip
+    "jobrouter_leader_changes",
+    "Times this process became leader (elected) or stopped being it (deposed).",
+    ["change"],
+    registry=REGISTRY,
+)
 PERIODIC_RUNS = Counter(
-    "jobrouter_periodic_runs", "Runs of periodic work on the leader, by task and outcome "
-    "(ok, error).", ["task", "outcome"], registry=REGISTRY,
-)  # fmt: skip
+    "jobrouter_periodic_runs",
+    "Runs of periodic work on the leader, by task and outcome (ok, error).",
+    ["task", "outcome"],
+    registry=REGISTRY,
+)
 
 
 class LeaderLock(Protocol):
@@ -143,8 +151,10 @@ class PgAdvisoryLock:
             if self._conn is None or self._conn.is_closed():
                 app = (APP_NAME_PREFIX + self.worker_id)[:PG_APP_NAME_MAX]
                 self._conn = await asyncpg.connect(
-                    self.dsn, timeout=self.timeout_s,
-                    server_settings={"application_name": app, **SERVER_KEEPALIVE})
+                    self.dsn,
+                    timeout=self.timeout_s,
+                    server_settings={"application_name": app, **SERVER_KEEPALIVE},
+                )
                 self._conn.add_termination_listener(self._terminated)
             return bool(await self._conn.fetchval("SELECT pg_try_advisory_lock($1)", LEADER_LOCK))
 
@@ -177,19 +187,23 @@ class PgAdvisoryLock:
             "AND l.objid = :key AND l.database = "
             "(SELECT oid FROM pg_database WHERE datname = current_database())",
             {"key": LEADER_LOCK},
-        )  # fmt: skip
+        )
         if row is None or not str(row["app"]).startswith(APP_NAME_PREFIX):
             return None
-        return str(row["app"])[len(APP_NAME_PREFIX):]
+        return str(row["app"])[len(APP_NAME_PREFIX) :]
 
 
 class Leader:
     """Elects this process (or not) every `heartbeat_s` and runs `tasks` while it leads."""
 
     def __init__(
-        self, lock: LeaderLock, worker_id: str, tasks: Sequence[PeriodicTask], *,
+        self,
+        lock: LeaderLock,
+        worker_id: str,
+        tasks: Sequence[PeriodicTask],
+        *,
         heartbeat_s: float,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.lock = lock
         self.worker_id = worker_id
         self.tasks = list(tasks)
@@ -231,8 +245,12 @@ class Leader:
                     await self.lock.check()
             except Exception as exc:  # a lost session: whatever we held is gone or going
                 if self.is_leader:
-                    log.error("leader %s lost its lock session (%s: %s); stepping down",
-                              self.worker_id, type(exc).__name__, exc)  # fmt: skip
+                    log.error(
+                        "leader %s lost its lock session (%s: %s); stepping down",
+                        self.worker_id,
+                        type(exc).__name__,
+                        exc,
+                    )
                 else:
                     log.warning("leader election: %s: %s", type(exc).__name__, exc)
                 await self._depose("lock session lost")  # tasks end before the lock goes
@@ -247,10 +265,15 @@ class Leader:
         self.elected_at = time.time()
         IS_LEADER.set(1)
         LEADER_CHANGES.labels(change="elected").inc()
-        log.info("leader elected: %s runs the periodic work (%s)", self.worker_id,
-                 ", ".join(task.name for task in self.tasks) or "none")  # fmt: skip
-        self._running = [asyncio.create_task(self._repeat(task), name=f"periodic-{task.name}")
-                         for task in self.tasks]  # fmt: skip
+        log.info(
+            "leader elected: %s runs the periodic work (%s)",
+            self.worker_id,
+            ", ".join(task.name for task in self.tasks) or "none",
+        )
+        self._running = [
+            asyncio.create_task(self._repeat(task), name=f"periodic-{task.name}")
+            for task in self.tasks
+        ]
         self.changed.set()
 
     async def _depose(self, why: str) -> None:

@@ -48,10 +48,17 @@ class JobFilter:
     empty: bool = False  # the filters contradict each other: nothing can match
 
     @classmethod
-    def of(cls, *, owner: str | None = None, state: JobState | None = None,
-           needs_attention: bool = False, task: str | None = None, provider: str | None = None,
-           created_after: float | None = None,
-           created_before: float | None = None) -> JobFilter:  # fmt: skip
+    def of(
+        cls,
+        *,
+        owner: str | None = None,
+        state: JobState | None = None,
+        needs_attention: bool = False,
+        task: str | None = None,
+        provider: str | None = None,
+        created_after: float | None = None,
+        created_before: float | None = None,
+    ) -> JobFilter:
         """The filter of the listing options every edge offers. `state` together with
         `needs_attention` means both: a state that needs no attention matches nothing."""
         states: tuple[JobState, ...] = (state,) if state is not None else ()
@@ -60,10 +67,15 @@ class JobFilter:
             wanted = attention_states()
             states = tuple(s for s in states if s in wanted) if states else wanted
             empty = not states
-        return cls(owner=owner, states=states, task=task, provider=provider,
-                   created_after=None if created_after is None else created_after - _HALF_US,
-                   created_before=None if created_before is None else created_before - _HALF_US,
-                   empty=empty)
+        return cls(
+            owner=owner,
+            states=states,
+            task=task,
+            provider=provider,
+            created_after=None if created_after is None else created_after - _HALF_US,
+            created_before=None if created_before is None else created_before - _HALF_US,
+            empty=empty,
+        )
 
     def any_state(self) -> JobFilter:
         """The same filter over every state: what the counts by state are taken over."""
@@ -78,8 +90,10 @@ class JobPage:
 
 def checked_cursor(cursor: str | None) -> str | None:
     if cursor is not None and not _CURSOR.fullmatch(cursor):
-        raise ListingError(f"cursor {cursor!r} is not one this server gave: pass the "
-                           "`next_cursor` of the previous page unchanged")
+        raise ListingError(
+            f"cursor {cursor!r} is not one this server gave: pass the "
+            "`next_cursor` of the previous page unchanged"
+        )
     return cursor
 
 

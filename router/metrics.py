@@ -25,41 +25,61 @@ CIRCUIT_STATES = [state.value for state in CircuitState]
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 
 ATTEMPTS = Counter(
-    "jobrouter_attempts", "Attempts that ended, by provider and outcome (attempt state).",
-    ["provider", "outcome"], registry=REGISTRY,
-)  # fmt: skip
+    "jobrouter_attempts",
+    "Attempts that ended, by provider and outcome (attempt state).",
+    ["provider", "outcome"],
+    registry=REGISTRY,
+)
 UNKNOWNS = Counter(
-    "jobrouter_attempts_unknown", "Attempts whose outcome is unknown (timeout, lost connection).",
-    ["provider"], registry=REGISTRY,
-)  # fmt: skip
+    "jobrouter_attempts_unknown",
+    "Attempts whose outcome is unknown (timeout, lost connection).",
+    ["provider"],
+    registry=REGISTRY,
+)
 RACES_LOST = Counter(
-    "jobrouter_races_lost", "Attempts that finished after another attempt of the job had won.",
-    ["provider"], registry=REGISTRY,
-)  # fmt: skip
+    "jobrouter_races_lost",
+    "Attempts that finished after another attempt of the job had won.",
+    ["provider"],
+    registry=REGISTRY,
+)
 RETRIES = Counter(
-    "jobrouter_retries", "Attempts beyond a job's first (retries, fallbacks and hedges).",
-    ["provider"], registry=REGISTRY,
-)  # fmt: skip
+    "jobrouter_retries",
+    "Attempts beyond a job's first (retries, fallbacks and hedges).",
+    ["provider"],
+    registry=REGISTRY,
+)
 TIMEOUTS = Counter(
-    "jobrouter_attempt_timeouts", "Attempts that got no answer within their timeout.",
-    ["provider"], registry=REGISTRY,
-)  # fmt: skip
+    "jobrouter_attempt_timeouts",
+    "Attempts that got no answer within their timeout.",
+    ["provider"],
+    registry=REGISTRY,
+)
 ATTEMPT_LATENCY = Histogram(
-    "jobrouter_attempt_duration_seconds", "Time from an attempt's start to its end.",
-    ["provider", "outcome"], buckets=LATENCY_BUCKETS, registry=REGISTRY,
-)  # fmt: skip
+    "jobrouter_attempt_duration_seconds",
+    "Time from an attempt's start to its end.",
+    ["provider", "outcome"],
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
 HTTP_LATENCY = Histogram(
-    "jobrouter_http_request_duration_seconds", "HTTP requests served, by route template.",
-    ["method", "route", "status"], registry=REGISTRY,
-)  # fmt: skip
+    "jobrouter_http_request_duration_seconds",
+    "HTTP requests served, by route template.",
+    ["method", "route", "status"],
+    registry=REGISTRY,
+)
 QUEUE_DEPTH = Gauge(
-    "jobrouter_jobs_open", "Jobs not yet finished, by state (refreshed on scrape).",
-    ["state"], registry=REGISTRY,
-)  # fmt: skip
+    "jobrouter_jobs_open",
+    "Jobs not yet finished, by state (refreshed on scrape).",
+    ["state"],
+    registry=REGISTRY,
+)
 CIRCUITS = Enum(
-    "jobrouter_circuit", "Circuit breaker state per provider (refreshed on scrape).",
-    ["provider"], states=CIRCUIT_STATES, registry=REGISTRY,
-)  # fmt: skip
+    "jobrouter_circuit",
+    "Circuit breaker state per provider (refreshed on scrape).",
+    ["provider"],
+    states=CIRCUIT_STATES,
+    registry=REGISTRY,
+)
 
 # Label values come only from the configuration or a fixed list, never from a caller: /metrics
 # needs no token, so an owner's name must not show there, and a random HTTP method or path must
@@ -67,22 +87,28 @@ CIRCUITS = Enum(
 # depth is `jobrouter outbox` (an operator's command).
 HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 OUTBOX_PENDING = Gauge(
-    "jobrouter_outbox_pending", "Undelivered completion events, parked ones included "
-    "(refreshed on scrape).", registry=REGISTRY,
-)  # fmt: skip
-OUTBOX_DEAD = Gauge(
-    "jobrouter_outbox_dead", "Dead-lettered completion events (refreshed on scrape).",
+    "jobrouter_outbox_pending",
+    "Undelivered completion events, parked ones included (refreshed on scrape).",
     registry=REGISTRY,
-)  # fmt: skip
+)
+OUTBOX_DEAD = Gauge(
+    "jobrouter_outbox_dead",
+    "Dead-lettered completion events (refreshed on scrape).",
+    registry=REGISTRY,
+)
 OUTBOX_DELIVERIES = Counter(
-    "jobrouter_outbox_deliveries", "Webhook delivery tries by outcome: delivered, retry "
+    "jobrouter_outbox_deliveries",
+    "Webhook delivery tries by outcome: delivered, retry "
     "(failed, due again later), dead (failed for the last time).",
-    ["outcome"], registry=REGISTRY,
-)  # fmt: skip
+    ["outcome"],
+    registry=REGISTRY,
+)
 OUTBOX_LATENCY = Histogram(
-    "jobrouter_outbox_delivery_duration_seconds", "Time of one webhook request, any outcome.",
-    buckets=LATENCY_BUCKETS, registry=REGISTRY,
-)  # fmt: skip
+    "jobrouter_outbox_delivery_duration_seconds",
+    "Time of one webhook request, any outcome.",
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
 
 
 def http_method_label(method: str) -> str:
@@ -108,9 +134,7 @@ def record_attempt(attempt: Attempt, timed_out: bool) -> None:
         )
 
 
-def set_gauges(
-    open_jobs: dict[str, int], circuits: Iterable[tuple[str, CircuitState]]
-) -> None:
+def set_gauges(open_jobs: dict[str, int], circuits: Iterable[tuple[str, CircuitState]]) -> None:
     """Current state from the store: queue depth by job state, and each provider's circuit."""
     for state, count in open_jobs.items():
         QUEUE_DEPTH.labels(state=state).set(count)

@@ -95,9 +95,11 @@ class JobEvent(BaseModel):
     seq: int
     kind: EventKind
     job_state: JobState
-    data: JsonObject = Field(description="what the event records; an `error` here is the "
-                             "router's summary, never a provider's words (those are the job's "
-                             "and attempt's `error_detail`, for operators)")
+    data: JsonObject = Field(
+        description="what the event records; an `error` here is the "
+        "router's summary, never a provider's words (those are the job's "
+        "and attempt's `error_detail`, for operators)"
+    )
     at: datetime
 
 

@@ -1,13 +1,13 @@
 """The periodic work of a router fleet, run by its leader only (router/leader.py):
 
-    sweep                 attempts whose lease expired become `unknown` (I7);
-                          every [engine] sweep_interval
-    outbox-reclaim        claims of delivery processes that died are freed; every [outbox] claim/2
-                          (with webhooks only)
-    retention-purge       `jobrouter purge` with the configured retention; every [retention]
-                          purge_interval hours (off unless set)
-    certification-expiry  a warning before a passed certification expires (within [certification]
-                          warn_before_days); hourly
+sweep                 attempts whose lease expired become `unknown` (I7);
+                      every [engine] sweep_interval
+outbox-reclaim        claims of delivery processes that died are freed; every [outbox] claim/2
+                      (with webhooks only)
+retention-purge       `jobrouter purge` with the configured retention; every [retention]
+                      purge_interval hours (off unless set)
+certification-expiry  a warning before a passed certification expires (within [certification]
+                      warn_before_days); hourly
 """
 
 from __future__ import annotations
@@ -31,15 +31,19 @@ CERT_CHECK_S = 3600.0
 HOUR_S = 3600.0
 
 CERT_EXPIRY = Gauge(
-    "jobrouter_certification_expiry_seconds", "Seconds until each passed certification "
-    "expires (negative: expired), refreshed by the leader.", ["provider", "contract"],
+    "jobrouter_certification_expiry_seconds",
+    "Seconds until each passed certification expires (negative: expired), refreshed by the leader.",
+    ["provider", "contract"],
     registry=REGISTRY,
-)  # fmt: skip
+)
 
 
 def periodic_tasks(
-    store: SqlStore, config: RouterConfig, *, wake_engine: Callable[[], None],
-) -> list[PeriodicTask]:  # fmt: skip
+    store: SqlStore,
+    config: RouterConfig,
+    *,
+    wake_engine: Callable[[], None],
+) -> list[PeriodicTask]:
     async def sweep() -> int:
         expired = await store.expire_attempts()
         if expired:
@@ -55,23 +59,30 @@ def periodic_tasks(
 
     async def purge() -> int:
         cutoff = retention.cutoff_for(config.retention.days)
-        done = await retention.purge(store, cutoff, owners=config.webhooks,
-                                     drop_parked=config.retention.drop_parked)
+        done = await retention.purge(
+            store, cutoff, owners=config.webhooks, drop_parked=config.retention.drop_parked
+        )
         if done.jobs:
-            log.info("retention purge: %d jobs deleted (%d parked events with them)", done.jobs,
-                     done.parked)  # fmt: skip
+            log.info(
+                "retention purge: %d jobs deleted (%d parked events with them)",
+                done.jobs,
+                done.parked,
+            )
         return done.jobs
 
     async def certifications() -> int:
         return await warn_expiring(store, config.certification.warn_before_days * 86_400.0)
 
-    tasks = [PeriodicTask("sweep", config.engine.sweep_interval, sweep),
-             PeriodicTask("certification-expiry", CERT_CHECK_S, certifications)]  # fmt: skip
+    tasks = [
+        PeriodicTask("sweep", config.engine.sweep_interval, sweep),
+        PeriodicTask("certification-expiry", CERT_CHECK_S, certifications),
+    ]
     if config.webhooks:  # only delivery claims outbox events
         tasks.append(PeriodicTask("outbox-reclaim", config.outbox.claim / 2, reclaim))
     if config.retention.purge_interval is not None:
-        tasks.append(PeriodicTask("retention-purge", config.retention.purge_interval * HOUR_S,
-                                  purge))  # fmt: skip
+        tasks.append(
+            PeriodicTask("retention-purge", config.retention.purge_interval * HOUR_S, purge)
+        )
     return tasks
 
 
@@ -88,7 +99,11 @@ async def warn_expiring(store: SqlStore, window_s: float, now: float | None = No
         CERT_EXPIRY.labels(provider=row.provider, contract=row.contract).set(left)
         if left <= window_s:
             close += 1
-            log.warning("certification of provider %s for contract %s expires in %.1f hours; "
-                        "run `jobrouter contracts run` before then", row.provider,
-                        row.contract, left / HOUR_S)  # fmt: skip
+            log.warning(
+                "certification of provider %s for contract %s expires in %.1f hours; "
+                "run `jobrouter contracts run` before then",
+                row.provider,
+                row.contract,
+                left / HOUR_S,
+            )
     return close

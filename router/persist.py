@@ -65,8 +65,10 @@ async def persist(
     async for attempt in AsyncRetrying(
         retry=retry_if_exception(is_transient),
         stop=stop_after_attempt(attempts - 1) | stop_after_delay(budget_s),
-        wait=_wait, before_sleep=_warn, reraise=True,
-    ):  # fmt: skip
+        wait=_wait,
+        before_sleep=_warn,
+        reraise=True,
+    ):
         with attempt:
             return await write()
     raise AssertionError("unreachable: tenacity either returns or reraises")  # pragma: no cover

@@ -75,8 +75,10 @@ def unbuildable(attempts: Sequence[Attempt], why: str) -> Decision:
     if in_flight:
         return Wait(None, f"the request cannot be built ({why}); waiting for attempts in flight")
     unknown = [a for a in attempts if a.state is AttemptState.UNKNOWN]
-    return _exhausted(attempts, unknown,
-                      f"the provider request could not be built, nothing was sent: {why}")
+    return _exhausted(
+        attempts, unknown, f"the provider request could not be built, nothing was sent: {why}"
+    )
+
 
 def decide(
     policy: TaskPolicy,
@@ -157,9 +159,12 @@ def _earliest_recovery(
 
 
 def _reasons(
-    policy: TaskPolicy, attempts: Sequence[Attempt], eligibility: Mapping[str, Eligibility],
-    *, tried: bool,
-) -> list[str]:  # fmt: skip
+    policy: TaskPolicy,
+    attempts: Sequence[Attempt],
+    eligibility: Mapping[str, Eligibility],
+    *,
+    tried: bool,
+) -> list[str]:
     """Why each provider was not used: with `tried`, the tried ones say so too."""
     used = _used(attempts)
     parts = []
@@ -198,8 +203,11 @@ def _exhausted(attempts: Sequence[Attempt], unknown: Sequence[Attempt], why: str
     if not attempts:
         return Finish(JobState.FAILED, why)
     summary, detail = (attempts_summary(attempts, detail=d) for d in (False, True))
-    return Finish(JobState.FAILED, f"{why}; attempts: {summary}",
-                  None if detail == summary else f"{why}; attempts: {detail}")
+    return Finish(
+        JobState.FAILED,
+        f"{why}; attempts: {summary}",
+        None if detail == summary else f"{why}; attempts: {detail}",
+    )
 
 
 def _unknown_message(unknown: Sequence[Attempt], *, exclusive: bool) -> str:

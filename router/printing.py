@@ -42,12 +42,16 @@ def _dump(value: BaseModel) -> dict[str, Any]:
     return value.model_dump(mode="json")
 
 
-def job_document(job: Job, attempts: Sequence[Attempt] | None = None,
-                 events: Sequence[JobEvent] | None = None) -> dict[str, Any]:  # fmt: skip
+def job_document(
+    job: Job, attempts: Sequence[Attempt] | None = None, events: Sequence[JobEvent] | None = None
+) -> dict[str, Any]:
     """The JSON a script gets for one job: the job's fields (as the HTTP API has them), with
     its attempts and events when they were read."""
-    document = {**_dump(job), "terminal": job.state.terminal,
-                "needs_attention": job.state.needs_attention}  # fmt: skip
+    document = {
+        **_dump(job),
+        "terminal": job.state.terminal,
+        "needs_attention": job.state.needs_attention,
+    }
     if attempts is not None:
         document["attempts"] = [_dump(a) for a in attempts]
     if events is not None:
@@ -63,65 +67,119 @@ def print_json(document: Any) -> None:
 
 def print_job(console: Console, job: Job, attempts: Sequence[Attempt]) -> None:
     color = _COLOR.get(job.state, "cyan")
-    console.print(Text.assemble(
-        (job.id, "bold"), f" task={job.task} owner={job.owner} key={job.idempotency_key} state=",
-        (str(job.state), color), f" version={job.version}"))  # fmt: skip
+    console.print(
+        Text.assemble(
+            (job.id, "bold"),
+            f" task={job.task} owner={job.owner} key={job.idempotency_key} state=",
+            (str(job.state), color),
+            f" version={job.version}",
+        )
+    )
     if job.result is not None:
         console.print(Text(json.dumps(job.result, ensure_ascii=False, indent=2)))
     if job.error:
         console.print(Text(job.error, style="red"))
     if job.error_detail:
         console.print(Text(f"detail: {job.error_detail}"))
-    table = Table("seq", _id_column("attempt id"), "provider", "state", "error kind", "latency ms",
-                  "error", title="attempts")  # fmt: skip
+    table = Table(
+        "seq",
+        _id_column("attempt id"),
+        "provider",
+        "state",
+        "error kind",
+        "latency ms",
+        "error",
+        title="attempts",
+    )
     for a in attempts:
         winner = " (winner)" if a.id == job.winner_attempt_id else ""
         latency = f"{a.latency_ms:.0f}" if a.latency_ms is not None else ""
-        table.add_row(*(Text(cell) for cell in (
-            str(a.seq), a.id, a.provider, f"{a.state}{winner}", a.error_kind or "", latency,
-            (a.error or "")[:80])))  # fmt: skip
+        table.add_row(
+            *(
+                Text(cell)
+                for cell in (
+                    str(a.seq),
+                    a.id,
+                    a.provider,
+                    f"{a.state}{winner}",
+                    a.error_kind or "",
+                    latency,
+                    (a.error or "")[:80],
+                )
+            )
+        )
     console.print(table)
     for a in attempts:
         if a.error_detail:
             console.print(Text(f"attempt {a.seq} detail: {a.error_detail}"))
     for a in attempts:  # an answer kept for whoever resolves the attempt (docs/failures.md)
         if a.state is AttemptState.UNKNOWN and a.output is not None:
-            console.print(Text(f"attempt {a.id} kept its answer: "
-                               f"{json.dumps(a.output, ensure_ascii=False)}"))
+            console.print(
+                Text(f"attempt {a.id} kept its answer: {json.dumps(a.output, ensure_ascii=False)}")
+            )
 
 
 def print_events(console: Console, events: Sequence[JobEvent]) -> None:
     table = Table("seq", "kind", "job state", "data", title="events")
     for e in events:
-        table.add_row(*(Text(cell) for cell in (
-            str(e.seq), e.kind, e.job_state, json.dumps(e.data, ensure_ascii=False)[:100])))
+        table.add_row(
+            *(
+                Text(cell)
+                for cell in (
+                    str(e.seq),
+                    e.kind,
+                    e.job_state,
+                    json.dumps(e.data, ensure_ascii=False)[:100],
+                )
+            )
+        )
     console.print(table)
 
 
 def print_page(console: Console, page: JobPage) -> None:
-    table = Table(_id_column("job id"), "created (UTC)", "owner", "task",
-                  Column("state", no_wrap=True, min_width=9), "key", "error",
-                  title="jobs, newest first")  # fmt: skip
+    table = Table(
+        _id_column("job id"),
+        "created (UTC)",
+        "owner",
+        "task",
+        Column("state", no_wrap=True, min_width=9),
+        "key",
+        "error",
+        title="jobs, newest first",
+    )
     for job in page.items:
         table.add_row(
-            Text(job.id), Text(job.created_at.strftime("%Y-%m-%d %H:%M:%S")), Text(job.owner),
-            Text(job.task), Text(str(job.state), style=_COLOR.get(job.state, "cyan")),
-            Text(job.idempotency_key), Text((job.error or "")[:60]))  # fmt: skip
+            Text(job.id),
+            Text(job.created_at.strftime("%Y-%m-%d %H:%M:%S")),
+            Text(job.owner),
+            Text(job.task),
+            Text(str(job.state), style=_COLOR.get(job.state, "cyan")),
+            Text(job.idempotency_key),
+            Text((job.error or "")[:60]),
+        )
     console.print(table)
     if page.next_cursor:
         console.print(Text(f"more: --cursor {page.next_cursor}"))
 
 
 def page_document(page: JobPage, counts: dict[JobState, int] | None) -> dict[str, Any]:
-    document: dict[str, Any] = {"items": [job_document(job) for job in page.items],
-                                "next_cursor": page.next_cursor}  # fmt: skip
+    document: dict[str, Any] = {
+        "items": [job_document(job) for job in page.items],
+        "next_cursor": page.next_cursor,
+    }
     if counts is not None:
         document["counts"] = {str(state): n for state, n in counts.items()}
     return document
 
 
-_STYLE = {"pass": "green", "fail": "red", "unverified": "yellow", "stale": "yellow",
-          "expired": "yellow", "missing": "dim"}  # fmt: skip
+_STYLE = {
+    "pass": "green",
+    "fail": "red",
+    "unverified": "yellow",
+    "stale": "yellow",
+    "expired": "yellow",
+    "missing": "dim",
+}
 
 
 def render_matrix(cells: Sequence[Cell], width: int = 110) -> str:
@@ -158,10 +216,12 @@ def cell_text(cell: Cell) -> tuple[str, str]:
     cases = f"{sum(case.passed for case in cert.cases)}/{len(cert.cases)} cases"
     if cell.status is Validity.FAIL:
         return f"fail: {', '.join(cert.failed_checks)}", _short(
-            f"{cases}; {cert.first_failure or cell.detail}")
+            f"{cases}; {cert.first_failure or cell.detail}"
+        )
     if cell.status is Validity.UNVERIFIED:
         return f"unverified: {', '.join(cert.unverified_checks)}", _short(
-            f"{cases}; no waiver; {cert.first_failure or cell.detail}")
+            f"{cases}; no waiver; {cert.first_failure or cell.detail}"
+        )
     waived = [c for c in cert.waivers if c in cert.unverified_checks]
     if waived:
         reasons = "; ".join(cert.waivers[c] for c in waived)

@@ -24,8 +24,10 @@ def shipped_cassettes() -> Path:
     from a source checkout and from an installed wheel."""
     folder = resources.files("router.cassettes")
     if not isinstance(folder, Path):  # vcrpy reads (and, recording, writes) real files
-        raise RuntimeError(f"router.cassettes is not a folder on disk ({folder!r}): install "
-                           "jobrouter as files, not as a zip")
+        raise RuntimeError(
+            f"router.cassettes is not a folder on disk ({folder!r}): install "
+            "jobrouter as files, not as a zip"
+        )
     return folder
 
 
@@ -43,5 +45,9 @@ def recording(root: Path | None, record: bool, provider: Provider, pair: Pair) -
     with cassette(path, record=record):
         yield
     if record:
-        write_meta(path.parent, provider=pair.provider, provider_fingerprint=provider.fingerprint,
-                   contract_fingerprint=pair.contract_fingerprint)
+        write_meta(
+            path.parent,
+            provider=pair.provider,
+            provider_fingerprint=provider.fingerprint,
+            contract_fingerprint=pair.contract_fingerprint,
+        )

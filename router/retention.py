@@ -41,18 +41,28 @@ def cutoff_for(days: float, now: float | None = None) -> float:
     return (time.time() if now is None else now) - days * DAY_S
 
 
-async def plan_purge(store: SqlStore, cutoff: float, *, owners: Iterable[str],
-                     drop_parked: bool = False) -> PurgePlan:
+async def plan_purge(
+    store: SqlStore, cutoff: float, *, owners: Iterable[str], drop_parked: bool = False
+) -> PurgePlan:
     """What `purge` would delete now; `owners` are the owners with a webhook."""
     counts = await store.count_purgeable(cutoff, owners=owners, drop_parked=drop_parked)
-    return PurgePlan(cutoff=cutoff, purgeable=counts.purgeable,
-                     kept_undelivered=counts.kept_undelivered, parked=counts.parked)  # fmt: skip
+    return PurgePlan(
+        cutoff=cutoff,
+        purgeable=counts.purgeable,
+        kept_undelivered=counts.kept_undelivered,
+        parked=counts.parked,
+    )
 
 
 async def purge(
-    store: SqlStore, cutoff: float, *, owners: Iterable[str], batch: int = DEFAULT_BATCH,
-    progress: Callable[[int], None] | None = None, drop_parked: bool = False,
-) -> Purged:  # fmt: skip
+    store: SqlStore,
+    cutoff: float,
+    *,
+    owners: Iterable[str],
+    batch: int = DEFAULT_BATCH,
+    progress: Callable[[int], None] | None = None,
+    drop_parked: bool = False,
+) -> Purged:
     """Delete purgeable jobs `batch` at a time, one short transaction each, so workers never
     wait long for the write lock. `owners` are the owners with a webhook: their undelivered
     events keep their jobs, and so does every event already tried; with `drop_parked`, never

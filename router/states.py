@@ -106,9 +106,7 @@ _ATTEMPT_TERMINAL = frozenset(
 )
 
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
-    JobState.QUEUED: frozenset(
-        {JobState.RUNNING, JobState.FAILED, JobState.CANCELLED}
-    ),
+    JobState.QUEUED: frozenset({JobState.RUNNING, JobState.FAILED, JobState.CANCELLED}),
     JobState.RUNNING: frozenset(
         {JobState.SUCCEEDED, JobState.FAILED, JobState.UNKNOWN, JobState.CANCELLED}
     ),
@@ -171,7 +169,8 @@ _JOB_MOVED: dict[JobState, EventKind] = {
 }
 # An operator's resolve that lets the policy run again records the move back to running so.
 _ANNOUNCES = {kind: state for state, kind in _JOB_MOVED.items()} | {
-    EventKind.JOB_REOPENED: JobState.RUNNING}
+    EventKind.JOB_REOPENED: JobState.RUNNING
+}
 _ATTEMPT_ENDED: dict[AttemptState, EventKind] = {
     AttemptState.SUCCEEDED: EventKind.ATTEMPT_SUCCEEDED,
     AttemptState.FAILED: EventKind.ATTEMPT_FAILED,

@@ -27,8 +27,9 @@ class Step:
     def refusals(self) -> list[NewEvent]:
         """Providers refused for this decision, as events: the reasons go on the job's log."""
         return [
-            NewEvent(kind=EventKind.PROVIDER_SKIPPED,
-                     data={"provider": name, "reason": verdict.reason})
+            NewEvent(
+                kind=EventKind.PROVIDER_SKIPPED, data={"provider": name, "reason": verdict.reason}
+            )
             for name, verdict in self.eligibility.items()
             if not verdict.ok
         ]
@@ -43,12 +44,13 @@ class Step:
 
 
 def decide_step(
-    task: TaskRuntime, attempts: Sequence[Attempt], eligibility: Mapping[str, Eligibility],
+    task: TaskRuntime,
+    attempts: Sequence[Attempt],
+    eligibility: Mapping[str, Eligibility],
     deadline: Deadline,
-) -> Step:  # fmt: skip
+) -> Step:
     """The step, from an eligibility read before (inside a transaction: no I/O)."""
-    decision = decide(task.policy, attempts, eligibility, now=time.time(),
-                      deadline_at=deadline.at)  # fmt: skip
+    decision = decide(task.policy, attempts, eligibility, now=time.time(), deadline_at=deadline.at)
     return Step(decision, eligibility)
 
 

@@ -38,17 +38,22 @@ class TaskRuntime:
         if self.contract is None:
             # A task without a contract sends its input as the user message, as JSON.
             message = Message(role="user", content=canonical_json(input))
-            return CompletionRequest(messages=(message,), max_tokens=admitted.get("max_tokens"),
-                                     labels={"task": self.name})
+            return CompletionRequest(
+                messages=(message,),
+                max_tokens=admitted.get("max_tokens"),
+                labels={"task": self.name},
+            )
         from contracts import build_request
 
         return build_request(self.contract, input, params=admitted, labels={"task": self.name})
 
     @staticmethod
-    def for_attempt(request: CompletionRequest, job: Job,
-                    timeout: float | None) -> CompletionRequest:
-        return request.model_copy(update={
-            "timeout": timeout, "labels": {**request.labels, "job_id": job.id}})
+    def for_attempt(
+        request: CompletionRequest, job: Job, timeout: float | None
+    ) -> CompletionRequest:
+        return request.model_copy(
+            update={"timeout": timeout, "labels": {**request.labels, "job_id": job.id}}
+        )
 
     def output_problems(self, output: Any) -> list[str]:
         """Why an output may not win: schema errors and failed contract checks (empty: fine)."""

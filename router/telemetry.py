@@ -79,8 +79,9 @@ def release() -> None:
         installed.shutdown()
 
 
-def install(endpoint: str, config: TelemetryConfig,
-            registry: CollectorRegistry = REGISTRY) -> Telemetry:  # fmt: skip
+def install(
+    endpoint: str, config: TelemetryConfig, registry: CollectorRegistry = REGISTRY
+) -> Telemetry:
     try:
         from opentelemetry import metrics, trace
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -91,23 +92,35 @@ def install(endpoint: str, config: TelemetryConfig,
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:
-        raise ConfigError("OTLP export needs the extra: pip install 'jobrouter[otel]'",
-                          key="telemetry.otlp_endpoint") from exc
+        raise ConfigError(
+            "OTLP export needs the extra: pip install 'jobrouter[otel]'",
+            key="telemetry.otlp_endpoint",
+        ) from exc
     # service.instance.id tells the processes apart (Prometheus shows it as `instance`)
-    resource = Resource.create({"service.name": config.service_name,
-                                "service.instance.id": f"{socket.gethostname()}:{os.getpid()}"})
+    resource = Resource.create(
+        {
+            "service.name": config.service_name,
+            "service.instance.id": f"{socket.gethostname()}:{os.getpid()}",
+        }
+    )
     tracer_provider = TracerProvider(resource=resource)
     tracer_provider.add_span_processor(
-        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")))
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"))
+    )
     reader = PeriodicExportingMetricReader(
         OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics"),
-        export_interval_millis=config.export_interval * 1000)  # fmt: skip
+        export_interval_millis=config.export_interval * 1000,
+    )
     meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
     names = mirror_registry(meter_provider.get_meter("jobrouter"), registry)
     trace.set_tracer_provider(tracer_provider)
     metrics.set_meter_provider(meter_provider)
-    log.info("OTLP export to %s: traces, and %d metrics every %.0fs", endpoint, len(names),
-             config.export_interval)  # fmt: skip
+    log.info(
+        "OTLP export to %s: traces, and %d metrics every %.0fs",
+        endpoint,
+        len(names),
+        config.export_interval,
+    )
     return Telemetry(tracer_provider, meter_provider, names)
 
 
@@ -124,11 +137,13 @@ def mirror_registry(meter: Any, registry: CollectorRegistry) -> list[str]:
                     yield Observation(value, labels)
 
             if counter:
-                meter.create_observable_counter(name, callbacks=[observe],
-                                                description=family.documentation)  # fmt: skip
+                meter.create_observable_counter(
+                    name, callbacks=[observe], description=family.documentation
+                )
             else:
-                meter.create_observable_gauge(name, callbacks=[observe],
-                                              description=family.documentation)  # fmt: skip
+                meter.create_observable_gauge(
+                    name, callbacks=[observe], description=family.documentation
+                )
             names.append(name)
     return names
 

@@ -43,8 +43,11 @@ class AttemptLimits:
 
     def timeout_s(self, task: TaskRuntime, provider: str, deadline: Deadline) -> float | None:
         """How long an attempt of `task` on `provider` may take, the job's deadline included."""
-        limits = [task.attempt_timeout_s, self.provider_timeouts.get(provider),
-                  deadline.left(time.time())]  # fmt: skip
+        limits = [
+            task.attempt_timeout_s,
+            self.provider_timeouts.get(provider),
+            deadline.left(time.time()),
+        ]
         present = [limit for limit in limits if limit is not None]
         return min(present) if present else None
 

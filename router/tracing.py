@@ -32,9 +32,14 @@ def job_span(job: Job) -> Iterator[Any]:
         yield _NoSpan()
         return
     tracer = _trace.get_tracer("jobrouter")
-    with tracer.start_as_current_span("jobrouter.job", attributes={
-        "job.id": job.id, "job.task": job.task, "job.owner": job.owner,
-    }) as span:  # fmt: skip
+    with tracer.start_as_current_span(
+        "jobrouter.job",
+        attributes={
+            "job.id": job.id,
+            "job.task": job.task,
+            "job.owner": job.owner,
+        },
+    ) as span:
         yield span
 
 
@@ -44,10 +49,14 @@ def attempt_span(attempt: Attempt) -> Iterator[Any]:
         yield _NoSpan()
         return
     tracer = _trace.get_tracer("jobrouter")
-    with tracer.start_as_current_span("jobrouter.attempt", attributes={
-        "attempt.id": attempt.id, "attempt.seq": attempt.seq,
-        "attempt.provider": attempt.provider,
-    }) as span:  # fmt: skip
+    with tracer.start_as_current_span(
+        "jobrouter.attempt",
+        attributes={
+            "attempt.id": attempt.id,
+            "attempt.seq": attempt.seq,
+            "attempt.provider": attempt.provider,
+        },
+    ) as span:
         yield span
 
 

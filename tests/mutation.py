@@ -21,8 +21,9 @@ MUTMUT = Path(sys.executable).with_name("mutmut")
 
 def results() -> list[tuple[str, str]]:
     """(mutant name, status) of every mutant of the last run."""
-    done = subprocess.run([str(MUTMUT), "results", "--all", "true"], capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [str(MUTMUT), "results", "--all", "true"], capture_output=True, text=True, check=True
+    )
     rows = []
     for line in done.stdout.splitlines():
         name, _, status = line.strip().rpartition(": ")
@@ -54,8 +55,10 @@ def report(rows: list[tuple[str, str]]) -> str:
 
 
 def row(module: str, counts: Counter[str]) -> str:
-    return (f"{module:30} {counts['killed']:6}  {counts['timeout']:7}  {counts['survived']:8}  "
-            f"{counts['no tests']:8}  {counts['not checked']:11}  {score(counts)}")  # fmt: skip
+    return (
+        f"{module:30} {counts['killed']:6}  {counts['timeout']:7}  {counts['survived']:8}  "
+        f"{counts['no tests']:8}  {counts['not checked']:11}  {score(counts)}"
+    )
 
 
 def score(counts: Counter[str]) -> str:
@@ -69,13 +72,16 @@ def score(counts: Counter[str]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max-children", type=int, default=1,
-                        help="parallel mutant runs (the machine's 2 cores are shared)")  # fmt: skip
+    parser.add_argument(
+        "--max-children",
+        type=int,
+        default=1,
+        help="parallel mutant runs (the machine's 2 cores are shared)",
+    )
     parser.add_argument("--report-only", action="store_true", help="print the last run's score")
     args = parser.parse_args()
     if not args.report_only:
-        subprocess.run([str(MUTMUT), "run", "--max-children", str(args.max_children)],
-                       check=False)  # fmt: skip
+        subprocess.run([str(MUTMUT), "run", "--max-children", str(args.max_children)], check=False)
     print(report(results()))
     return 0
 

@@ -28,9 +28,11 @@ from router.exits import LOG_LEVEL_ENV
 
 __all__ = ["app", "main"]
 
-HELP = ("Durable AI jobs on several LLM providers: one job per idempotency key, exactly one "
-        "winning result, failover only to providers certified for the task's contract.\n\n"
-        "Start with `jobrouter demo` (offline, from recorded cassettes).")
+HELP = (
+    "Durable AI jobs on several LLM providers: one job per idempotency key, exactly one "
+    "winning result, failover only to providers certified for the task's contract.\n\n"
+    "Start with `jobrouter demo` (offline, from recorded cassettes)."
+)
 
 
 def _version(value: bool) -> None:
@@ -42,37 +44,66 @@ def _version(value: bool) -> None:
 
 
 def _options(
-    log_level: Annotated[str | None, typer.Option(
-        "--log-level", envvar=LOG_LEVEL_ENV, show_default=False,
-        help="debug | info | warning | error: what the router logs on stderr (default: "
-        "warning; info for serve and worker)")] = None,
-    version: Annotated[bool | None, typer.Option(
-        "--version", callback=_version, is_eager=True, help="print the version and exit")] = None,
-) -> None:  # fmt: skip
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            "--log-level",
+            envvar=LOG_LEVEL_ENV,
+            show_default=False,
+            help="debug | info | warning | error: what the router logs on stderr (default: "
+            "warning; info for serve and worker)",
+        ),
+    ] = None,
+    version: Annotated[
+        bool | None,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = None,
+) -> None:
     if log_level is None:
         return  # each command keeps its own default
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):
-        raise typer.BadParameter(f"{log_level!r}: use debug, info, warning or error",
-                                 param_hint="--log-level")
+        raise typer.BadParameter(
+            f"{log_level!r}: use debug, info, warning or error", param_hint="--log-level"
+        )
     # A later basicConfig of a command (serve, worker) then changes nothing: this level holds.
-    logging.basicConfig(level=level, stream=sys.stderr, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=level,
+        stream=sys.stderr,
+        force=True,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
 
 
 def build_app() -> typer.Typer:
     """Every command and command group of `jobrouter`, registered by name."""
-    cli = typer.Typer(name="jobrouter", help=HELP, no_args_is_help=True,
-                      pretty_exceptions_enable=False)
+    cli = typer.Typer(
+        name="jobrouter", help=HELP, no_args_is_help=True, pretty_exceptions_enable=False
+    )
     cli.callback()(_options)
-    for command in (jobs.submit, jobs.show, jobs.find, jobs.cancel, jobs.resolve, worker.worker,
-                    demo.demo, http.serve):
+    for command in (
+        jobs.submit,
+        jobs.show,
+        jobs.find,
+        jobs.cancel,
+        jobs.resolve,
+        worker.worker,
+        demo.demo,
+        http.serve,
+    ):
         cli.command()(command)
     cli.command(name="purge")(outbox.purge_command)
-    groups = {"jobs": listing.jobs_app, "config": config.config_app,
-              "contracts": contracts.contracts_app, "local": local.local_app,
-              "token": http.token_app, "outbox": outbox.outbox_app,
-              "cassettes": cassettes.cassettes_app}
+    groups = {
+        "jobs": listing.jobs_app,
+        "config": config.config_app,
+        "contracts": contracts.contracts_app,
+        "local": local.local_app,
+        "token": http.token_app,
+        "outbox": outbox.outbox_app,
+        "cassettes": cassettes.cassettes_app,
+    }
     for name, group in groups.items():
         cli.add_typer(group, name=name)
     return cli

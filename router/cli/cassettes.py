@@ -12,8 +12,9 @@ from router.cli.common import ConfigOpt, settings
 from router.demo import DEMO_GROUP, demo_fingerprint
 from router.printing import console, err
 
-cassettes_app = typer.Typer(help="Recorded provider interactions (vcrpy), replayed in CI.",
-                            no_args_is_help=True)
+cassettes_app = typer.Typer(
+    help="Recorded provider interactions (vcrpy), replayed in CI.", no_args_is_help=True
+)
 
 
 @cassettes_app.command("check")
@@ -27,8 +28,11 @@ def check(
 
     cfg = settings(config)
     providers = build_providers(cfg, None)
-    contracts = {t.contract.name: t.contract_fingerprint or ""
-                 for t in build_tasks(cfg).values() if t.contract is not None}  # fmt: skip
+    contracts = {
+        t.contract.name: t.contract_fingerprint or ""
+        for t in build_tasks(cfg).values()
+        if t.contract is not None
+    }
     fingerprints = {n: p.fingerprint for n, p in providers.items()}
     # The demo's job cassette spans every provider: it goes stale when any of them changes.
     fingerprints[DEMO_GROUP] = demo_fingerprint(providers)
@@ -43,9 +47,16 @@ def check(
         return
     for problem in problems:
         err.print(f"[red]{problem.kind}[/red] {problem.path}: {problem.detail}")
-    stale = sorted({p.path.parent.name if p.path.is_file() else p.path.name
-                    for p in problems if p.kind == "stale"})  # fmt: skip
+    stale = sorted(
+        {
+            p.path.parent.name if p.path.is_file() else p.path.name
+            for p in problems
+            if p.kind == "stale"
+        }
+    )
     if stale:
-        err.print("re-record with the local servers running: jobrouter contracts run "
-                  f"--cassettes {root} --record --contract NAME   (stale: {', '.join(stale)})")
+        err.print(
+            "re-record with the local servers running: jobrouter contracts run "
+            f"--cassettes {root} --record --contract NAME   (stale: {', '.join(stale)})"
+        )
     raise typer.Exit(1)

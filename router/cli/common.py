@@ -26,14 +26,23 @@ log = logging.getLogger("jobrouter.cli")
 
 ConfigOpt = Annotated[
     Path | None,
-    typer.Option("--config", "-c", help=f"jobrouter.toml to use (default: ${CONFIG_ENV} or "
-                 "./jobrouter.toml; built-in defaults when absent)", show_default=False),
+    typer.Option(
+        "--config",
+        "-c",
+        help=f"jobrouter.toml to use (default: ${CONFIG_ENV} or "
+        "./jobrouter.toml; built-in defaults when absent)",
+        show_default=False,
+    ),
 ]
 DatabaseOpt = Annotated[
     str | None,
-    typer.Option("--database", "-d", help="database URL, overriding the config's "
-                 "\\[database] url, e.g. "
-                 "sqlite:///jobrouter.db or postgresql://postgres@127.0.0.1:5432/jobs"),
+    typer.Option(
+        "--database",
+        "-d",
+        help="database URL, overriding the config's "
+        "\\[database] url, e.g. "
+        "sqlite:///jobrouter.db or postgresql://postgres@127.0.0.1:5432/jobs",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document (for scripts)")]
 
@@ -47,8 +56,12 @@ def settings(config: Path | None) -> RouterConfig:
     try:
         if not named and not path.exists():
             defaults = RouterConfig()
-            log.warning("no --config, no $%s and no ./%s: built-in defaults (database %s)",
-                        CONFIG_ENV, path, defaults.database.url)
+            log.warning(
+                "no --config, no $%s and no ./%s: built-in defaults (database %s)",
+                CONFIG_ENV,
+                path,
+                defaults.database.url,
+            )
             return defaults
         return load_config(path)
     except JobRouterError as exc:
@@ -74,6 +87,6 @@ def parse_json(option: str, text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise typer.BadParameter(f"{option} must be JSON ({exc.msg} at column {exc.colno}): "
-                                 f"{text!r}") from None
-
+        raise typer.BadParameter(
+            f"{option} must be JSON ({exc.msg} at column {exc.colno}): {text!r}"
+        ) from None

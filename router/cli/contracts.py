@@ -23,8 +23,9 @@ from router.recordings import LIVE_RECORD, recording
 if TYPE_CHECKING:
     from contracts import CaseEvidence
 
-contracts_app = typer.Typer(help="Certify providers against task contracts; see the matrix.",
-                            no_args_is_help=True)
+contracts_app = typer.Typer(
+    help="Certify providers against task contracts; see the matrix.", no_args_is_help=True
+)
 
 
 @contracts_app.command("run")
@@ -33,10 +34,13 @@ def run_contracts(
     contract: Annotated[str | None, typer.Option(help="only this contract")] = None,
     json_report: Annotated[Path | None, typer.Option(help="write a JSON report here")] = None,
     junit: Annotated[Path | None, typer.Option(help="write JUnit XML here")] = None,
-    cassettes: Annotated[Path | None, typer.Option(
-        help="replay provider calls from this cassette folder (no network)")] = None,
-    record: Annotated[bool, typer.Option(
-        help="with --cassettes: call the real providers and record them")] = False,
+    cassettes: Annotated[
+        Path | None,
+        typer.Option(help="replay provider calls from this cassette folder (no network)"),
+    ] = None,
+    record: Annotated[
+        bool, typer.Option(help="with --cassettes: call the real providers and record them")
+    ] = False,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
@@ -57,9 +61,12 @@ def run_contracts(
                     bar.update(overall, description=label)
                     with recording(cassettes, record, router.providers[pair.provider], pair):
                         certification = await certify_pair(
-                            router.store, router.providers[pair.provider], pair,
+                            router.store,
+                            router.providers[pair.provider],
+                            pair,
                             ttl_days=cfg.certification.ttl_days,
-                            progress=lambda case, done, runs: bar.advance(overall))  # fmt: skip
+                            progress=lambda case, done, runs: bar.advance(overall),
+                        )
                     if record and cassettes is not None:
                         live = cassettes / pair.provider / pair.contract.name / LIVE_RECORD
                         live.write_text(certification.model_dump_json(indent=2) + "\n")
@@ -79,8 +86,13 @@ def run_contracts(
 def status(
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help=(
-        "print the report as JSON: every cell with its full certification record"))] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help=("print the report as JSON: every cell with its full certification record"),
+        ),
+    ] = False,
 ) -> None:
     """Print the provider x contract matrix from the store, without calling any provider."""
 
@@ -98,8 +110,11 @@ def status(
     routed = any(task.contract is not None for task in cfg.tasks.values()) or not uncertified
     cells = run(step) if routed else []
     if as_json:
-        print(json.dumps({**report(cells), **({"uncertified": uncertified} if uncertified
-                                               else {})}, indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {**report(cells), **({"uncertified": uncertified} if uncertified else {})}, indent=2
+            )
+        )
         return
     if routed:
         print(render_matrix(cells))
@@ -112,27 +127,47 @@ def uncertified_tasks(cfg: RouterConfig) -> list[str]:
     lines = []
     for name, task in sorted(cfg.tasks.items()):
         if task.contract is None:
-            lines.append(f"task {name}: UNCERTIFIED, no contract (certification = \"none\"); "
-                         f"any of {', '.join(task.providers)} may run it")
+            lines.append(
+                f'task {name}: UNCERTIFIED, no contract (certification = "none"); '
+                f"any of {', '.join(task.providers)} may run it"
+            )
         elif not cfg.certification.required:
             lines.append(f"task {name}: UNCERTIFIED, [certification] required = false")
     return lines
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=Console(stderr=True),
-                    disable=not sys.stderr.isatty())  # fmt: skip
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        disable=not sys.stderr.isatty(),
+    )
 
 
 def report(cells: Sequence[Cell]) -> dict[str, object]:
     """Every cell with its status, the checks that decided it, and the full record."""
-    return {"passed": all(c.status.valid for c in cells), "cells": [
-        {"provider": c.provider, "contract": c.contract, "status": c.status, "detail": c.detail,
-         "failed_checks": list(c.certification.failed_checks) if c.certification else [],
-         "unverified_checks": list(c.certification.unverified_checks) if c.certification else [],
-         "certification": c.certification.model_dump(mode="json") if c.certification else None}
-        for c in cells]}  # fmt: skip
+    return {
+        "passed": all(c.status.valid for c in cells),
+        "cells": [
+            {
+                "provider": c.provider,
+                "contract": c.contract,
+                "status": c.status,
+                "detail": c.detail,
+                "failed_checks": list(c.certification.failed_checks) if c.certification else [],
+                "unverified_checks": list(c.certification.unverified_checks)
+                if c.certification
+                else [],
+                "certification": c.certification.model_dump(mode="json")
+                if c.certification
+                else None,
+            }
+            for c in cells
+        ],
+    }
 
 
 def junit_xml(cells: Sequence[Cell]) -> str:
@@ -145,8 +180,9 @@ def junit_xml(cells: Sequence[Cell]) -> str:
         cases = cell.certification.cases if cell.certification else ()
         for case in cases:
             count += 1
-            node = ET.SubElement(suite, "testcase", classname=f"{cell.provider}.{cell.contract}",
-                                 name=case.name)
+            node = ET.SubElement(
+                suite, "testcase", classname=f"{cell.provider}.{cell.contract}", name=case.name
+            )
             if not case.passed or cell.status.outdated:
                 failures += 1
                 lines = [str(f) for f in case.failures] or list(case.rendering.unverified)
@@ -156,8 +192,9 @@ def junit_xml(cells: Sequence[Cell]) -> str:
                     head = f"unverified (no waiver): {', '.join(case.unverified)}"
                 else:
                     head, lines = cell.status, [cell.detail]
-                failure = ET.SubElement(node, "failure", type=case.verdict,
-                                        message="; ".join([head, *lines])[:500])
+                failure = ET.SubElement(
+                    node, "failure", type=case.verdict, message="; ".join([head, *lines])[:500]
+                )
                 failure.text = _case_evidence(case)
         if not cases:
             count += 1
@@ -173,11 +210,12 @@ def _case_evidence(case: CaseEvidence) -> str:
     r = case.rendering
     lines = [str(f) for f in case.failures]
     lines += [f"unverified: {reason}" for reason in r.unverified]
-    lines.append(f"rendering {r.verdict}: product counted {r.prompt_tokens} prompt tokens "
-                 f"({r.tokenizer}, {r.count_basis}), provider reported "
-                 f"{list(r.reported_prompt_tokens)}, tolerance {r.tolerance}")
-    lines += [f"marker {m.marker!r} -> {list(m.token_ids)} special={m.special}"
-              for m in r.markers]
+    lines.append(
+        f"rendering {r.verdict}: product counted {r.prompt_tokens} prompt tokens "
+        f"({r.tokenizer}, {r.count_basis}), provider reported "
+        f"{list(r.reported_prompt_tokens)}, tolerance {r.tolerance}"
+    )
+    lines += [f"marker {m.marker!r} -> {list(m.token_ids)} special={m.special}" for m in r.markers]
     if r.rendered is not None:
         lines.append(f"rendered prompt: {r.rendered!r}")
     return "\n".join(lines)

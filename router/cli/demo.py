@@ -13,10 +13,13 @@ from router.printing import err
 
 
 def demo(
-    record: Annotated[bool, typer.Option(
-        help="run against the live local servers and record the job calls")] = False,
-    database: Annotated[str | None, typer.Option(
-        help="database URL (default: a new SQLite file in a temporary folder)")] = None,
+    record: Annotated[
+        bool, typer.Option(help="run against the live local servers and record the job calls")
+    ] = False,
+    database: Annotated[
+        str | None,
+        typer.Option(help="database URL (default: a new SQLite file in a temporary folder)"),
+    ] = None,
 ) -> None:
     """The whole story, offline, from recorded cassettes: start here.
 
@@ -24,8 +27,10 @@ def demo(
     becoming unknown, failover past an uncertified provider, hedging, and a late result losing
     the compare-and-swap."""
     if not CONFIG.exists():
-        err.print(f"[red]error:[/red] {CONFIG} is missing: this installation lacks the "
-                  "demo's cassettes (package data of jobrouter)")
+        err.print(
+            f"[red]error:[/red] {CONFIG} is missing: this installation lacks the "
+            "demo's cassettes (package data of jobrouter)"
+        )
         raise typer.Exit(2)
     url = database or f"sqlite:///{tempfile.mkdtemp(prefix='jobrouter-demo-')}/demo.db"
     run(lambda: story(url, record))

@@ -16,10 +16,13 @@ token_app = typer.Typer(help="API tokens for `jobrouter serve`.", no_args_is_hel
 
 def serve(
     config: ConfigOpt = None,
-    host: Annotated[str | None, typer.Option(help="address to listen on; default: "
-                                             "\\[http] host, else 127.0.0.1")] = None,
-    port: Annotated[int | None, typer.Option(help="port; default: \\[http] port, "
-                                             "else 8000")] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(help="address to listen on; default: \\[http] host, else 127.0.0.1"),
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="port; default: \\[http] port, else 8000")
+    ] = None,
     database: DatabaseOpt = None,
 ) -> None:
     """Serve the HTTP API (and run jobs) until Ctrl-C."""
@@ -33,11 +36,19 @@ def serve(
 @token_app.command("create")
 def token_create(
     owner: Annotated[str, typer.Argument(help="the owner the token acts for")],
-    operator: Annotated[bool, typer.Option("--operator", help="may also read, cancel and "
-                                           "resolve the jobs of every owner")] = False,
-    expires: Annotated[str | None, typer.Option(
-        help="stop working after this long: 90m, 12h, 30d, or seconds; default: never "
-        "(until `jobrouter token revoke`)")] = None,
+    operator: Annotated[
+        bool,
+        typer.Option(
+            "--operator", help="may also read, cancel and resolve the jobs of every owner"
+        ),
+    ] = False,
+    expires: Annotated[
+        str | None,
+        typer.Option(
+            help="stop working after this long: 90m, 12h, 30d, or seconds; default: never "
+            "(until `jobrouter token revoke`)"
+        ),
+    ] = None,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
@@ -45,12 +56,18 @@ def token_create(
     from router.http.server import create_token  # FastAPI: only for these commands
 
     expires_in = _duration(expires) if expires is not None else None
-    token = run(lambda: create_token(settings(config), owner, operator=operator,
-                                     database_url=database, expires_in=expires_in))
+    token = run(
+        lambda: create_token(
+            settings(config), owner, operator=operator, database_url=database, expires_in=expires_in
+        )
+    )
     typer.echo(token)
     until = "" if expires_in is None else f", expires {_when(time.time() + expires_in)}"
-    typer.echo(f"token for owner {owner!r}{' (operator)' if operator else ''}{until}: store it "
-               "now, it is not shown again", err=True)
+    typer.echo(
+        f"token for owner {owner!r}{' (operator)' if operator else ''}{until}: store it "
+        "now, it is not shown again",
+        err=True,
+    )
 
 
 @token_app.command("list")
@@ -60,8 +77,10 @@ def token_list(config: ConfigOpt = None, database: DatabaseOpt = None) -> None:
     from router.http.server import list_tokens
 
     records = run(lambda: list_tokens(settings(config), database_url=database))
-    typer.echo("ID                                OWNER                 OPERATOR  CREATED"
-               "               STATUS")
+    typer.echo(
+        "ID                                OWNER                 OPERATOR  CREATED"
+        "               STATUS"
+    )
     for record in records:
         status = record.status()
         if status == "live" and record.expires_at is not None:
@@ -69,8 +88,10 @@ def token_list(config: ConfigOpt = None, database: DatabaseOpt = None) -> None:
         elif status != "live":
             at = record.revoked_at if status == "revoked" else record.expires_at
             status = f"{status} {_when(at or 0)}"
-        typer.echo(f"{record.id:<33} {record.owner:<21} {'yes' if record.operator else 'no':<9} "
-                   f"{_when(record.created_at)}  {status}")
+        typer.echo(
+            f"{record.id:<33} {record.owner:<21} {'yes' if record.operator else 'no':<9} "
+            f"{_when(record.created_at)}  {status}"
+        )
 
 
 @token_app.command("revoke")
@@ -102,8 +123,10 @@ def _duration(text: str) -> float:
     except ValueError:
         seconds = -1.0
     if not seconds > 0 or seconds == float("inf"):
-        raise typer.BadParameter(f"{text!r}: give a positive duration such as 90m, 12h, 30d, "
-                                 "or seconds", param_hint="--expires")
+        raise typer.BadParameter(
+            f"{text!r}: give a positive duration such as 90m, 12h, 30d, or seconds",
+            param_hint="--expires",
+        )
     return seconds
 
 

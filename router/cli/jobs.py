@@ -30,8 +30,9 @@ def read_json_argument(option: str, value: str) -> Any:
         try:
             return parse_json(option, Path(value[1:]).read_text("utf-8"))
         except OSError as exc:
-            raise typer.BadParameter(f"{option} {value}: cannot read the file ({exc.strerror})",
-                                     param_hint=option) from None
+            raise typer.BadParameter(
+                f"{option} {value}: cannot read the file ({exc.strerror})", param_hint=option
+            ) from None
     return parse_json(option, value)
 
 
@@ -46,8 +47,7 @@ async def reading(cfg: RouterConfig, database: str | None) -> AsyncIterator[SqlS
         await store.close()
 
 
-async def emit(source: Router | SqlStore, job: Job, as_json: bool, *,
-               events: bool = False) -> None:  # fmt: skip
+async def emit(source: Router | SqlStore, job: Job, as_json: bool, *, events: bool = False) -> None:
     store = source.store if isinstance(source, Router) else source
     attempts = await store.list_attempts(job.id)
     logged = await store.list_events(job.id) if events else None
@@ -61,16 +61,29 @@ async def emit(source: Router | SqlStore, job: Job, as_json: bool, *,
 
 
 def submit(
-    task: Annotated[str, typer.Option("--task", "-t",
-                                      help="task name from the config's \\[tasks.NAME] sections")],
-    key: Annotated[str, typer.Option("--key", "-k", help="idempotency key: one per intent, "
-                                     "e.g. derived from your order id")],
-    input: Annotated[str, typer.Option("--input", "-i", help="the job input as JSON, "
-                                       "@FILE to read it from a file, or - for stdin")],
+    task: Annotated[
+        str,
+        typer.Option("--task", "-t", help="task name from the config's \\[tasks.NAME] sections"),
+    ],
+    key: Annotated[
+        str,
+        typer.Option(
+            "--key", "-k", help="idempotency key: one per intent, e.g. derived from your order id"
+        ),
+    ],
+    input: Annotated[
+        str,
+        typer.Option(
+            "--input",
+            "-i",
+            help="the job input as JSON, @FILE to read it from a file, or - for stdin",
+        ),
+    ],
     owner: Annotated[str, typer.Option(help="who the job belongs to")] = "cli",
     params: Annotated[str, typer.Option(help="extra parameters as JSON")] = "{}",
-    wait: Annotated[float, typer.Option(
-        help="seconds to wait for the outcome; 0: return at once")] = 60.0,
+    wait: Annotated[
+        float, typer.Option(help="seconds to wait for the outcome; 0: return at once")
+    ] = 60.0,
     as_json: JsonOpt = False,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
@@ -92,8 +105,10 @@ def submit(
                     job = await router.wait(job.id, wait)
                 except TimeoutError:
                     if not as_json:
-                        console.print(f"still running after {wait}s; see `jobrouter show "
-                                      f"{job.id}`", markup=False)
+                        console.print(
+                            f"still running after {wait}s; see `jobrouter show {job.id}`",
+                            markup=False,
+                        )
                     job = await router.get(job.id)
             await emit(router, job.model_copy(update={"created": created}), as_json)
             return job
@@ -167,8 +182,9 @@ def cancel(
 def resolve(
     attempt_id: Annotated[str, typer.Argument(help="the unknown attempt's id")],
     outcome: Annotated[str, typer.Option(help="succeeded | failed | cancelled")],
-    result: Annotated[str | None, typer.Option(
-        help="the result as JSON, @FILE or - (with succeeded)")] = None,
+    result: Annotated[
+        str | None, typer.Option(help="the result as JSON, @FILE or - (with succeeded)")
+    ] = None,
     note: Annotated[str, typer.Option(help="what you checked, for the job's log")] = "",
     as_json: JsonOpt = False,
     config: ConfigOpt = None,

@@ -23,38 +23,55 @@ def _moment(option: str, value: str | None) -> float | None:
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
-        raise typer.BadParameter(f"{value!r} is not an ISO 8601 time (2026-12-01T10:00:00Z)",
-                                 param_hint=option) from None
+        raise typer.BadParameter(
+            f"{value!r} is not an ISO 8601 time (2026-12-01T10:00:00Z)", param_hint=option
+        ) from None
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 @jobs_app.command("list")
 def list_jobs(
     state: Annotated[JobState | None, typer.Option(help="only jobs in this state")] = None,
-    needs_attention: Annotated[bool, typer.Option(
-        "--needs-attention", help="only jobs that wait for a person (unknown)")] = False,
+    needs_attention: Annotated[
+        bool, typer.Option("--needs-attention", help="only jobs that wait for a person (unknown)")
+    ] = False,
     task: Annotated[str | None, typer.Option(help="only jobs of this task")] = None,
-    provider: Annotated[str | None, typer.Option(
-        help="only jobs with an attempt on this provider")] = None,
+    provider: Annotated[
+        str | None, typer.Option(help="only jobs with an attempt on this provider")
+    ] = None,
     owner: Annotated[str | None, typer.Option(help="only this owner's jobs")] = None,
-    created_after: Annotated[str | None, typer.Option(
-        help="created at or after this ISO 8601 time (UTC without an offset)")] = None,
-    created_before: Annotated[str | None, typer.Option(
-        help="created before this ISO 8601 time")] = None,
+    created_after: Annotated[
+        str | None,
+        typer.Option(help="created at or after this ISO 8601 time (UTC without an offset)"),
+    ] = None,
+    created_before: Annotated[
+        str | None, typer.Option(help="created before this ISO 8601 time")
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, max=MAX_PAGE, help="jobs per page")] = DEFAULT_PAGE,
-    cursor: Annotated[str | None, typer.Option(
-        help="continue after this job: the cursor the previous page printed")] = None,
-    counts: Annotated[bool, typer.Option(
-        "--counts", help="also count the jobs in each state (same filters but the state)")] = False,
+    cursor: Annotated[
+        str | None,
+        typer.Option(help="continue after this job: the cursor the previous page printed"),
+    ] = None,
+    counts: Annotated[
+        bool,
+        typer.Option(
+            "--counts", help="also count the jobs in each state (same filters but the state)"
+        ),
+    ] = False,
     as_json: JsonOpt = False,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
-) -> None:  # fmt: skip
+) -> None:
     """List jobs, newest first, one page at a time."""
-    where = JobFilter.of(owner=owner, state=state, needs_attention=needs_attention, task=task,
-                         provider=provider,
-                         created_after=_moment("--created-after", created_after),
-                         created_before=_moment("--created-before", created_before))
+    where = JobFilter.of(
+        owner=owner,
+        state=state,
+        needs_attention=needs_attention,
+        task=task,
+        provider=provider,
+        created_after=_moment("--created-after", created_after),
+        created_before=_moment("--created-before", created_before),
+    )
     cfg = settings(config)
 
     async def step() -> None:

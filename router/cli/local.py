@@ -22,9 +22,12 @@ STATE_DIR = Path(".jobrouter")
 @local_app.command("start")
 def start(
     port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8081,
-    chat_format: Annotated[str | None, typer.Option(
-        help="llama.cpp chat format (gemma, chatml, ...); default: the GGUF's template",
-    )] = None,
+    chat_format: Annotated[
+        str | None,
+        typer.Option(
+            help="llama.cpp chat format (gemma, chatml, ...); default: the GGUF's template",
+        ),
+    ] = None,
     name: Annotated[str, typer.Option(help="provider name for the printed config")] = "local",
     n_ctx: Annotated[int, typer.Option(help="context window in tokens")] = 2048,
 ) -> None:
@@ -35,15 +38,23 @@ def start(
     log_file = STATE_DIR / f"local-{port}.log"
     console.print(f"starting llama.cpp on 127.0.0.1:{port} (log: {log_file}) ...")
     try:
-        server = asyncio.run(start_local_server(
-            chat_format=chat_format, port=port, n_ctx=n_ctx, log_file=log_file,
-            state_dir=STATE_DIR))  # fmt: skip
+        server = asyncio.run(
+            start_local_server(
+                chat_format=chat_format,
+                port=port,
+                n_ctx=n_ctx,
+                log_file=log_file,
+                state_dir=STATE_DIR,
+            )
+        )
     except LocalServerError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     fmt = server.chat_format or server.effective_chat_format
-    console.print(f"ready: pid {server.pid}, serving {server.model_alias} at {server.api_base} "
-                  f"(chat format: {fmt or 'unknown'})\nadd to jobrouter.toml:\n")
+    console.print(
+        f"ready: pid {server.pid}, serving {server.model_alias} at {server.api_base} "
+        f"(chat format: {fmt or 'unknown'})\nadd to jobrouter.toml:\n"
+    )
     print(provider_config_snippet(name, port, fmt, n_ctx=n_ctx))
     console.print(f"\nstop it with: jobrouter local stop --port {port}")
 

@@ -53,9 +53,14 @@ def outbox(
             counts = await store.outbox_counts()
             dead = await store.dead_letters(limit) if limit else []
         if as_json:
-            print_json({"pending": [asdict(d) for d in counts.pending], "dead": counts.dead,
-                        "parked": sorted({d.owner for d in counts.pending} - set(cfg.webhooks)),
-                        "dead_letters": [asdict(e) for e in dead]})  # fmt: skip
+            print_json(
+                {
+                    "pending": [asdict(d) for d in counts.pending],
+                    "dead": counts.dead,
+                    "parked": sorted({d.owner for d in counts.pending} - set(cfg.webhooks)),
+                    "dead_letters": [asdict(e) for e in dead],
+                }
+            )
             return
         print_depth(cfg, counts)
         if dead:
@@ -100,9 +105,14 @@ def purge_command(
     ] = None,
     batch: Annotated[int, typer.Option(min=1, help="jobs per transaction")] = DEFAULT_BATCH,
     dry_run: Annotated[bool, typer.Option(help="count what would go, delete nothing")] = False,
-    drop_parked: Annotated[bool, typer.Option(
-        "--drop-parked", help="also delete jobs whose event is parked (never tried, owner "
-        "without a webhook), with that event")] = False,
+    drop_parked: Annotated[
+        bool,
+        typer.Option(
+            "--drop-parked",
+            help="also delete jobs whose event is parked (never tried, owner "
+            "without a webhook), with that event",
+        ),
+    ] = False,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
@@ -114,8 +124,11 @@ def purge_command(
     webhook (pending, or a dead letter), jobs whose event was tried and never delivered, and,
     unless --drop-parked, jobs whose event is parked for an owner without a webhook."""
     if not config_path(config).is_file():  # built-in defaults have no webhooks: every event
-        err.print(f"error: no configuration file {config_path(config)}; purge deletes by what "
-                  "it says (webhooks, retention): pass --config PATH", markup=False)
+        err.print(
+            f"error: no configuration file {config_path(config)}; purge deletes by what "
+            "it says (webhooks, retention): pass --config PATH",
+            markup=False,
+        )
         raise typer.Exit(2)
     cfg = settings(config)
     days = cfg.retention.days if older_than is None else older_than
@@ -145,8 +158,14 @@ def purge_command(
             def progress(n: int) -> None:
                 console.print(f"purged {n} of {plan.purgeable}", end=end)
 
-            total = await purge(store, cutoff, owners=owners, batch=batch, progress=progress,
-                                drop_parked=drop_parked)
+            total = await purge(
+                store,
+                cutoff,
+                owners=owners,
+                batch=batch,
+                progress=progress,
+                drop_parked=drop_parked,
+            )
             console.print(f"purged {total.jobs} jobs" + (" " * 20 if end == "\r" else ""))
             if total.parked:
                 console.print(
@@ -170,24 +189,49 @@ def print_depth(cfg: RouterConfig, counts: OutboxCounts) -> None:
         depth = by_owner.get(owner)
         hook = cfg.webhooks.get(owner)
         delivery = hook.url if hook else f"PARKED: no [webhooks.{owner}] configured"
-        table.add_row(*(Text(cell) for cell in (  # data as text: an owner may hold `[...]`
-            owner, str(depth.pending if depth else 0), str(depth.retrying if depth else 0),
-            _ago(now - depth.oldest) if depth else "", _next(depth.next_attempt_at - now)
-            if depth and hook else "", str(counts.dead.get(owner, 0)),
-            delivery,
-        )))  # fmt: skip
+        table.add_row(
+            *(
+                Text(cell)
+                for cell in (  # data as text: an owner may hold `[...]`
+                    owner,
+                    str(depth.pending if depth else 0),
+                    str(depth.retrying if depth else 0),
+                    _ago(now - depth.oldest) if depth else "",
+                    _next(depth.next_attempt_at - now) if depth and hook else "",
+                    str(counts.dead.get(owner, 0)),
+                    delivery,
+                )
+            )
+        )
     if owners:
         console.print(table)
 
 
 def print_dead(dead: list[OutboxEvent], total: int) -> None:
-    table = Table("event id", "job", "owner", "tries", "dead since", "last error",
-                  title=f"dead letters ({len(dead)} newest of {total}; "
-                  "`jobrouter outbox replay --id ID | --all`)")  # fmt: skip
+    table = Table(
+        "event id",
+        "job",
+        "owner",
+        "tries",
+        "dead since",
+        "last error",
+        title=f"dead letters ({len(dead)} newest of {total}; "
+        "`jobrouter outbox replay --id ID | --all`)",
+    )
     for event in dead:
-        table.add_row(*(Text(cell) for cell in (  # a receiver's error may hold `[/...]`
-            event.id, event.job_id, event.owner, str(event.tries), _when(event.dead_at or 0.0),
-            (event.last_error or "")[:80])))
+        table.add_row(
+            *(
+                Text(cell)
+                for cell in (  # a receiver's error may hold `[/...]`
+                    event.id,
+                    event.job_id,
+                    event.owner,
+                    str(event.tries),
+                    _when(event.dead_at or 0.0),
+                    (event.last_error or "")[:80],
+                )
+            )
+        )
     console.print(table)
 
 

@@ -15,10 +15,13 @@ from router.printing import console
 
 
 def worker(
-    concurrency: Annotated[int | None, typer.Option(
-        help="jobs driven at once (default: the config's \\[engine] workers)")] = None,
-    grace: Annotated[float, typer.Option(
-        help="on SIGTERM/SIGINT, seconds to let jobs in hand finish")] = 10.0,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(help="jobs driven at once (default: the config's \\[engine] workers)"),
+    ] = None,
+    grace: Annotated[
+        float, typer.Option(help="on SIGTERM/SIGINT, seconds to let jobs in hand finish")
+    ] = 10.0,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
@@ -30,8 +33,9 @@ def worker(
     setup_logging()
     cfg = settings(config)
     if concurrency is not None:
-        cfg = cfg.model_copy(update={"engine": cfg.engine.model_copy(
-            update={"workers": concurrency})})  # fmt: skip
+        cfg = cfg.model_copy(
+            update={"engine": cfg.engine.model_copy(update={"workers": concurrency})}
+        )
 
     async def step() -> None:
         stop = asyncio.Event()
@@ -40,8 +44,10 @@ def worker(
             loop.add_signal_handler(sig, stop.set)
         router = await Router.open(database, cfg)
         assert router.engine is not None
-        console.print(f"worker {router.engine.worker_id} on {router.store.url}: "
-                      f"{cfg.engine.workers} jobs at once; Ctrl-C to stop")
+        console.print(
+            f"worker {router.engine.worker_id} on {router.store.url}: "
+            f"{cfg.engine.workers} jobs at once; Ctrl-C to stop"
+        )
         try:
             await stop.wait()
         finally:

@@ -70,6 +70,8 @@ class Timing:
         finally:
             route = scope.get("route")
             template = getattr(route, "path", "unmatched")
-            metrics.HTTP_LATENCY.labels(method=metrics.http_method_label(scope["method"]),
-                                        route=template,
-                                        status=str(status)).observe(time.perf_counter() - began)
+            metrics.HTTP_LATENCY.labels(
+                method=metrics.http_method_label(scope["method"]),
+                route=template,
+                status=str(status),
+            ).observe(time.perf_counter() - began)

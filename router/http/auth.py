@@ -40,21 +40,34 @@ async def authenticate(
 ) -> Principal:
     challenge = {"WWW-Authenticate": 'Bearer realm="jobrouter"'}
     if credentials is None:
-        raise ProblemError(401, "token-missing", "send `Authorization: Bearer <token>`; create a "
-                           "token with `jobrouter token create OWNER`", headers=challenge)
+        raise ProblemError(
+            401,
+            "token-missing",
+            "send `Authorization: Bearer <token>`; create a "
+            "token with `jobrouter token create OWNER`",
+            headers=challenge,
+        )
     record = await router.store.find_token(credentials.credentials)
     status = "unknown" if record is None else record.status()
     if record is None or status != "live":
         # The true reason: whoever presents a revoked or expired token once held it.
-        raise ProblemError(401, f"token-{status}", f"the bearer token is {status}; ask for a "
-                           "new one (`jobrouter token create OWNER`)", headers=challenge)
+        raise ProblemError(
+            401,
+            f"token-{status}",
+            f"the bearer token is {status}; ask for a new one (`jobrouter token create OWNER`)",
+            headers=challenge,
+        )
     return Principal(owner=record.owner, operator=record.operator, token_id=record.id)
 
 
 async def require_operator(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
     if not principal.operator:
-        raise ProblemError(403, "operator-only", "this needs an operator token; create one with "
-                           "`jobrouter token create OWNER --operator`")
+        raise ProblemError(
+            403,
+            "operator-only",
+            "this needs an operator token; create one with "
+            "`jobrouter token create OWNER --operator`",
+        )
     return principal
 
 

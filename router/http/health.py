@@ -17,15 +17,20 @@ log = logging.getLogger("jobrouter.http")
 routes = APIRouter(tags=["operations"])
 
 
-@routes.get("/health/live", response_model=Status, operation_id="health_live",
-            summary="The process answers")
+@routes.get(
+    "/health/live", response_model=Status, operation_id="health_live", summary="The process answers"
+)
 async def live() -> Status:
     return Status(status="ok")
 
 
-@routes.get("/health/ready", response_model=Status, responses=documented(503),
-            operation_id="health_ready",
-            summary="The database takes a write and its migrations are current")
+@routes.get(
+    "/health/ready",
+    response_model=Status,
+    responses=documented(503),
+    operation_id="health_ready",
+    summary="The database takes a write and its migrations are current",
+)
 async def ready(router: RouterDep) -> Status:
     """No token is needed, so the answer names nothing of the deployment (no database URL,
     no driver message): the reason is in the server's log."""
@@ -34,13 +39,24 @@ async def ready(router: RouterDep) -> Status:
         await router.store.prove_write()
     except Exception as exc:  # any failure to write means "not ready"
         log.warning("readiness: the database takes no write: %s", exc)
-        raise ProblemError(503, "not-ready", "the database does not take writes now (the "
-                           "reason is in the server log)", headers={"Retry-After": "1"}) from exc
+        raise ProblemError(
+            503,
+            "not-ready",
+            "the database does not take writes now (the reason is in the server log)",
+            headers={"Retry-After": "1"},
+        ) from exc
     if pending:
-        raise ProblemError(503, "not-ready", f"migrations {pending} are not applied; restart "
-                           "the service to apply them", headers={"Retry-After": "5"})
-    return Status(status="ready", detail="database takes writes, migrations current",
-                  leader=await _leader(router))
+        raise ProblemError(
+            503,
+            "not-ready",
+            f"migrations {pending} are not applied; restart the service to apply them",
+            headers={"Retry-After": "5"},
+        )
+    return Status(
+        status="ready",
+        detail="database takes writes, migrations current",
+        leader=await _leader(router),
+    )
 
 
 async def _leader(router: Router) -> str | None:
@@ -54,10 +70,18 @@ async def _leader(router: Router) -> str | None:
         return None
 
 
-@routes.get("/metrics", response_class=Response, summary="Prometheus metrics",
-            operation_id="metrics",
-            responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
-                             "description": "text exposition format"}})  # fmt: skip
+@routes.get(
+    "/metrics",
+    response_class=Response,
+    summary="Prometheus metrics",
+    operation_id="metrics",
+    responses={
+        200: {
+            "content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
+            "description": "text exposition format",
+        }
+    },
+)
 async def metrics_text(request: Request, router: RouterDep) -> Response:
     try:
         circuits = [(row.provider, row.state) for row in await router.store.circuits()]

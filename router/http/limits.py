@@ -49,16 +49,25 @@ class BodyLimit:
 
     async def _refuse(self, scope: Scope, send: Send) -> None:
         problem = {
-            "type": TYPE_PREFIX + "body-too-large", "title": "Content Too Large", "status": 413,
+            "type": TYPE_PREFIX + "body-too-large",
+            "title": "Content Too Large",
+            "status": 413,
             "detail": f"the request body is larger than {self.max_bytes} bytes; send a smaller "
-                      "input (the limit is [http] max_body_bytes)",
+            "input (the limit is [http] max_body_bytes)",
             "instance": scope.get("path", ""),
-        }  # fmt: skip
+        }
         payload = json.dumps(problem).encode()
-        await send({"type": "http.response.start", "status": 413, "headers": [
-            (b"content-type", PROBLEM_JSON.encode()),
-            (b"content-length", str(len(payload)).encode()),
-            (b"connection", b"close")]})  # fmt: skip
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", PROBLEM_JSON.encode()),
+                    (b"content-length", str(len(payload)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": payload})
 
 
@@ -97,18 +106,29 @@ class NoNul:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and (
-            b"%00" in scope.get("raw_path", b"") or "\x00" in scope.get("path", "")
+            b"%00" in scope.get("raw_path", b"")
+            or "\x00" in scope.get("path", "")
             or b"%00" in scope.get("query_string", b"")
-        ):  # fmt: skip
+        ):
             problem = {
-                "type": TYPE_PREFIX + "request-invalid", "title": "Unprocessable Entity",
-                "status": 422, "detail": "the path or the query holds a NUL character (%00); "
-                "no id, name or key contains one", "instance": scope.get("path", ""),
-            }  # fmt: skip
+                "type": TYPE_PREFIX + "request-invalid",
+                "title": "Unprocessable Entity",
+                "status": 422,
+                "detail": "the path or the query holds a NUL character (%00); "
+                "no id, name or key contains one",
+                "instance": scope.get("path", ""),
+            }
             payload = json.dumps(problem).encode()
-            await send({"type": "http.response.start", "status": 422, "headers": [
-                (b"content-type", PROBLEM_JSON.encode()),
-                (b"content-length", str(len(payload)).encode())]})  # fmt: skip
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 422,
+                    "headers": [
+                        (b"content-type", PROBLEM_JSON.encode()),
+                        (b"content-length", str(len(payload)).encode()),
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": payload})
             return
         await self.app(scope, receive, send)

@@ -21,10 +21,13 @@ SSE_EVENT: Schema = {
     "properties": {
         "id": {"type": "string", "description": "the event's seq: send it as Last-Event-ID"},
         "event": {"type": "string", "description": "the event's kind, e.g. job.succeeded"},
-        "data": {"type": "string", "contentMediaType": "application/json",
-                 "contentSchema": {"$ref": "#/components/schemas/JobEvent"}},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": {"$ref": "#/components/schemas/JobEvent"},
+        },
     },
-}  # fmt: skip
+}
 
 
 def install(app: FastAPI, tasks: Mapping[str, TaskRuntime]) -> None:
@@ -35,7 +38,8 @@ def install(app: FastAPI, tasks: Mapping[str, TaskRuntime]) -> None:
             document = build()
             schemas = document.setdefault("components", {}).setdefault("schemas", {})
             schemas["Problem"] = Problem.model_json_schema(
-                ref_template="#/components/schemas/{model}")
+                ref_template="#/components/schemas/{model}"
+            )
             _event_schema(schemas)
             _absent_not_null(document)
             _problems_for_validation(document, schemas)
@@ -56,8 +60,12 @@ def _event_schema(schemas: Schema) -> None:
 
 
 def _operations(document: Schema) -> list[Schema]:
-    return [operation for path in document.get("paths", {}).values()
-            for operation in path.values() if isinstance(operation, dict)]  # fmt: skip
+    return [
+        operation
+        for path in document.get("paths", {}).values()
+        for operation in path.values()
+        if isinstance(operation, dict)
+    ]
 
 
 def _absent_not_null(document: Schema) -> None:
@@ -78,8 +86,9 @@ def _problems_for_validation(document: Schema, schemas: Schema) -> None:
     for operation in _operations(document):
         answer = operation.get("responses", {}).get("422")
         if answer is not None:
-            answer["content"] = {"application/problem+json": {
-                "schema": {"$ref": "#/components/schemas/Problem"}}}  # fmt: skip
+            answer["content"] = {
+                "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+            }
     schemas.pop("HTTPValidationError", None)
     schemas.pop("ValidationError", None)
 
@@ -92,12 +101,20 @@ def _submit_variants(base: Schema, tasks: Mapping[str, TaskRuntime]) -> Schema:
         contract = runtime.contract
         given = contract.input_schema if contract is not None else None
         usable = given is not None and "$ref" not in repr(given)  # refs would point elsewhere
-        input_schema = {key: value for key, value in (given or {}).items()
-                        if key not in ("$schema", "$id")} if usable else generic  # fmt: skip
-        variants.append({
-            **{key: value for key, value in base.items() if key != "title"},
-            "title": f"SubmitJob[{name}]",
-            "properties": {**base["properties"], "task": {"type": "string", "const": name},
-                           "input": input_schema},
-        })  # fmt: skip
+        input_schema = (
+            {key: value for key, value in (given or {}).items() if key not in ("$schema", "$id")}
+            if usable
+            else generic
+        )
+        variants.append(
+            {
+                **{key: value for key, value in base.items() if key != "title"},
+                "title": f"SubmitJob[{name}]",
+                "properties": {
+                    **base["properties"],
+                    "task": {"type": "string", "const": name},
+                    "input": input_schema,
+                },
+            }
+        )
     return {"title": "SubmitJob", "description": base.get("description", ""), "oneOf": variants}

@@ -63,9 +63,14 @@ class ProblemError(Exception):
     """Raised by a route to answer with a problem."""
 
     def __init__(
-        self, status: int, slug: str, detail: str, *, headers: dict[str, str] | None = None,
+        self,
+        status: int,
+        slug: str,
+        detail: str,
+        *,
+        headers: dict[str, str] | None = None,
         **extensions: Any,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(detail)
         self.status = status
         self.slug = slug
@@ -75,13 +80,21 @@ class ProblemError(Exception):
 
 
 def problem_response(
-    request: Request, status: int, slug: str, detail: str,
-    headers: dict[str, str] | None = None, **extensions: Any,
-) -> JSONResponse:  # fmt: skip
+    request: Request,
+    status: int,
+    slug: str,
+    detail: str,
+    headers: dict[str, str] | None = None,
+    **extensions: Any,
+) -> JSONResponse:
     body: dict[str, Any] = {
-        "type": TYPE_PREFIX + slug, "title": HTTPStatus(status).phrase, "status": status,
-        "detail": detail, "instance": request.url.path, **extensions,
-    }  # fmt: skip
+        "type": TYPE_PREFIX + slug,
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "instance": request.url.path,
+        **extensions,
+    }
     return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_JSON)
 
 
@@ -101,8 +114,9 @@ def documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 async def _problem(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ProblemError)
-    return problem_response(request, exc.status, exc.slug, exc.detail, exc.headers,
-                            **exc.extensions)
+    return problem_response(
+        request, exc.status, exc.slug, exc.detail, exc.headers, **exc.extensions
+    )
 
 
 async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
@@ -123,8 +137,11 @@ async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
 
 def _key_problem(request: Request, errors: list[Any]) -> JSONResponse:
     """The Idempotency-Key header is missing or malformed: 400, as the IETF draft says."""
-    missing = any(error.get("type") == "missing" for error in errors
-                  if tuple(error.get("loc", ())) == KEY_LOCATION)  # fmt: skip
+    missing = any(
+        error.get("type") == "missing"
+        for error in errors
+        if tuple(error.get("loc", ())) == KEY_LOCATION
+    )
     if missing:
         return problem_response(request, 400, "idempotency-key-missing", KEY_MISSING)
     return problem_response(request, 400, "idempotency-key-invalid", KEY_INVALID)
@@ -156,42 +173,71 @@ def _allowed_methods(request: Request) -> list[str]:
 async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
     """Domain errors by type; anything unexpected is a 500 that says only that."""
     if isinstance(exc, IdempotencyConflict):
-        return problem_response(request, 422, "idempotency-key-reused", str(exc),
-                                job_id=exc.job_id, idempotency_key=exc.idempotency_key)
+        return problem_response(
+            request,
+            422,
+            "idempotency-key-reused",
+            str(exc),
+            job_id=exc.job_id,
+            idempotency_key=exc.idempotency_key,
+        )
     if isinstance(exc, JobRefused):
-        return problem_response(request, 422, exc.slug, str(exc), field=exc.field,
-                                errors=exc.errors)
+        return problem_response(
+            request, 422, exc.slug, str(exc), field=exc.field, errors=exc.errors
+        )
     if isinstance(exc, JobNotFound):
-        return problem_response(request, 404, "job-not-found",
-                                f"no job {exc.job_id} for this token's owner; check the id")
+        return problem_response(
+            request,
+            404,
+            "job-not-found",
+            f"no job {exc.job_id} for this token's owner; check the id",
+        )
     if isinstance(exc, AttemptNotFound):
-        return problem_response(request, 404, "attempt-not-found",
-                                f"no attempt {exc.attempt_id}; list them with "
-                                "GET /v1/jobs/{id}/attempts")
+        return problem_response(
+            request,
+            404,
+            "attempt-not-found",
+            f"no attempt {exc.attempt_id}; list them with GET /v1/jobs/{{id}}/attempts",
+        )
     if isinstance(exc, InvalidText):
         if exc.field == "idempotency_key" and KEY_HEADER in request.headers:  # the header
-            return problem_response(request, 400, "idempotency-key-invalid",
-                                    f"{KEY_INVALID}, without NUL characters")
+            return problem_response(
+                request, 400, "idempotency-key-invalid", f"{KEY_INVALID}, without NUL characters"
+            )
         return problem_response(request, 422, "text-invalid", f"{exc.field} {exc.reason}")
     if isinstance(exc, InvalidTransition):
-        return problem_response(request, 409, "invalid-transition", str(exc),
-                                current_state=str(exc.src))
+        return problem_response(
+            request, 409, "invalid-transition", str(exc), current_state=str(exc.src)
+        )
     if isinstance(exc, StoreError) and not exc.transient:  # the detail is in the log only:
         log.error("service unavailable: %s", exc)  # it names the database
-        return problem_response(request, 503, "store-broken", "the job store cannot be used "
-                                "until an operator repairs it; see the server log")
+        return problem_response(
+            request,
+            503,
+            "store-broken",
+            "the job store cannot be used until an operator repairs it; see the server log",
+        )
     if isinstance(exc, StoreError | RouterClosed):
         log.error("service unavailable: %s", exc)
-        return problem_response(request, 503, "unavailable",
-                                "the job store is unavailable; retry later with the same "
-                                "Idempotency-Key", headers={"Retry-After": "1"})
+        return problem_response(
+            request,
+            503,
+            "unavailable",
+            "the job store is unavailable; retry later with the same Idempotency-Key",
+            headers={"Retry-After": "1"},
+        )
     if isinstance(exc, RecursionError):
-        return problem_response(request, 422, "request-invalid",
-                                "the JSON body is nested too deeply")
+        return problem_response(
+            request, 422, "request-invalid", "the JSON body is nested too deeply"
+        )
     log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
-    return problem_response(request, 500, "internal",
-                            "the server failed unexpectedly; retry with the same "
-                            "Idempotency-Key, and report it if it persists")
+    return problem_response(
+        request,
+        500,
+        "internal",
+        "the server failed unexpectedly; retry with the same "
+        "Idempotency-Key, and report it if it persists",
+    )
 
 
 def install(app: FastAPI) -> None:

@@ -68,12 +68,16 @@ class ResolveAttempt(_Body):
     note: str = Field(default="", max_length=1000)
 
 
-ERROR = ("why the job (or attempt) did not succeed, in the router's own words: what the "
-         "outcome proves (not sent, rejected, unknown), the provider's name, the HTTP status "
-         "where one came back. Never the provider's text: that is `error_detail`")
-ERROR_DETAIL = ("the raw detail behind `error` (what the provider said, credentials scrubbed), "
-                "for operator tokens only: null for an owner's token, and when `error` is all "
-                "there is")
+ERROR = (
+    "why the job (or attempt) did not succeed, in the router's own words: what the "
+    "outcome proves (not sent, rejected, unknown), the provider's name, the HTTP status "
+    "where one came back. Never the provider's text: that is `error_detail`"
+)
+ERROR_DETAIL = (
+    "the raw detail behind `error` (what the provider said, credentials scrubbed), "
+    "for operator tokens only: null for an owner's token, and when `error` is all "
+    "there is"
+)
 
 
 class JobResource(BaseModel):
@@ -101,8 +105,12 @@ class JobResource(BaseModel):
     def body(job: Job, url: str, *, operator: bool) -> dict[str, Any]:
         """The resource as JSON-ready data (see `plain`), without a pydantic round trip, as an
         operator or the job's owner may see it (`router.disclosure`)."""
-        return plain(disclose(job, operator=operator), terminal=job.state.terminal,
-                     needs_attention=job.state.needs_attention, url=url)
+        return plain(
+            disclose(job, operator=operator),
+            terminal=job.state.terminal,
+            needs_attention=job.state.needs_attention,
+            url=url,
+        )
 
 
 # Free-form JSON (a job's input, params and result, an attempt's output, an event's data) is
@@ -122,8 +130,9 @@ def plain(model: BaseModel, **extra: Any) -> dict[str, Any]:
     return data
 
 
-def json_answer(content: Any, status_code: int = 200,
-                headers: dict[str, str] | None = None) -> JSONResponse:
+def json_answer(
+    content: Any, status_code: int = 200, headers: dict[str, str] | None = None
+) -> JSONResponse:
     """An answer whose body is encoded by `json` (see FREE_JSON)."""
     return JSONResponse(content, status_code=status_code, headers=headers)
 
@@ -133,9 +142,12 @@ class AttemptResource(Attempt):
 
     error: str | None = Field(default=None, description=ERROR)
     error_detail: str | None = Field(default=None, description=ERROR_DETAIL)
-    output: Any = Field(default=None, description="the answer: the winning attempt's result; an "
-                        "answer that did not win (kept for whoever resolves the attempt) is "
-                        "shown to operator tokens only")
+    output: Any = Field(
+        default=None,
+        description="the answer: the winning attempt's result; an "
+        "answer that did not win (kept for whoever resolves the attempt) is "
+        "shown to operator tokens only",
+    )
 
     @staticmethod
     def body(attempt: Attempt, *, operator: bool) -> dict[str, Any]:
@@ -149,5 +161,8 @@ class AttemptList(BaseModel):
 class Status(BaseModel):
     status: Literal["ok", "ready"]
     detail: str = ""
-    leader: str | None = Field(default=None, description="worker id of the process that runs "
-                               "the periodic work (readiness only; null: none at the moment)")
+    leader: str | None = Field(
+        default=None,
+        description="worker id of the process that runs "
+        "the periodic work (readiness only; null: none at the moment)",
+    )

@@ -25,19 +25,27 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 async def serve(
-    router: Router, *, host: str | None = None, port: int | None = None,
-    settings: HttpConfig | None = None, sock: socket.socket | None = None,
+    router: Router,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    settings: HttpConfig | None = None,
+    sock: socket.socket | None = None,
     access_log: bool = True,
-) -> None:  # fmt: skip
+) -> None:
     """Serve `router` over HTTP until SIGINT/SIGTERM. `sock`, when given, is an already bound
     socket (tests bind port 0 to get a free port without a race)."""
     settings = settings or router.config.http
     app = create_app(router, settings)
     config = uvicorn.Config(
-        app, host=host or settings.host, port=settings.port if port is None else port,
-        access_log=access_log, timeout_graceful_shutdown=int(GRACEFUL_S), lifespan="off",
+        app,
+        host=host or settings.host,
+        port=settings.port if port is None else port,
+        access_log=access_log,
+        timeout_graceful_shutdown=int(GRACEFUL_S),
+        lifespan="off",
         log_config=None,
-    )  # fmt: skip
+    )
     server = _Server(config)
     await server.serve(sockets=[sock] if sock is not None else None)
 
@@ -60,9 +68,12 @@ class _Server(uvicorn.Server):
 
 
 async def serve_config(
-    config: RouterConfig | Path, *, host: str | None, port: int | None,
+    config: RouterConfig | Path,
+    *,
+    host: str | None,
+    port: int | None,
     database_url: str | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """`jobrouter serve`: open the router and serve it at once; the providers warm up in the
     background (litellm's import) and the workers start after that (docs/benchmarks.md)."""
     async with Router.open(database_url, config, start_in_background=True) as router:
@@ -70,32 +81,39 @@ async def serve_config(
 
 
 async def create_token(
-    config: RouterConfig | Path, owner: str, *, operator: bool, database_url: str | None = None,
+    config: RouterConfig | Path,
+    owner: str,
+    *,
+    operator: bool,
+    database_url: str | None = None,
     expires_in: float | None = None,
-) -> str:  # fmt: skip
+) -> str:
     """`jobrouter token create`: a new token for `owner` (printed once; only its hash is kept)."""
     async with _token_store(config, database_url) as store:
         token, _ = await store.create_token(owner, operator=operator, expires_in=expires_in)
     return token
 
 
-async def list_tokens(config: RouterConfig | Path, database_url: str | None = None
-                      ) -> list[ApiToken]:
+async def list_tokens(
+    config: RouterConfig | Path, database_url: str | None = None
+) -> list[ApiToken]:
     """`jobrouter token list`: every token's record, never a token."""
     async with _token_store(config, database_url) as store:
         return await store.list_tokens()
 
 
-async def revoke_token(config: RouterConfig | Path, token_id: str,
-                       database_url: str | None = None) -> bool:
+async def revoke_token(
+    config: RouterConfig | Path, token_id: str, database_url: str | None = None
+) -> bool:
     """`jobrouter token revoke ID`: False when no unrevoked token has that id."""
     async with _token_store(config, database_url) as store:
         return await store.revoke_token(token_id)
 
 
 @contextlib.asynccontextmanager
-async def _token_store(config: RouterConfig | Path,
-                       database_url: str | None) -> AsyncIterator[SqlStore]:
+async def _token_store(
+    config: RouterConfig | Path, database_url: str | None
+) -> AsyncIterator[SqlStore]:
     from router.build import resolve_config
     from router.store import open_store
 

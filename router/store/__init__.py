@@ -22,8 +22,11 @@ def check_database_url(url: str) -> None:
         return
     close = difflib.get_close_matches(scheme.lower(), SCHEMES, n=1)
     hint = f" (did you mean {close[0]}://?)" if close else ""
-    raise StoreError(f"unknown database URL scheme {scheme!r}{hint}; use sqlite:///relative.db, "
-                     "sqlite:////absolute.db or postgresql://user@host:port/db", url=url)
+    raise StoreError(
+        f"unknown database URL scheme {scheme!r}{hint}; use sqlite:///relative.db, "
+        "sqlite:////absolute.db or postgresql://user@host:port/db",
+        url=url,
+    )
 
 
 async def open_store(
@@ -44,9 +47,13 @@ async def open_store(
             raise StoreError(
                 "PostgreSQL needs the extra: pip install 'jobrouter[postgres]'", url=url
             ) from exc
-        return SqlStore(await PostgresConnector.open(
-            url, command_timeout=command_timeout or COMMAND_TIMEOUT_S,
-            acquire_timeout=acquire_timeout or ACQUIRE_TIMEOUT_S))  # fmt: skip
+        return SqlStore(
+            await PostgresConnector.open(
+                url,
+                command_timeout=command_timeout or COMMAND_TIMEOUT_S,
+                acquire_timeout=acquire_timeout or ACQUIRE_TIMEOUT_S,
+            )
+        )
     from router.store.sqlite import SqliteConnector
 
     return SqlStore(await SqliteConnector.open(url))

@@ -40,9 +40,16 @@ class AttemptMethods:
         def _outbox_in(self, tx: Tx, owner: str) -> None: ...
 
     async def start_attempt(
-        self, job_id: str, *, provider: str, model: str | None, worker: str, lease_s: float,
-        exclusive: bool, notes: Sequence[NewEvent] = (),
-    ) -> tuple[Job, Attempt]:  # fmt: skip
+        self,
+        job_id: str,
+        *,
+        provider: str,
+        model: str | None,
+        worker: str,
+        lease_s: float,
+        exclusive: bool,
+        notes: Sequence[NewEvent] = (),
+    ) -> tuple[Job, Attempt]:
         """Write the attempt row before the provider is called; the job becomes `running`."""
         now = time.time()
         start = AttemptStart(provider, model, worker, lease_s, tuple(notes))
@@ -57,27 +64,43 @@ class AttemptMethods:
     ) -> tuple[Job, Attempt]:
         if job.state not in (JobState.QUEUED, JobState.RUNNING):
             raise InvalidTransition(
-                entity="job", entity_id=job.id, src=job.state, dst="new attempt",
+                entity="job",
+                entity_id=job.id,
+                src=job.state,
+                dst="new attempt",
                 why="only a queued or running job starts attempts",
-            )  # fmt: skip
+            )
         if exclusive:
             await refuse_if_open(self._q, tx, job.id)
-        row = await tx.fetchone(self._q["insert_attempt"], {
-            "id": new_id(), "job_id": job.id, "provider": start.provider, "model": start.model,
-            "now": now, "worker": start.worker, "lease_until": now + start.lease_s,
-        })  # fmt: skip
+        row = await tx.fetchone(
+            self._q["insert_attempt"],
+            {
+                "id": new_id(),
+                "job_id": job.id,
+                "provider": start.provider,
+                "model": start.model,
+                "now": now,
+                "worker": start.worker,
+                "lease_until": now + start.lease_s,
+            },
+        )
         assert row is not None
         attempt = attempt_from_row(row)
         if job.state is JobState.QUEUED:
             job = await move_job(self._q, tx, job, JobState.RUNNING, now=now)
-        await append_events(self._q, tx, job.id, job.state, [*start.notes, started_event(attempt)],
-                            now)  # fmt: skip
+        await append_events(
+            self._q, tx, job.id, job.state, [*start.notes, started_event(attempt)], now
+        )
         return job, attempt
 
     async def finish_attempt_cas(
-        self, attempt_id: str, output: Any, usage: AttemptUsage,
-        *, only_from: AttemptState | None = None,
-    ) -> FinishOutcome:  # fmt: skip
+        self,
+        attempt_id: str,
+        output: Any,
+        usage: AttemptUsage,
+        *,
+        only_from: AttemptState | None = None,
+    ) -> FinishOutcome:
         """The compare-and-swap of I2: the first finisher wins, later ones are recorded `lost`.
         `only_from`: refuse (InvalidTransition) unless the attempt is in that state, under the
         job's lock."""
@@ -88,31 +111,70 @@ class AttemptMethods:
             if attempt.state.terminal:  # recorded already: by this call's own earlier try
                 # (its COMMIT acknowledgement lost: the win is reported again, never lost) or
                 # by a cancel under it (nothing to record)
-                return FinishOutcome(won=job.winner_attempt_id == attempt_id, job=job,
-                                     attempt=attempt)
+                return FinishOutcome(
+                    won=job.winner_attempt_id == attempt_id, job=job, attempt=attempt
+                )
             won_row = None
             if job.winner_attempt_id is None and not job.state.terminal:
-                won_row = await tx.fetchone(self._q["finish_job_cas"], {
-                    "id": job.id, "version": job.version, "attempt_id": attempt_id,
-                    "result": dumps(output), "now": now,
-                })  # fmt: skip
+                won_row = await tx.fetchone(
+                    self._q["finish_job_cas"],
+                    {
+                        "id": job.id,
+                        "version": job.version,
+                        "attempt_id": attempt_id,
+                        "result": dumps(output),
+                        "now": now,
+                    },
+                )
             if won_row is None:
-                lost = await end_attempt(self._q, tx, attempt, AttemptState.LOST, usage, now,
-                                         error=f"finished after {job.winner_attempt_id} won")
-                await append_events(self._q, tx, job.id, job.state, [NewEvent(
-                    kind=EventKind.ATTEMPT_LOST, data={
-                        "attempt_id": attempt_id, "provider": attempt.provider,
-                        "winner_attempt_id": job.winner_attempt_id})], now)  # fmt: skip
+                lost = await end_attempt(
+                    self._q,
+                    tx,
+                    attempt,
+                    AttemptState.LOST,
+                    usage,
+                    now,
+                    error=f"finished after {job.winner_attempt_id} won",
+                )
+                await append_events(
+                    self._q,
+                    tx,
+                    job.id,
+                    job.state,
+                    [
+                        NewEvent(
+                            kind=EventKind.ATTEMPT_LOST,
+                            data={
+                                "attempt_id": attempt_id,
+                                "provider": attempt.provider,
+                                "winner_attempt_id": job.winner_attempt_id,
+                            },
+                        )
+                    ],
+                    now,
+                )
                 outcome = FinishOutcome(won=False, job=job, attempt=lost)
             else:
-                won = await end_attempt(self._q, tx, attempt, AttemptState.SUCCEEDED, usage,
-                                        now, output=output)
+                won = await end_attempt(
+                    self._q, tx, attempt, AttemptState.SUCCEEDED, usage, now, output=output
+                )
                 job = job_from_row(won_row)
-                await append_events(self._q, tx, job.id, job.state, [
-                    NewEvent(kind=EventKind.ATTEMPT_SUCCEEDED, data={"attempt_id": attempt_id,
-                             "provider": attempt.provider}),
-                    NewEvent(kind=EventKind.JOB_SUCCEEDED, data={"winner_attempt_id": attempt_id}),
-                ], now)  # fmt: skip
+                await append_events(
+                    self._q,
+                    tx,
+                    job.id,
+                    job.state,
+                    [
+                        NewEvent(
+                            kind=EventKind.ATTEMPT_SUCCEEDED,
+                            data={"attempt_id": attempt_id, "provider": attempt.provider},
+                        ),
+                        NewEvent(
+                            kind=EventKind.JOB_SUCCEEDED, data={"winner_attempt_id": attempt_id}
+                        ),
+                    ],
+                    now,
+                )
                 await write_outbox(self._q, tx, job, now)
                 self._outbox_in(tx, job.owner)
                 outcome = FinishOutcome(won=True, job=job, attempt=won)
@@ -144,12 +206,23 @@ class AttemptMethods:
             _require_state(attempt, only_from, state)
             if attempt.state.terminal or attempt.state is state:  # already recorded (cancel,
                 return attempt  # or a second sweeper): keep the first record
-            done = await end_attempt(self._q, tx, attempt, state, usage, now, error_kind, error,
-                                     output, error_detail)
-            data = {"attempt_id": attempt_id, "provider": attempt.provider,
-                    "error_kind": error_kind, "error": error}  # fmt: skip
-            await append_events(self._q, tx, job.id, job.state,
-                                [NewEvent(kind=EventKind.attempt_ended(state), data=data)], now)
+            done = await end_attempt(
+                self._q, tx, attempt, state, usage, now, error_kind, error, output, error_detail
+            )
+            data = {
+                "attempt_id": attempt_id,
+                "provider": attempt.provider,
+                "error_kind": error_kind,
+                "error": error,
+            }
+            await append_events(
+                self._q,
+                tx,
+                job.id,
+                job.state,
+                [NewEvent(kind=EventKind.attempt_ended(state), data=data)],
+                now,
+            )
         self._notify(attempt.job_id)
         return done
 
@@ -161,12 +234,17 @@ class AttemptMethods:
         meanwhile wins and the resolution is refused (InvalidTransition)."""
         if outcome is AttemptState.SUCCEEDED:
             finished = await self.finish_attempt_cas(
-                attempt_id, result, AttemptUsage(), only_from=AttemptState.UNKNOWN)
+                attempt_id, result, AttemptUsage(), only_from=AttemptState.UNKNOWN
+            )
             return finished.job, finished.attempt
         attempt = await self.finish_attempt(
-            attempt_id, outcome, error_kind="resolved", error=note, usage=AttemptUsage(),
+            attempt_id,
+            outcome,
+            error_kind="resolved",
+            error=note,
+            usage=AttemptUsage(),
             only_from=AttemptState.UNKNOWN,
-        )  # fmt: skip
+        )
         job = await self.get_job(attempt.job_id)
         assert job is not None
         return job, attempt
@@ -175,5 +253,6 @@ class AttemptMethods:
 def _require_state(attempt: Attempt, only_from: AttemptState | None, dst: AttemptState) -> None:
     if only_from is not None and attempt.state is not only_from:
         why = f"only an attempt in state {only_from} may"
-        raise InvalidTransition(entity="attempt", entity_id=attempt.id, src=attempt.state,
-                                dst=dst, why=why)  # fmt: skip
+        raise InvalidTransition(
+            entity="attempt", entity_id=attempt.id, src=attempt.state, dst=dst, why=why
+        )

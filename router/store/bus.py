@@ -68,8 +68,9 @@ class BusMethods:
     async def outbox_bus_try(self, event_id: str, *, tries: int, error: str) -> None:
         """A webhook try of a bus message failed; the stream redelivers it later."""
         async with self.connector.write() as tx:
-            await tx.execute(self._bq["outbox_bus_try"],
-                             {"id": event_id, "tries": tries, "error": error})  # fmt: skip
+            await tx.execute(
+                self._bq["outbox_bus_try"], {"id": event_id, "tries": tries, "error": error}
+            )
 
     async def outbox_bury_published(self, event_id: str, *, tries: int, error: str) -> bool:
         """The last allowed try of a bus message failed: the event becomes a dead letter, in
@@ -78,8 +79,9 @@ class BusMethods:
             row = await tx.fetchone(self._bq["take_undelivered_outbox"], {"id": event_id})
             if row is None:
                 return False
-            dead = {key: row[key] for key in ("id", "job_id", "owner", "kind", "payload",
-                                               "created_at")}  # fmt: skip
+            dead = {
+                key: row[key] for key in ("id", "job_id", "owner", "kind", "payload", "created_at")
+            }
             dead.update(tries=tries, last_error=error, now=time.time())
             await tx.execute(self._q["insert_dead"], dead)
         return True

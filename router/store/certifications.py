@@ -21,16 +21,31 @@ class CertificationMethods:
     _q: Mapping[str, str]
 
     async def save_certification(
-        self, *, provider: str, contract: str, provider_fingerprint: str,
-        contract_fingerprint: str, passed: bool, record: str, certified_at: float,
+        self,
+        *,
+        provider: str,
+        contract: str,
+        provider_fingerprint: str,
+        contract_fingerprint: str,
+        passed: bool,
+        record: str,
+        certified_at: float,
         expires_at: float,
-    ) -> None:  # fmt: skip
+    ) -> None:
         async with self.connector.write() as tx:
-            await tx.execute(self._q["upsert_certification"], {
-                "provider": provider, "contract": contract,
-                "provider_fingerprint": provider_fingerprint,
-                "contract_fingerprint": contract_fingerprint, "passed": int(passed),
-                "record": record, "certified_at": certified_at, "expires_at": expires_at})
+            await tx.execute(
+                self._q["upsert_certification"],
+                {
+                    "provider": provider,
+                    "contract": contract,
+                    "provider_fingerprint": provider_fingerprint,
+                    "contract_fingerprint": contract_fingerprint,
+                    "passed": int(passed),
+                    "record": record,
+                    "certified_at": certified_at,
+                    "expires_at": expires_at,
+                },
+            )
 
     async def certifications(self) -> list[CertificationRow]:
         rows = await self.connector.fetchall(self._q["list_certifications"], {})

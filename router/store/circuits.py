@@ -41,19 +41,29 @@ class CircuitMethods:
 
     async def circuit_success(self, provider: str) -> CircuitRow:
         async with self.connector.write() as tx:
-            row = await tx.fetchone(self._q["circuit_success"],
-                                    {"provider": provider, "now": time.time()})
+            row = await tx.fetchone(
+                self._q["circuit_success"], {"provider": provider, "now": time.time()}
+            )
         if row is None:
             return CircuitRow(provider, CircuitState.CLOSED, 0, None, None)
         return _circuit(row)
 
     async def claim_probe(self, provider: str, *, cooldown_s: float, probe_s: float) -> bool:
-        params = {"provider": provider, "now": time.time(), "cooldown_s": cooldown_s,
-                  "probe_s": probe_s}
+        params = {
+            "provider": provider,
+            "now": time.time(),
+            "cooldown_s": cooldown_s,
+            "probe_s": probe_s,
+        }
         async with self.connector.write() as tx:
             return await tx.fetchone(self._q["claim_probe"], params) is not None
 
 
 def _circuit(row: dict[str, Any]) -> CircuitRow:
-    return CircuitRow(row["provider"], CircuitState(row["state"]), int(row["failures"]),
-                      row["opened_at"], row["probe_until"])
+    return CircuitRow(
+        row["provider"],
+        CircuitState(row["state"]),
+        int(row["failures"]),
+        row["opened_at"],
+        row["probe_until"],
+    )

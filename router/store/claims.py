@@ -59,23 +59,34 @@ class ClaimMethods:
         ) -> tuple[Job, Attempt]: ...
 
         async def finish_attempt(
-            self, attempt_id: str, state: AttemptState, *, error_kind: str | None,
-            error: str | None, usage: AttemptUsage,
-        ) -> Attempt: ...  # fmt: skip
+            self,
+            attempt_id: str,
+            state: AttemptState,
+            *,
+            error_kind: str | None,
+            error: str | None,
+            usage: AttemptUsage,
+        ) -> Attempt: ...
 
         def _notify(self, job_id: str, job: Job | None = None) -> None: ...
 
     async def claim(self, job_id: str, worker: str, claim_s: float) -> Job | None:
         now = time.time()
         async with self.connector.write() as tx:
-            row = await tx.fetchone(self._q["claim_job"], {
-                "id": job_id, "worker": worker, "now": now, "claim_until": now + claim_s})
+            row = await tx.fetchone(
+                self._q["claim_job"],
+                {"id": job_id, "worker": worker, "now": now, "claim_until": now + claim_s},
+            )
         return job_from_row(row) if row else None
 
     async def claim_runnable(
-        self, worker: str, claim_s: float, limit: int, first: FirstAttempt,
+        self,
+        worker: str,
+        claim_s: float,
+        limit: int,
+        first: FirstAttempt,
         on_claimed: Callable[[list[Claimed]], None],
-    ) -> list[Claimed]:  # fmt: skip
+    ) -> list[Claimed]:
         """Claim up to `limit` runnable jobs (due, unclaimed or with an expired claim), and
         start the first attempt of each queued one `first` chooses one for, all in one
         transaction. PostgreSQL skips rows another worker is claiming at the same moment.
@@ -84,8 +95,10 @@ class ClaimMethods:
         now = time.time()
         claimed: list[Claimed] = []
         async with self.connector.write() as tx:
-            rows = await tx.fetchall(self._q["claim_runnable"], {
-                "worker": worker, "now": now, "claim_until": now + claim_s, "limit": limit})
+            rows = await tx.fetchall(
+                self._q["claim_runnable"],
+                {"worker": worker, "now": now, "claim_until": now + claim_s, "limit": limit},
+            )
             for row in rows:
                 job = job_from_row(row)
                 start = await first(job) if job.state is JobState.QUEUED else None
@@ -115,23 +128,32 @@ class ClaimMethods:
         now = time.time()
         ids = json.dumps(sorted(job_ids))
         async with self.connector.write() as tx:
-            await tx.execute(self._q["renew_claims"],
-                             {"worker": worker, "ids": ids, "claim_until": now + claim_s})
-            await tx.execute(self._q["renew_attempt_leases"],
-                             {"worker": worker, "ids": ids, "lease_until": now + lease_s})
+            await tx.execute(
+                self._q["renew_claims"],
+                {"worker": worker, "ids": ids, "claim_until": now + claim_s},
+            )
+            await tx.execute(
+                self._q["renew_attempt_leases"],
+                {"worker": worker, "ids": ids, "lease_until": now + lease_s},
+            )
 
     async def expire_attempts(self, limit: int = 100) -> list[Attempt]:
         """I7: a `started` attempt whose lease ran out (its worker died) becomes `unknown`."""
         rows = await self.connector.fetchall(
-            self._q["expired_attempts"], {"now": time.time(), "limit": limit})
+            self._q["expired_attempts"], {"now": time.time(), "limit": limit}
+        )
         expired = []
         for row in rows:
             attempt = attempt_from_row(row)
             done = await self.finish_attempt(
-                attempt.id, AttemptState.UNKNOWN, error_kind="unknown", usage=AttemptUsage(),
+                attempt.id,
+                AttemptState.UNKNOWN,
+                error_kind="unknown",
+                usage=AttemptUsage(),
                 error=f"lease expired: worker {attempt.worker} did not record an outcome nor "
                 "renew the lease in time (it stopped, stalled, or lost the database); the "
-                "provider may have received the request")
+                "provider may have received the request",
+            )
             if done.state is AttemptState.UNKNOWN:
                 expired.append(done)
         return expired

@@ -146,8 +146,9 @@ def check_params(params: Params) -> Params:
     columns are unaffected: `json.dumps` writes a NUL as the escape \\u0000."""
     for name, value in params.items():
         if isinstance(value, str) and "\x00" in value:
-            raise InvalidText(name, "contains a NUL character (\\x00), which no id, key, name "
-                              "or reason may hold")
+            raise InvalidText(
+                name, "contains a NUL character (\\x00), which no id, key, name or reason may hold"
+            )
     return params
 
 
@@ -175,8 +176,9 @@ def in_dialect(queries: Mapping[str, str], dialect: str) -> dict[str, str]:
     """`queries` with each `{json_list(:name)}` written out for `dialect` (the one thing the
     dialects spell differently that is not a real difference of behaviour)."""
     rows = JSON_LIST_ROWS[dialect]
-    return {name: _JSON_LIST.sub(lambda m: rows.format(name=m[1]), sql)
-            for name, sql in queries.items()}
+    return {
+        name: _JSON_LIST.sub(lambda m: rows.format(name=m[1]), sql) for name, sql in queries.items()
+    }
 
 
 def load_queries(dialect: str) -> dict[str, str]:

@@ -58,11 +58,19 @@ class JobMethods:
     # ---- submit ------------------------------------------------------------------------------
 
     async def create_and_start(
-        self, *, owner: str, idempotency_key: str, task: str, input: JsonObject,
-        params: JsonObject, deadline_s: float | None, claimed_by: str | None, claim_s: float,
+        self,
+        *,
+        owner: str,
+        idempotency_key: str,
+        task: str,
+        input: JsonObject,
+        params: JsonObject,
+        deadline_s: float | None,
+        claimed_by: str | None,
+        claim_s: float,
         first: AttemptStart | None = None,
         on_created: Callable[[Job, Attempt | None], None] | None = None,
-    ) -> tuple[Job, Attempt | None]:  # fmt: skip
+    ) -> tuple[Job, Attempt | None]:
         """Insert the job, or return the one with the same key (I1); never read-then-insert.
         When it creates the job and `first` is given, that first attempt in the same
         transaction (the job is then `running`). A job found under the key gets no attempt:
@@ -72,22 +80,31 @@ class JobMethods:
         now = time.time()
         fingerprint = payload_fingerprint(task, input, params)
         row_params = {
-            "id": new_id(), "owner": owner, "idempotency_key": idempotency_key,
-            "fingerprint": fingerprint, "task": task, "input": dumps(input),
-            "params": dumps(params), "now": now,
+            "id": new_id(),
+            "owner": owner,
+            "idempotency_key": idempotency_key,
+            "fingerprint": fingerprint,
+            "task": task,
+            "input": dumps(input),
+            "params": dumps(params),
+            "now": now,
             "deadline_at": now + deadline_s if deadline_s else None,
-            "claimed_by": claimed_by, "claim_until": now + claim_s if claimed_by else None,
-        }  # fmt: skip
+            "claimed_by": claimed_by,
+            "claim_until": now + claim_s if claimed_by else None,
+        }
         queued = NewEvent(kind=EventKind.JOB_QUEUED, data={"task": task})
         job = attempt = None
         try:
             async with self.connector.write() as tx:
                 if first is None:
-                    row = await tx.fetchone(self._q["insert_job"], {
-                        **row_params, "state": JobState.QUEUED, "version": 1, "event_seq": 1})
+                    row = await tx.fetchone(
+                        self._q["insert_job"],
+                        {**row_params, "state": JobState.QUEUED, "version": 1, "event_seq": 1},
+                    )
                     if row is not None:
-                        await insert_events(self._q, tx, row["id"],
-                                            [(queued, JobState.QUEUED)], 1, now)
+                        await insert_events(
+                            self._q, tx, row["id"], [(queued, JobState.QUEUED)], 1, now
+                        )
                 else:
                     row, attempt = await self._insert_started(tx, row_params, queued, first, now)
                 if row is not None:
@@ -105,23 +122,36 @@ class JobMethods:
         return job, attempt
 
     async def _insert_started(
-        self, tx: Tx, row_params: dict[str, Any], queued: NewEvent, first: AttemptStart,
+        self,
+        tx: Tx,
+        row_params: dict[str, Any],
+        queued: NewEvent,
+        first: AttemptStart,
         now: float,
-    ) -> tuple[Row | None, Attempt | None]:  # fmt: skip
+    ) -> tuple[Row | None, Attempt | None]:
         """Insert the job already running, its first attempt and all their events: three
         statements, where a queued job and a separate move would take six. The move from
         queued is the transition table's, as `_start_in`'s is."""
         running = moved(str(row_params["id"]), JobState.QUEUED, JobState.RUNNING)
         events = [queued, *first.notes]
-        row = await tx.fetchone(self._q["insert_job"], {
-            **row_params, "state": running, "version": 2,
-            "event_seq": len(events) + 1})  # fmt: skip
+        row = await tx.fetchone(
+            self._q["insert_job"],
+            {**row_params, "state": running, "version": 2, "event_seq": len(events) + 1},
+        )
         if row is None:
             return None, None
-        attempt_row = await tx.fetchone(self._q["insert_attempt"], {
-            "id": new_id(), "job_id": row["id"], "provider": first.provider,
-            "model": first.model, "now": now, "worker": first.worker,
-            "lease_until": now + first.lease_s})  # fmt: skip
+        attempt_row = await tx.fetchone(
+            self._q["insert_attempt"],
+            {
+                "id": new_id(),
+                "job_id": row["id"],
+                "provider": first.provider,
+                "model": first.model,
+                "now": now,
+                "worker": first.worker,
+                "lease_until": now + first.lease_s,
+            },
+        )
         assert attempt_row is not None
         attempt = attempt_from_row(attempt_row)
         events.append(started_event(attempt))
@@ -142,9 +172,14 @@ class JobMethods:
     # ---- job outcomes ------------------------------------------------------------------------
 
     async def settle_job(
-        self, job_id: str, state: JobState, *, error: str | None, notes: Sequence[NewEvent] = (),
+        self,
+        job_id: str,
+        state: JobState,
+        *,
+        error: str | None,
+        notes: Sequence[NewEvent] = (),
         error_detail: str | None = None,
-    ) -> Job:  # fmt: skip
+    ) -> Job:
         """Move a job to failed / unknown (or back to running), with its events and outbox row.
         Only the summary `error` goes into them; `error_detail` stays on the row."""
         now = time.time()
@@ -152,11 +187,18 @@ class JobMethods:
             job = await lock_job(self._q, tx, job_id)
             if job.state is state:
                 return job
-            job = await move_job(self._q, tx, job, state, now=now, error=error,
-                                 error_detail=error_detail)
+            job = await move_job(
+                self._q, tx, job, state, now=now, error=error, error_detail=error_detail
+            )
             data: JsonObject = {"error": error} if error else {}
-            await append_events(self._q, tx, job_id, state,
-                                [*notes, NewEvent(kind=EventKind.job_moved(state), data=data)], now)
+            await append_events(
+                self._q,
+                tx,
+                job_id,
+                state,
+                [*notes, NewEvent(kind=EventKind.job_moved(state), data=data)],
+                now,
+            )
             if state.terminal:
                 await write_outbox(self._q, tx, job, now)
                 self._outbox_in(tx, job.owner)
@@ -183,13 +225,29 @@ class JobMethods:
                 if attempt.state is AttemptState.UNKNOWN:  # it may have happened: cancelling
                     unknown.append(attempt.id)  # the job does not undo that, so the attempt
                     continue  # keeps saying so (an operator may still resolve it)
-                await end_attempt(self._q, tx, attempt, AttemptState.CANCELLED, AttemptUsage(),
-                                  now, error_kind="cancelled", error=reason)
-                events.append(NewEvent(kind=EventKind.ATTEMPT_CANCELLED,
-                                       data={"attempt_id": attempt.id, "error": reason}))
+                await end_attempt(
+                    self._q,
+                    tx,
+                    attempt,
+                    AttemptState.CANCELLED,
+                    AttemptUsage(),
+                    now,
+                    error_kind="cancelled",
+                    error=reason,
+                )
+                events.append(
+                    NewEvent(
+                        kind=EventKind.ATTEMPT_CANCELLED,
+                        data={"attempt_id": attempt.id, "error": reason},
+                    )
+                )
             job = await move_job(self._q, tx, job, JobState.CANCELLED, now=now, error=reason)
-            events.append(NewEvent(kind=EventKind.JOB_CANCELLED, data={
-                "reason": reason, **({"unknown_attempts": unknown} if unknown else {})}))
+            events.append(
+                NewEvent(
+                    kind=EventKind.JOB_CANCELLED,
+                    data={"reason": reason, **({"unknown_attempts": unknown} if unknown else {})},
+                )
+            )
             await append_events(self._q, tx, job_id, job.state, events, now)
             await write_outbox(self._q, tx, job, now)
             self._outbox_in(tx, job.owner)

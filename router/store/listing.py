@@ -29,8 +29,9 @@ class ListingMethods:
     connector: Connector
     _q: Mapping[str, str]
 
-    async def list_jobs(self, where: JobFilter, *, limit: int,
-                        cursor: str | None = None) -> JobPage:  # fmt: skip
+    async def list_jobs(
+        self, where: JobFilter, *, limit: int, cursor: str | None = None
+    ) -> JobPage:
         """One page of the jobs `where` selects, newest first, after `cursor` (the last id of
         the previous page). One row more than asked is read to know whether a page follows."""
         if where.empty:
@@ -62,11 +63,11 @@ class ListingMethods:
             return True
         rows = await self.connector.fetchall_aside(
             self._q["provider_attempts_upto"],
-            {"provider": where.provider, "upto": RARE_PROVIDER_ATTEMPTS})  # fmt: skip
+            {"provider": where.provider, "upto": RARE_PROVIDER_ATTEMPTS},
+        )
         return int(rows[0]["n"]) < RARE_PROVIDER_ATTEMPTS
 
-    def _where(self, where: JobFilter, *,
-               rare_provider: bool = True) -> tuple[str, dict[str, Any]]:  # fmt: skip
+    def _where(self, where: JobFilter, *, rare_provider: bool = True) -> tuple[str, dict[str, Any]]:
         parts: list[str] = []
         params: dict[str, Any] = {}
 
@@ -83,12 +84,20 @@ class ListingMethods:
         if where.task is not None:
             add("list_jobs_task", task=where.task)
         if where.provider is not None:
-            add("list_jobs_provider" if rare_provider else "list_jobs_provider_common",
-                provider=where.provider)
+            add(
+                "list_jobs_provider" if rare_provider else "list_jobs_provider_common",
+                provider=where.provider,
+            )
         if where.created_after is not None:
-            add("list_jobs_after", created_after=where.created_after,
-                id_floor=id_floor(where.created_after))
+            add(
+                "list_jobs_after",
+                created_after=where.created_after,
+                id_floor=id_floor(where.created_after),
+            )
         if where.created_before is not None:
-            add("list_jobs_before", created_before=where.created_before,
-                id_ceiling=id_ceiling(where.created_before))
+            add(
+                "list_jobs_before",
+                created_before=where.created_before,
+                id_ceiling=id_ceiling(where.created_before),
+            )
         return " ".join(parts), params

@@ -89,7 +89,6 @@ class OutboxMethods:
         for callback in self._outbox_written:
             callback(owner)
 
-
     # ---- delivery ------------------------------------------------------------------------------
 
     async def claim_outbox(
@@ -118,8 +117,12 @@ class OutboxMethods:
     ) -> bool:
         """One more failed try, due again at `next_attempt_at`; the claim is given up. False
         when `worker` no longer holds the claim (it expired and another process took over)."""
-        params = {"id": event_id, "worker": worker, "error": error,
-                  "next_attempt_at": next_attempt_at}  # fmt: skip
+        params = {
+            "id": event_id,
+            "worker": worker,
+            "error": error,
+            "next_attempt_at": next_attempt_at,
+        }
         async with self.connector.write() as tx:
             count = await tx.execute(self._q["outbox_retry"], params)
         return count > 0
@@ -133,8 +136,9 @@ class OutboxMethods:
             )
             if row is None:
                 return False
-            dead = {key: row[key] for key in ("id", "job_id", "owner", "kind", "payload",
-                                               "created_at")}  # fmt: skip
+            dead = {
+                key: row[key] for key in ("id", "job_id", "owner", "kind", "payload", "created_at")
+            }
             dead.update(tries=int(row["tries"]) + 1, last_error=error, now=time.time())
             await tx.execute(self._q["insert_dead"], dead)
         return True
@@ -168,10 +172,19 @@ class OutboxMethods:
 
     async def _insert_replayed(self, tx: Tx, row: Row) -> None:
         note = f"replayed after {row['tries']} tries; last error: {row['last_error']}"
-        await tx.execute(self._q["insert_replayed"], {
-            "id": row["id"], "job_id": row["job_id"], "owner": row["owner"], "kind": row["kind"],
-            "payload": row["payload"], "created_at": row["created_at"], "now": time.time(),
-            "last_error": note})  # fmt: skip
+        await tx.execute(
+            self._q["insert_replayed"],
+            {
+                "id": row["id"],
+                "job_id": row["job_id"],
+                "owner": row["owner"],
+                "kind": row["kind"],
+                "payload": row["payload"],
+                "created_at": row["created_at"],
+                "now": time.time(),
+                "last_error": note,
+            },
+        )
 
     # ---- reads ---------------------------------------------------------------------------------
 
@@ -180,12 +193,18 @@ class OutboxMethods:
         pending = await self.connector.fetchall(self._q["outbox_pending_by_owner"], {})
         dead = await self.connector.fetchall(self._q["outbox_dead_by_owner"], {})
         return OutboxCounts(
-            pending=[OwnerDepth(owner=row["owner"], pending=int(row["pending"]),
-                                retrying=int(row["retrying"] or 0), oldest=float(row["oldest"]),
-                                next_attempt_at=float(row["next_attempt_at"]))
-                     for row in pending],
+            pending=[
+                OwnerDepth(
+                    owner=row["owner"],
+                    pending=int(row["pending"]),
+                    retrying=int(row["retrying"] or 0),
+                    oldest=float(row["oldest"]),
+                    next_attempt_at=float(row["next_attempt_at"]),
+                )
+                for row in pending
+            ],
             dead={row["owner"]: int(row["dead"]) for row in dead},
-        )  # fmt: skip
+        )
 
     async def dead_letters(self, limit: int = 50) -> list[OutboxEvent]:
         """The newest dead letters first."""
@@ -199,14 +218,14 @@ class OutboxMethods:
 
     # ---- retention -----------------------------------------------------------------------------
 
-    async def count_purgeable(self, cutoff: float, *, owners: Iterable[str],
-                              drop_parked: bool = False) -> PurgeCounts:
+    async def count_purgeable(
+        self, cutoff: float, *, owners: Iterable[str], drop_parked: bool = False
+    ) -> PurgeCounts:
         """Finished jobs last changed before `cutoff`, given the `owners` that have a webhook:
         purgeable now (and how many of those have a parked event), and kept because their
         completion event may still be owed (undelivered to an owner in `owners`, tried or
         claimed, a dead letter, or parked unless `drop_parked`)."""
-        params = {"cutoff": cutoff, "owners": _owners_json(owners),
-                  "drop_parked": int(drop_parked)}
+        params = {"cutoff": cutoff, "owners": _owners_json(owners), "drop_parked": int(drop_parked)}
         purgeable = await self.connector.fetchone(self._q["count_purgeable"], params)
         kept = await self.connector.fetchone(self._q["count_kept_undelivered"], params)
         return PurgeCounts(
@@ -215,14 +234,19 @@ class OutboxMethods:
             parked=int(purgeable["parked"] or 0) if purgeable else 0,
         )
 
-    async def purge_batch(self, cutoff: float, limit: int, *, owners: Iterable[str],
-                          drop_parked: bool = False) -> Purged:
+    async def purge_batch(
+        self, cutoff: float, limit: int, *, owners: Iterable[str], drop_parked: bool = False
+    ) -> Purged:
         """Delete up to `limit` purgeable jobs (with their attempts, events and outbox row,
         delivered, or parked when `drop_parked`) in one short transaction. `owners` are those
         with a webhook: their undelivered events keep their jobs, as does any event that has
         been tried. Returns how many jobs and parked events went."""
-        params = {"cutoff": cutoff, "limit": limit, "owners": _owners_json(owners),
-                  "drop_parked": int(drop_parked)}
+        params = {
+            "cutoff": cutoff,
+            "limit": limit,
+            "owners": _owners_json(owners),
+            "drop_parked": int(drop_parked),
+        }
         async with self.connector.write() as tx:
             rows = await tx.fetchall(self._q["purge_jobs"], params)
             ids = [row["id"] for row in rows]
@@ -238,23 +262,36 @@ def _owners_json(owners: Iterable[str]) -> str:
     return json.dumps(sorted({owners} if isinstance(owners, str) else set(owners)))
 
 
-def claim_params(owners: Iterable[str], worker: str, *, claim_s: float,
-                 limit: int) -> dict[str, Any] | None:
+def claim_params(
+    owners: Iterable[str], worker: str, *, claim_s: float, limit: int
+) -> dict[str, Any] | None:
     """The parameters of an outbox claim (webhook delivery or the bus relay); None: nothing to
     claim (no owner, or no room)."""
     wanted = sorted(set(owners))
     if not wanted or limit <= 0:
         return None
     now = time.time()
-    return {"owners": json.dumps(wanted), "worker": worker, "now": now,
-            "claim_until": now + claim_s, "limit": limit}
+    return {
+        "owners": json.dumps(wanted),
+        "worker": worker,
+        "now": now,
+        "claim_until": now + claim_s,
+        "limit": limit,
+    }
 
 
 def _event(row: Row) -> OutboxEvent:
     return OutboxEvent(
-        id=row["id"], job_id=row["job_id"], owner=row["owner"], kind=row["kind"],
-        payload=row["payload"], created_at=float(row["created_at"]), tries=int(row["tries"]),
-        next_attempt_at=row.get("next_attempt_at"), last_error=row.get("last_error"),
-        delivered_at=row.get("delivered_at"), claimed_by=row.get("claimed_by"),
+        id=row["id"],
+        job_id=row["job_id"],
+        owner=row["owner"],
+        kind=row["kind"],
+        payload=row["payload"],
+        created_at=float(row["created_at"]),
+        tries=int(row["tries"]),
+        next_attempt_at=row.get("next_attempt_at"),
+        last_error=row.get("last_error"),
+        delivered_at=row.get("delivered_at"),
+        claimed_by=row.get("claimed_by"),
         dead_at=row.get("dead_at"),
-    )  # fmt: skip
+    )

@@ -191,8 +191,13 @@ class _PostgresTx:
 class PostgresConnector:
     dialect = "postgres"
 
-    def __init__(self, url: str, pool: asyncpg.Pool[asyncpg.Record], listener: Listener,
-                 acquire_timeout: float = ACQUIRE_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        url: str,
+        pool: asyncpg.Pool[asyncpg.Record],
+        listener: Listener,
+        acquire_timeout: float = ACQUIRE_TIMEOUT_S,
+    ) -> None:
         self.url = url  # password masked: this one is shown in messages and logs
         self.queries: Mapping[str, str] = load_queries(self.dialect)
         self._pool = pool
@@ -202,19 +207,28 @@ class PostgresConnector:
 
     @classmethod
     async def open(
-        cls, url: str, *, min_size: int = POOL_MIN_SIZE, max_size: int = POOL_MAX_SIZE,
-        command_timeout: float = COMMAND_TIMEOUT_S, acquire_timeout: float = ACQUIRE_TIMEOUT_S,
-    ) -> PostgresConnector:  # fmt: skip
+        cls,
+        url: str,
+        *,
+        min_size: int = POOL_MIN_SIZE,
+        max_size: int = POOL_MAX_SIZE,
+        command_timeout: float = COMMAND_TIMEOUT_S,
+        acquire_timeout: float = ACQUIRE_TIMEOUT_S,
+    ) -> PostgresConnector:
         """`command_timeout`: seconds any one statement may take; `acquire_timeout`: seconds to
         wait for a pooled connection. A stalled server then fails a request (503) instead of
         holding it, and readiness with it, for as long as the stall lasts."""
         safe = redact(url)
         with translated_errors(safe, "cannot open PostgreSQL database", OPEN_ERRORS):
             pool = await asyncpg.create_pool(
-                url, min_size=min_size, max_size=max_size, timeout=CONNECT_TIMEOUT_S,
+                url,
+                min_size=min_size,
+                max_size=max_size,
+                timeout=CONNECT_TIMEOUT_S,
                 command_timeout=command_timeout,
-                server_settings={"application_name": "jobrouter"}, reset=_keep_session,
-            )  # fmt: skip
+                server_settings={"application_name": "jobrouter"},
+                reset=_keep_session,
+            )
         try:
             with translated_errors(safe, "cannot migrate PostgreSQL database", OPEN_ERRORS):
                 async with pool.acquire() as conn:
@@ -239,8 +253,9 @@ class PostgresConnector:
                     yield written
                 except Exception as exc:
                     if lost(conn):
-                        raise StoreError(f"PostgreSQL write failed, connection lost: {exc!r}",
-                                         url=self.url) from exc  # fmt: skip
+                        raise StoreError(
+                            f"PostgreSQL write failed, connection lost: {exc!r}", url=self.url
+                        ) from exc
                     await _rollback(tx)
                     raise
                 except BaseException:  # cancelled: leave nothing half done on the connection
@@ -344,8 +359,9 @@ class Listener:
         if self._conn is not None:  # else the reconnect LISTENs for everything followed
             with translated_errors(self._url, "cannot LISTEN", CONNECTION_ERRORS):
                 await self._conn.add_listener(CHANNELS[what], self._handler(what))
-                await self._conn.execute("SELECT set_config('application_name', $1, false)",
-                                         self._name())  # fmt: skip
+                await self._conn.execute(
+                    "SELECT set_config('application_name', $1, false)", self._name()
+                )
 
     async def pause(self, what: str, paused: bool) -> None:
         """UNLISTEN (or LISTEN again) and rename the connection in one server transaction."""
@@ -355,8 +371,10 @@ class Listener:
         if self._conn is not None:  # else the reconnect LISTENs for what is not paused
             verb, name = "UNLISTEN" if paused else "LISTEN", self._name().replace("'", "''")
             with translated_errors(self._url, f"cannot {verb}", CONNECTION_ERRORS):
-                await self._conn.execute(f"{verb} {CHANNELS[what]}; "
-                                         f"SELECT set_config('application_name', '{name}', false)")
+                await self._conn.execute(
+                    f"{verb} {CHANNELS[what]}; "
+                    f"SELECT set_config('application_name', '{name}', false)"
+                )
 
     def _name(self) -> str:
         """What this connection hears, where the triggers of migration 0009 look: a kind
@@ -425,8 +443,9 @@ class Listener:
             try:
                 await self._connect()
             except OPEN_ERRORS as exc:
-                log.warning("%s: LISTEN reconnect failed (%s); retry in %.1fs", self._url, exc,
-                            delay)  # fmt: skip
+                log.warning(
+                    "%s: LISTEN reconnect failed (%s); retry in %.1fs", self._url, exc, delay
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RECONNECT_MAX_DELAY_S)
                 continue
@@ -484,9 +503,10 @@ async def migrate(conn: Connection) -> list[int]:
 
 
 async def _uncancelled(
-    step: Awaitable[None], undo: Callable[[], Awaitable[None]] | None = None,
+    step: Awaitable[None],
+    undo: Callable[[], Awaitable[None]] | None = None,
     committed: list[Callable[[], None]] | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """Let BEGIN or COMMIT finish even when the caller is cancelled, once or more (a worker
     stopping): a cancel in the middle would hand the pool a connection with a transaction half
     open. The cancellation is passed on once the step is done (and, for BEGIN, undone); a

@@ -75,8 +75,16 @@ from router.store.connector import (
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 10_000
 # Primary result codes (sqlite_errorcode & 0xff): the database cannot be used right now ...
-UNAVAILABLE_CODES = {5: "busy", 6: "locked", 7: "out of memory", 8: "read-only",
-                     10: "I/O error", 13: "disk full", 14: "cannot open", 15: "lock protocol"}
+UNAVAILABLE_CODES = {
+    5: "busy",
+    6: "locked",
+    7: "out of memory",
+    8: "read-only",
+    10: "I/O error",
+    13: "disk full",
+    14: "cannot open",
+    15: "lock protocol",
+}
 # ... or not at all until someone repairs the file.
 DAMAGED_CODES = {11: "SQLITE_CORRUPT", 26: "SQLITE_NOTADB"}
 QUICK_CHECK_LINES = 5  # problems quick_check lists at most (it stops there: faster)
@@ -101,8 +109,12 @@ class _SqliteTx:
     """Statements on a connection the caller holds exclusively (run inline: see the docstring).
     `callbacks`: the batch's after-commit list (None on the reader, which commits nothing)."""
 
-    def __init__(self, conn: sqlite3.Connection, stats: ConnectorStats,
-                 callbacks: list[Callable[[], None]] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        stats: ConnectorStats,
+        callbacks: list[Callable[[], None]] | None = None,
+    ) -> None:
         self._conn = conn
         self._stats = stats
         self._callbacks = callbacks
@@ -154,8 +166,13 @@ class _Batch:
 class SqliteConnector:
     dialect = "sqlite"
 
-    def __init__(self, url: str, writer: sqlite3.Connection, reader: sqlite3.Connection,
-                 aside: sqlite3.Connection) -> None:  # fmt: skip
+    def __init__(
+        self,
+        url: str,
+        writer: sqlite3.Connection,
+        reader: sqlite3.Connection,
+        aside: sqlite3.Connection,
+    ) -> None:
         self.url = url
         self._path = sqlite_path(url)
         self.queries: Mapping[str, str] = load_queries(self.dialect)
@@ -238,15 +255,20 @@ class SqliteConnector:
         batch = self._batch
         if batch is not None and not self._writer.in_transaction:
             self._batch = None
-            batch.settle(batch.broken or StoreError(
-                "SQLite rolled back the transaction of this write's batch", url=self.url))
+            batch.settle(
+                batch.broken
+                or StoreError(
+                    "SQLite rolled back the transaction of this write's batch", url=self.url
+                )
+            )
             return None
         return batch
 
     def _check_still_open(self, batch: _Batch) -> None:
         if not self._writer.in_transaction:
             batch.broken = batch.broken or StoreError(
-                "SQLite rolled back the transaction during this write", url=self.url)
+                "SQLite rolled back the transaction during this write", url=self.url
+            )
             raise batch.broken
 
     def _undo(self, batch: _Batch, opener: bool) -> None:
@@ -313,7 +335,8 @@ class SqliteConnector:
                 batch.settle(None)
                 return
             commit = asyncio.get_running_loop().run_in_executor(
-                None, self._commit_or_rollback, batch.broken)
+                None, self._commit_or_rollback, batch.broken
+            )
         except Exception as exc:
             batch.settle(exc)
             return
@@ -327,8 +350,7 @@ class SqliteConnector:
                     f"a write transaction could not be undone: {broken}", url=self.url
                 ) from broken
             if not self._writer.in_transaction:
-                raise StoreError("SQLite rolled the transaction back before COMMIT",
-                                 url=self.url)  # fmt: skip
+                raise StoreError("SQLite rolled the transaction back before COMMIT", url=self.url)
             self._writer.commit()
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -431,19 +453,23 @@ def translated_errors(url: str, path: Path) -> Iterator[None]:
         code = getattr(exc, "sqlite_errorcode", None)
         primary = code & 0xFF if isinstance(code, int) else None
         if primary in UNAVAILABLE_CODES:
-            raise StoreError(f"SQLite database {UNAVAILABLE_CODES[primary]}: {exc}",
-                             url=url) from exc  # fmt: skip
+            raise StoreError(
+                f"SQLite database {UNAVAILABLE_CODES[primary]}: {exc}", url=url
+            ) from exc
         if primary in DAMAGED_CODES:
-            raise StoreError(damaged(path, f"{DAMAGED_CODES[primary]}: {exc}"), url=url,
-                             transient=False) from exc  # fmt: skip
+            raise StoreError(
+                damaged(path, f"{DAMAGED_CODES[primary]}: {exc}"), url=url, transient=False
+            ) from exc
         raise
 
 
 def damaged(path: Path, detail: str) -> str:
-    return (f"the SQLite database {path} is damaged ({detail}); it is not used, because a "
-            "damaged index answers lookups with nothing (a resubmitted idempotency key would "
-            f"create a second job). Inspect it with: sqlite3 '{path}' 'PRAGMA integrity_check'; "
-            f"then restore a backup, or recover what is readable: sqlite3 '{path}' .recover")
+    return (
+        f"the SQLite database {path} is damaged ({detail}); it is not used, because a "
+        "damaged index answers lookups with nothing (a resubmitted idempotency key would "
+        f"create a second job). Inspect it with: sqlite3 '{path}' 'PRAGMA integrity_check'; "
+        f"then restore a backup, or recover what is readable: sqlite3 '{path}' .recover"
+    )
 
 
 def _quick_check(conn: sqlite3.Connection, path: Path) -> None:
@@ -451,8 +477,7 @@ def _quick_check(conn: sqlite3.Connection, path: Path) -> None:
     it skips only the cross-check of index contents against their tables)."""
     found = [str(row[0]) for row in conn.execute(f"PRAGMA quick_check({QUICK_CHECK_LINES})")]
     if found != ["ok"]:
-        raise StoreError(damaged(path, "PRAGMA quick_check: " + "; ".join(found)),
-                         transient=False)
+        raise StoreError(damaged(path, "PRAGMA quick_check: " + "; ".join(found)), transient=False)
 
 
 def _migrate(conn: sqlite3.Connection) -> None:

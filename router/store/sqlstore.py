@@ -33,9 +33,19 @@ from router.store.waits import Cadence, Wait, WaitMethods
 
 
 class SqlStore(
-    JobMethods, AttemptMethods, ReadMethods, ChangeMethods, ClaimMethods, TokenMethods,
-    HealthMethods, OutboxMethods, CircuitMethods, CertificationMethods, ListingMethods,
-    BusMethods, WaitMethods,
+    JobMethods,
+    AttemptMethods,
+    ReadMethods,
+    ChangeMethods,
+    ClaimMethods,
+    TokenMethods,
+    HealthMethods,
+    OutboxMethods,
+    CircuitMethods,
+    CertificationMethods,
+    ListingMethods,
+    BusMethods,
+    WaitMethods,
 ):
     def __init__(self, connector: Connector) -> None:
         self.connector = connector

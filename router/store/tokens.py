@@ -34,8 +34,7 @@ class ApiToken:
         """`live`, `revoked` or `expired` (revoked wins: it was an operator's decision)."""
         if self.revoked_at is not None:
             return "revoked"
-        if self.expires_at is not None and self.expires_at <= (time.time() if now is None
-                                                                else now):
+        if self.expires_at is not None and self.expires_at <= (time.time() if now is None else now):
             return "expired"
         return "live"
 
@@ -54,9 +53,14 @@ def _record(row: Mapping[str, Any]) -> ApiToken:
         value = row.get(name)
         return None if value is None else float(value)
 
-    return ApiToken(id=row["id"], owner=row["owner"], operator=bool(row["operator"]),
-                    created_at=float(row["created_at"]), revoked_at=when("revoked_at"),
-                    expires_at=when("expires_at"))  # fmt: skip
+    return ApiToken(
+        id=row["id"],
+        owner=row["owner"],
+        operator=bool(row["operator"]),
+        created_at=float(row["created_at"]),
+        revoked_at=when("revoked_at"),
+        expires_at=when("expires_at"),
+    )
 
 
 class TokenMethods:
@@ -74,19 +78,32 @@ class TokenMethods:
             raise ValueError("expires_in must be a positive number of seconds")
         token = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
         now = time.time()
-        record = ApiToken(id=new_id(), owner=owner, operator=operator, created_at=now,
-                          expires_at=None if expires_in is None else now + expires_in)
+        record = ApiToken(
+            id=new_id(),
+            owner=owner,
+            operator=operator,
+            created_at=now,
+            expires_at=None if expires_in is None else now + expires_in,
+        )
         async with self.connector.write() as tx:
-            await tx.execute(self._q["insert_token"], {
-                "id": record.id, "token_hash": hash_token(token), "owner": owner,
-                "operator": int(operator), "now": now,
-                "expires_at": record.expires_at})  # fmt: skip
+            await tx.execute(
+                self._q["insert_token"],
+                {
+                    "id": record.id,
+                    "token_hash": hash_token(token),
+                    "owner": owner,
+                    "operator": int(operator),
+                    "now": now,
+                    "expires_at": record.expires_at,
+                },
+            )
         return token, record
 
     async def find_token(self, token: str) -> ApiToken | None:
         """The record of a presented token, live, revoked or expired; None when unknown."""
-        row = await self.connector.fetchone(self._q["find_token"],
-                                            {"token_hash": hash_token(token)})
+        row = await self.connector.fetchone(
+            self._q["find_token"], {"token_hash": hash_token(token)}
+        )
         return None if row is None else _record(row)
 
     async def authenticate(self, token: str) -> ApiToken | None:

@@ -16,14 +16,26 @@ import sys
 from router.errors import StoreError
 
 _ASYNCPG_TRANSIENT = (
-    "PostgresConnectionError", "ConnectionDoesNotExistError", "InterfaceError",
-    "SerializationError", "DeadlockDetectedError", "CannotConnectNowError",
-    "TooManyConnectionsError", "AdminShutdownError", "CrashShutdownError",
-)  # fmt: skip
-_SQLITE_TRANSIENT_CODES = frozenset({
-    sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL,
-    sqlite3.SQLITE_INTERRUPT, sqlite3.SQLITE_PROTOCOL,
-})  # fmt: skip
+    "PostgresConnectionError",
+    "ConnectionDoesNotExistError",
+    "InterfaceError",
+    "SerializationError",
+    "DeadlockDetectedError",
+    "CannotConnectNowError",
+    "TooManyConnectionsError",
+    "AdminShutdownError",
+    "CrashShutdownError",
+)
+_SQLITE_TRANSIENT_CODES = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_INTERRUPT,
+        sqlite3.SQLITE_PROTOCOL,
+    }
+)
 
 
 def _asyncpg_types() -> tuple[type[BaseException], ...]:

@@ -49,9 +49,12 @@ async def refuse_if_open(q: Queries, tx: Tx, job_id: str) -> None:
     if open_rows:
         first = attempt_from_row(open_rows[0])
         raise InvalidTransition(
-            entity="job", entity_id=job_id, src=f"attempt {first.id} {first.state}",
-            dst="new attempt", why="an exclusive task waits until that attempt is resolved",
-        )  # fmt: skip
+            entity="job",
+            entity_id=job_id,
+            src=f"attempt {first.id} {first.state}",
+            dst="new attempt",
+            why="an exclusive task waits until that attempt is resolved",
+        )
 
 
 def moved(job_id: str, src: JobState, dst: JobState) -> JobState:
@@ -62,42 +65,86 @@ def moved(job_id: str, src: JobState, dst: JobState) -> JobState:
 
 
 def started_event(attempt: Attempt) -> NewEvent:
-    return NewEvent(kind=EventKind.ATTEMPT_STARTED, data={
-        "attempt_id": attempt.id, "provider": attempt.provider, "seq": attempt.seq})
+    return NewEvent(
+        kind=EventKind.ATTEMPT_STARTED,
+        data={"attempt_id": attempt.id, "provider": attempt.provider, "seq": attempt.seq},
+    )
 
 
 async def move_job(
-    q: Queries, tx: Tx, job: Job, dst: JobState, *, now: float, error: str | None = None,
+    q: Queries,
+    tx: Tx,
+    job: Job,
+    dst: JobState,
+    *,
+    now: float,
+    error: str | None = None,
     error_detail: str | None = None,
-) -> Job:  # fmt: skip
+) -> Job:
     moved(job.id, job.state, dst)
-    row = await tx.fetchone(q["update_job_state"], {
-        "id": job.id, "version": job.version, "state": dst, "error": error, "now": now,
-        "error_detail": error_detail, "next_run_at": now})  # fmt: skip
+    row = await tx.fetchone(
+        q["update_job_state"],
+        {
+            "id": job.id,
+            "version": job.version,
+            "state": dst,
+            "error": error,
+            "now": now,
+            "error_detail": error_detail,
+            "next_run_at": now,
+        },
+    )
     if row is None:
-        raise InvalidTransition(entity="job", entity_id=job.id, src=job.state, dst=dst,
-                                why=f"version {job.version} is no longer current")
+        raise InvalidTransition(
+            entity="job",
+            entity_id=job.id,
+            src=job.state,
+            dst=dst,
+            why=f"version {job.version} is no longer current",
+        )
     return job_from_row(row)
 
 
 async def end_attempt(
-    q: Queries, tx: Tx, attempt: Attempt, dst: AttemptState, usage: AttemptUsage, now: float,
-    error_kind: str | None = None, error: str | None = None, output: Any = None,
+    q: Queries,
+    tx: Tx,
+    attempt: Attempt,
+    dst: AttemptState,
+    usage: AttemptUsage,
+    now: float,
+    error_kind: str | None = None,
+    error: str | None = None,
+    output: Any = None,
     error_detail: str | None = None,
 ) -> Attempt:
     if not attempt_can_move(attempt.state, dst):
-        raise InvalidTransition(entity="attempt", entity_id=attempt.id, src=attempt.state,
-                                dst=dst)
-    row = await tx.fetchone(q["finish_attempt"], {
-        "id": attempt.id, "from_state": attempt.state, "state": dst,
-        "error_kind": error_kind, "error": error, "error_detail": error_detail,
-        "output": dumps(output), "now": now,
-        "latency_ms": usage.latency_ms, "model": usage.model,
-        "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-        "cost_usd": usage.cost_usd})  # fmt: skip
+        raise InvalidTransition(entity="attempt", entity_id=attempt.id, src=attempt.state, dst=dst)
+    row = await tx.fetchone(
+        q["finish_attempt"],
+        {
+            "id": attempt.id,
+            "from_state": attempt.state,
+            "state": dst,
+            "error_kind": error_kind,
+            "error": error,
+            "error_detail": error_detail,
+            "output": dumps(output),
+            "now": now,
+            "latency_ms": usage.latency_ms,
+            "model": usage.model,
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "cost_usd": usage.cost_usd,
+        },
+    )
     if row is None:
-        raise InvalidTransition(entity="attempt", entity_id=attempt.id, src=attempt.state,
-                                dst=dst, why="it changed under us")
+        raise InvalidTransition(
+            entity="attempt",
+            entity_id=attempt.id,
+            src=attempt.state,
+            dst=dst,
+            why="it changed under us",
+        )
     return attempt_from_row(row)
 
 
@@ -114,33 +161,59 @@ async def append_events(
 
 
 async def insert_events(
-    q: Queries, tx: Tx, job_id: str, batch: Sequence[tuple[NewEvent, JobState]], first: int,
+    q: Queries,
+    tx: Tx,
+    job_id: str,
+    batch: Sequence[tuple[NewEvent, JobState]],
+    first: int,
     now: float,
-) -> None:  # fmt: skip
+) -> None:
     """All of `batch` (each event with the job's state it records) in one statement,
     numbered from `first`."""
     params: dict[str, Any] = {"job_id": job_id, "at": now}
     for i, (event, state) in enumerate(batch):
-        params.update({f"seq{i}": first + i, f"kind{i}": event.kind, f"state{i}": state,
-                       f"data{i}": dumps(event.data)})
+        params.update(
+            {
+                f"seq{i}": first + i,
+                f"kind{i}": event.kind,
+                f"state{i}": state,
+                f"data{i}": dumps(event.data),
+            }
+        )
     await tx.execute(events_insert(len(batch)), params)
 
 
 async def write_outbox(q: Queries, tx: Tx, job: Job, now: float) -> None:
     kind = EventKind.job_moved(job.state)
-    payload = {"event": kind, "job_id": job.id, "owner": job.owner,
-               "idempotency_key": job.idempotency_key, "task": job.task,
-               "state": job.state, "result": job.result, "error": job.error,
-               "version": job.version}  # fmt: skip
-    await tx.execute(q["insert_outbox"], {
-        "id": new_id(), "job_id": job.id, "owner": job.owner, "kind": kind,
-        "payload": dumps(payload), "now": now})
+    payload = {
+        "event": kind,
+        "job_id": job.id,
+        "owner": job.owner,
+        "idempotency_key": job.idempotency_key,
+        "task": job.task,
+        "state": job.state,
+        "result": job.result,
+        "error": job.error,
+        "version": job.version,
+    }
+    await tx.execute(
+        q["insert_outbox"],
+        {
+            "id": new_id(),
+            "job_id": job.id,
+            "owner": job.owner,
+            "kind": kind,
+            "payload": dumps(payload),
+            "now": now,
+        },
+    )
 
 
 @lru_cache(maxsize=16)
 def events_insert(rows: int) -> str:
     """INSERT of `rows` events in one statement (the same text for the same count: translated
     and prepared once per backend)."""
-    values = ", ".join(f"(:job_id, :seq{i}, :kind{i}, :state{i}, :data{i}, :at)"
-                       for i in range(rows))
+    values = ", ".join(
+        f"(:job_id, :seq{i}, :kind{i}, :state{i}, :data{i}, :at)" for i in range(rows)
+    )
     return f"INSERT INTO job_events (job_id, seq, kind, job_state, data, at) VALUES {values}"

@@ -79,8 +79,7 @@ class Cadence:
         many = len(far) > BATCH
         # Few waits open: a wait that missed is looked at again after a quarter of the usual
         # age; many: the reads are spaced so that each finds about BATCH settles.
-        again = last + (self.interval if many else max(self.interval,
-                                                       min(self.expect / 4, MAX_S)))
+        again = last + (self.interval if many else max(self.interval, min(self.expect / 4, MAX_S)))
         need = min(fresh, again if any(w.reads for w in far) else float("inf"))
         gap = BATCH / self.rate if many and self.rate > 0 else MIN_S
         return max(need, last + min(max(gap, MIN_S), MAX_S))
@@ -133,7 +132,8 @@ class WaitMethods:
         self._waits_kick.set()
         if self._waits_task is None or self._waits_task.done():
             self._waits_task = asyncio.get_running_loop().create_task(
-                self._read_waits(), name="jobrouter-waits")
+                self._read_waits(), name="jobrouter-waits"
+            )
 
     async def _read_waits(self) -> None:
         kick = self._waits_kick
@@ -158,8 +158,9 @@ class WaitMethods:
         for wait in waits:
             wait.reads += 1
         ids = json.dumps(sorted({w.job_id for w in waits}))
-        rows = await self.connector.fetchall(self._q["settled_jobs"],
-                                             {"ids": ids, "states": SETTLED})  # fmt: skip
+        rows = await self.connector.fetchall(
+            self._q["settled_jobs"], {"ids": ids, "states": SETTLED}
+        )
         settled = {str(row["id"]) for row in rows}
         self._cadence.learn([w for w in waits if not w.near], settled, since)
         for row in rows:

@@ -39,10 +39,17 @@ async def _sign_in(request: Request, exc: Exception) -> Response:
 
 async def _csrf_refused(request: Request, exc: Exception) -> Response:
     return templates.TemplateResponse(
-        request, "message.html", {"title": "Refused", "who": None,
-                                  "message": "This form was not sent from this console "
-                                  "(missing or wrong CSRF field). Reload the page and retry."},
-        status_code=403, headers=PAGE_HEADERS)  # fmt: skip
+        request,
+        "message.html",
+        {
+            "title": "Refused",
+            "who": None,
+            "message": "This form was not sent from this console "
+            "(missing or wrong CSRF field). Reload the page and retry.",
+        },
+        status_code=403,
+        headers=PAGE_HEADERS,
+    )
 
 
 def _quote(path: str) -> str:

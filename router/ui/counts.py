@@ -27,8 +27,9 @@ class Counted:
 
 
 class CountsCache:
-    def __init__(self, max_age_s: float = COUNTS_MAX_AGE_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self, max_age_s: float = COUNTS_MAX_AGE_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.max_age_s = max_age_s
         self._clock = clock
         self._kept: OrderedDict[JobFilter, tuple[float, asyncio.Task[Counted]]] = OrderedDict()

@@ -26,25 +26,45 @@ async def certification_matrix(request: Request, router: RouterDep, who: Viewer)
     providers = sorted({cell.provider for cell in cells})
     contracts = sorted({cell.contract for cell in cells})
     grid = {(cell.provider, cell.contract): cell for cell in cells}
-    return page(request, "matrix.html", who, cells=cells, grid=grid, providers=providers,
-                contracts=contracts)
+    return page(
+        request,
+        "matrix.html",
+        who,
+        cells=cells,
+        grid=grid,
+        providers=providers,
+        contracts=contracts,
+    )
 
 
 @routes.get("/circuits", response_class=HTMLResponse)
 async def circuits(request: Request, router: RouterDep, who: Viewer) -> HTMLResponse:
     configured = sorted(router.config.providers)
     stored = {row.provider: row for row in await router.store.circuits()}
-    return page(request, "circuits.html", who, configured=configured, stored=stored,
-                threshold=router.config.breaker.failure_threshold)
+    return page(
+        request,
+        "circuits.html",
+        who,
+        configured=configured,
+        stored=stored,
+        threshold=router.config.breaker.failure_threshold,
+    )
 
 
 @routes.get("/outbox", response_class=HTMLResponse)
-async def outbox(request: Request, router: RouterDep, who: Viewer,
-                 done: str | None = None) -> HTMLResponse:  # fmt: skip
+async def outbox(
+    request: Request, router: RouterDep, who: Viewer, done: str | None = None
+) -> HTMLResponse:
     """Operators only: the depth names every owner."""
     if not who.operator:
-        return page(request, "message.html", who, 403, title="Operators only",
-                    message="The outbox lists every owner's events: it needs an operator token.")
+        return page(
+            request,
+            "message.html",
+            who,
+            403,
+            title="Operators only",
+            message="The outbox lists every owner's events: it needs an operator token.",
+        )
     counts = await router.store.outbox_counts()
     dead = await router.store.dead_letters(50)
     hooked = set(router.config.webhooks)
@@ -52,11 +72,18 @@ async def outbox(request: Request, router: RouterDep, who: Viewer,
 
 
 @routes.post("/outbox/replay", response_model=None)
-async def replay(request: Request, router: RouterDep, who: Poster,
-                 event_id: Annotated[str, Form()] = "") -> Response:  # fmt: skip
+async def replay(
+    request: Request, router: RouterDep, who: Poster, event_id: Annotated[str, Form()] = ""
+) -> Response:
     if not who.operator:
-        return page(request, "message.html", who, 403, title="Operators only",
-                    message="Replaying dead letters needs an operator token.")
+        return page(
+            request,
+            "message.html",
+            who,
+            403,
+            title="Operators only",
+            message="Replaying dead letters needs an operator token.",
+        )
     if event_id:
         moved = 1 if await router.store.replay_dead(event_id) else 0
     else:

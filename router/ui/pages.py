@@ -26,15 +26,28 @@ from router.ui.session import COOKIE, Poster, Viewer, csrf_of, is_https
 
 routes = APIRouter(prefix="/ui", include_in_schema=False)
 PAGE = 50
-FILTERS = ("state", "needs_attention", "task", "provider", "owner", "created_after",
-           "created_before")  # fmt: skip
+FILTERS = (
+    "state",
+    "needs_attention",
+    "task",
+    "provider",
+    "owner",
+    "created_after",
+    "created_before",
+)
 
 
-def page(request: Request, name: str, who: Principal | None, status: int = 200,
-         **context: Any) -> HTMLResponse:  # fmt: skip
+def page(
+    request: Request, name: str, who: Principal | None, status: int = 200, **context: Any
+) -> HTMLResponse:
     csrf = getattr(request.state, "csrf", "")
-    return templates.TemplateResponse(request, name, {"who": who, "csrf": csrf, **context},
-                                      status_code=status, headers=PAGE_HEADERS)
+    return templates.TemplateResponse(
+        request,
+        name,
+        {"who": who, "csrf": csrf, **context},
+        status_code=status,
+        headers=PAGE_HEADERS,
+    )
 
 
 # ---- sign-in ----------------------------------------------------------------------------------
@@ -52,20 +65,29 @@ async def login_form(request: Request, next: str = "/ui/jobs") -> HTMLResponse:
 
 @routes.post("/login", response_model=None)
 async def login(
-    request: Request, router: RouterDep, token: Annotated[str, Form()],
+    request: Request,
+    router: RouterDep,
+    token: Annotated[str, Form()],
     next: Annotated[str, Form()] = "/ui/jobs",
-) -> Response:  # fmt: skip
+) -> Response:
     """Same-origin only: a sign-in form posted from another site could fix a session."""
     origin = request.headers.get("origin")
     if origin and urlsplit(origin).netloc != request.url.netloc:
         return page(request, "login.html", None, 403, next="/ui/jobs", error="wrong origin")
     token = token.strip()
     if not token or await router.store.authenticate(token) is None:
-        return page(request, "login.html", None, 401, next=_local(next),
-                    error="That token is unknown or revoked.")
+        return page(
+            request,
+            "login.html",
+            None,
+            401,
+            next=_local(next),
+            error="That token is unknown or revoked.",
+        )
     answer = RedirectResponse(_local(next), status_code=303)
-    answer.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=is_https(request),
-                      path="/ui")  # fmt: skip
+    answer.set_cookie(
+        COOKIE, token, httponly=True, samesite="strict", secure=is_https(request), path="/ui"
+    )
     return answer
 
 
@@ -112,18 +134,23 @@ def _filter(who: Principal, query: dict[str, str]) -> JobFilter:
     if state is not None and state not in {s.value for s in JobState}:
         raise ListingError(f"no state {state!r}")
     try:
-        return job_filter(who, owner=query.get("owner") or None,
-                          state=JobState(state) if state else None,
-                          needs_attention="needs_attention" in query,
-                          task=query.get("task") or None, provider=query.get("provider") or None,
-                          created_after=_moment(query.get("created_after", "")),
-                          created_before=_moment(query.get("created_before", "")))
+        return job_filter(
+            who,
+            owner=query.get("owner") or None,
+            state=JobState(state) if state else None,
+            needs_attention="needs_attention" in query,
+            task=query.get("task") or None,
+            provider=query.get("provider") or None,
+            created_after=_moment(query.get("created_after", "")),
+            created_before=_moment(query.get("created_before", "")),
+        )
     except ProblemError as exc:
         raise ListingError(exc.detail) from None
 
 
-async def _listing(request: Request, router: RouterDep, who: Principal, *,
-                   refresh: bool = False) -> dict[str, Any]:  # fmt: skip
+async def _listing(
+    request: Request, router: RouterDep, who: Principal, *, refresh: bool = False
+) -> dict[str, Any]:
     """The list's context. A `refresh` (the 2 s poll) may show counts up to
     `COUNTS_MAX_AGE_S` old (router/ui/counts.py); a page load counts anew."""
     query = {k: v for k, v in request.query_params.items() if k in FILTERS and v}
@@ -136,15 +163,32 @@ async def _listing(request: Request, router: RouterDep, who: Principal, *,
         cache: CountsCache = request.app.state.console_counts
         counted = await cache.counts(router.store, where.any_state(), fresh=not refresh)
     except ListingError as exc:
-        return {"query": query, "jobs": [], "counts": None, "error": str(exc), "older": None,
-                "live": False, "states": list(JobState), "query_string": urlencode(query)}
+        return {
+            "query": query,
+            "jobs": [],
+            "counts": None,
+            "error": str(exc),
+            "older": None,
+            "live": False,
+            "states": list(JobState),
+            "query_string": urlencode(query),
+        }
     older = None
     if listed.next_cursor:
         older = "/ui/jobs?" + urlencode({**query, "cursor": listed.next_cursor})
-    return {"query": query, "jobs": listed.items, "counts": counted.counts,
-            "counted_at": counted.at, "counts_max_age": int(cache.max_age_s), "error": None,
-            "older": older, "live": cursor is None, "states": list(JobState),
-            "query_string": urlencode(query), "tasks": sorted(router.tasks)}
+    return {
+        "query": query,
+        "jobs": listed.items,
+        "counts": counted.counts,
+        "counted_at": counted.at,
+        "counts_max_age": int(cache.max_age_s),
+        "error": None,
+        "older": older,
+        "live": cursor is None,
+        "states": list(JobState),
+        "query_string": urlencode(query),
+        "tasks": sorted(router.tasks),
+    }
 
 
 @routes.get("/jobs", response_class=HTMLResponse)
@@ -156,15 +200,24 @@ async def jobs(request: Request, router: RouterDep, who: Viewer) -> HTMLResponse
 @routes.get("/jobs/rows", response_class=HTMLResponse)
 async def job_rows(request: Request, router: RouterDep, who: Viewer) -> HTMLResponse:
     """The list's live part (htmx polls it while the first page is shown)."""
-    return page(request, "_job_rows.html", who,
-                **await _listing(request, router, who, refresh=True))
+    return page(
+        request, "_job_rows.html", who, **await _listing(request, router, who, refresh=True)
+    )
 
 
 @routes.get("/attention", response_class=HTMLResponse)
 async def attention(request: Request, router: RouterDep, who: Viewer) -> HTMLResponse:
     """Jobs that wait for a person, each with the attempts whose outcome is unknown."""
-    where = job_filter(who, owner=None, state=None, needs_attention=True, task=None,
-                       provider=None, created_after=None, created_before=None)
+    where = job_filter(
+        who,
+        owner=None,
+        state=None,
+        needs_attention=True,
+        task=None,
+        provider=None,
+        created_after=None,
+        created_before=None,
+    )
     listed = await router.store.list_jobs(where, limit=PAGE)
     queue = []
     for job in listed.items:
@@ -187,19 +240,32 @@ async def _job_context(router: RouterDep, who: Principal, job: Job) -> dict[str,
     """The job as `who` may see it (router/disclosure.py: an owner is not shown what a
     provider said)."""
     attempts = await router.store.list_attempts(job.id)
-    return {"job": disclose(job, operator=who.operator),
-            "attempts": [disclose(a, operator=who.operator) for a in attempts],
-            "events": await router.store.list_events(job.id)}
+    return {
+        "job": disclose(job, operator=who.operator),
+        "attempts": [disclose(a, operator=who.operator) for a in attempts],
+        "events": await router.store.list_events(job.id),
+    }
 
 
 @routes.get("/jobs/{job_id}", response_class=HTMLResponse)
-async def job_page(job_id: str, request: Request, router: RouterDep, who: Viewer,
-                   done: Annotated[str | None, Query()] = None) -> HTMLResponse:  # fmt: skip
+async def job_page(
+    job_id: str,
+    request: Request,
+    router: RouterDep,
+    who: Viewer,
+    done: Annotated[str | None, Query()] = None,
+) -> HTMLResponse:
     try:
         job = await _visible(router, who, job_id)
     except JobNotFound:
-        return page(request, "message.html", who, 404, title="No such job",
-                    message=f"There is no job {job_id} that you may see.")
+        return page(
+            request,
+            "message.html",
+            who,
+            404,
+            title="No such job",
+            message=f"There is no job {job_id} that you may see.",
+        )
     return page(request, "job.html", who, done=done, **await _job_context(router, who, job))
 
 
@@ -210,8 +276,13 @@ async def job_live(job_id: str, request: Request, router: RouterDep, who: Viewer
 
 
 @routes.post("/jobs/{job_id}/cancel", response_model=None)
-async def cancel(job_id: str, request: Request, router: RouterDep, who: Poster,
-                 reason: Annotated[str, Form(max_length=1000)] = "") -> Response:  # fmt: skip
+async def cancel(
+    job_id: str,
+    request: Request,
+    router: RouterDep,
+    who: Poster,
+    reason: Annotated[str, Form(max_length=1000)] = "",
+) -> Response:
     await _visible(router, who, job_id)
     why = reason.strip() or f"cancelled in the console by {who.owner}"
     return await _act(request, who, job_id, router.cancel(job_id, why), "cancelled")
@@ -219,21 +290,37 @@ async def cancel(job_id: str, request: Request, router: RouterDep, who: Poster,
 
 @routes.post("/attempts/{attempt_id}/resolve", response_model=None)
 async def resolve(
-    attempt_id: str, request: Request, router: RouterDep, who: Poster,
-    outcome: Annotated[str, Form()], note: Annotated[str, Form(max_length=1000)] = "",
+    attempt_id: str,
+    request: Request,
+    router: RouterDep,
+    who: Poster,
+    outcome: Annotated[str, Form()],
+    note: Annotated[str, Form(max_length=1000)] = "",
     result: Annotated[str, Form(max_length=1_000_000)] = "",
-) -> Response:  # fmt: skip
+) -> Response:
     """Operators only, with a note saying what was checked (as `jobrouter resolve` asks)."""
     attempt = await router.store.get_attempt(attempt_id)
     job = await router.store.get_job(attempt.job_id) if attempt else None
     if attempt is None or job is None or not who.may_see(job.owner):
         # another owner's attempt is missing, not forbidden (and names no job of theirs)
-        return page(request, "message.html", who, 404, title="No such attempt",
-                    message=f"There is no attempt {attempt_id}.")
+        return page(
+            request,
+            "message.html",
+            who,
+            404,
+            title="No such attempt",
+            message=f"There is no attempt {attempt_id}.",
+        )
     problem = _resolve_problem(who, outcome, note, result)
     if problem:
-        return page(request, "job.html", who, 403 if not who.operator else 422, error=problem,
-                    **await _job_context(router, who, job))
+        return page(
+            request,
+            "job.html",
+            who,
+            403 if not who.operator else 422,
+            error=problem,
+            **await _job_context(router, who, job),
+        )
     value = json.loads(result) if outcome == "succeeded" else None
     note_text = f"{note.strip()} (by {who.owner} in the console)"
     action = router.resolve(attempt_id, outcome, value, note_text)  # type: ignore[arg-type]
@@ -255,13 +342,19 @@ def _resolve_problem(who: Principal, outcome: str, note: str, result: str) -> st
     return None
 
 
-async def _act(request: Request, who: Principal, job_id: str, action: Any,
-               done: str) -> Response:  # fmt: skip
+async def _act(request: Request, who: Principal, job_id: str, action: Any, done: str) -> Response:
     try:
         await action
     except JobRouterError as exc:
-        return page(request, "message.html", who, 409, title="Not done", message=str(exc),
-                    back=f"/ui/jobs/{job_id}")
+        return page(
+            request,
+            "message.html",
+            who,
+            409,
+            title="Not done",
+            message=str(exc),
+            back=f"/ui/jobs/{job_id}",
+        )
     return RedirectResponse(f"/ui/jobs/{job_id}?{urlencode({'done': done})}", status_code=303)
 
 

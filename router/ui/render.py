@@ -33,7 +33,11 @@ def _ms(value: float | None) -> str:
 
 # Every console page: never framed (its buttons cancel and resolve jobs: click-jacking), never
 # kept by the browser (a page of jobs must not outlive the sign-out).
-PAGE_HEADERS = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'",
-                "Cache-Control": "no-store", "Referrer-Policy": "same-origin"}  # fmt: skip
+PAGE_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "same-origin",
+}
 
 templates.env.filters.update(when=_when, pretty=_pretty, money=_money, ms=_ms)

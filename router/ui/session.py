@@ -44,9 +44,10 @@ async def viewer(request: Request, router: Annotated[Router, Depends(get_router)
 
 
 async def checked_post(
-    request: Request, who: Annotated[Principal, Depends(viewer)],
+    request: Request,
+    who: Annotated[Principal, Depends(viewer)],
     csrf: Annotated[str, Form()] = "",
-) -> Principal:  # fmt: skip
+) -> Principal:
     origin = request.headers.get("origin")
     if origin and urlsplit(origin).netloc != request.url.netloc:
         raise CsrfRefused()

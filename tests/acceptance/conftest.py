@@ -65,8 +65,12 @@ class Server:
             args.append("--operator")
         done = subprocess.run(
             [sys.executable, "-c", "from router.cli import main; main()", *args],
-            cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
-        )  # fmt: skip
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
         return done.stdout.strip()
 
     def count(self, sql: str, *params: object) -> int:
@@ -74,8 +78,9 @@ class Server:
             return int(conn.execute(sql, params).fetchone()[0])
 
 
-def start_server(folder: Path, *, heartbeat: float = 0.2, extra_config: str = "",
-                 database_url: str | None = None) -> Server:
+def start_server(
+    folder: Path, *, heartbeat: float = 0.2, extra_config: str = "", database_url: str | None = None
+) -> Server:
     """The server on a SQLite file in `folder`, or on `database_url` (PostgreSQL)."""
     db = folder / "jobs.db"
     config = folder / "jobrouter.toml"
@@ -86,8 +91,10 @@ def start_server(folder: Path, *, heartbeat: float = 0.2, extra_config: str = ""
     with (folder / "server.log").open("wb") as log:  # the child keeps its own descriptor
         process = subprocess.Popen(
             [sys.executable, "-m", "tests.acceptance.serve_fixture", "--config", str(config)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=log,
-        )  # fmt: skip
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=log,
+        )
     assert process.stdout is not None
     line = process.stdout.readline().decode()
     if not line.startswith("PORT "):

@@ -59,9 +59,13 @@ class InputGatedEcho(DelayedEcho):
         return await super().complete(request)
 
 
-PROVIDERS = {"fast": DelayedEcho("fast", 0.01), "slow": DelayedEcho("slow", 0.8),
-             "hang": DelayedEcho("hang", 3600.0), "gated": GatedEcho("gated", 0.0),
-             "gate": InputGatedEcho("gate", 0.0)}  # fmt: skip
+PROVIDERS = {
+    "fast": DelayedEcho("fast", 0.01),
+    "slow": DelayedEcho("slow", 0.8),
+    "hang": DelayedEcho("hang", 3600.0),
+    "gated": GatedEcho("gated", 0.0),
+    "gate": InputGatedEcho("gate", 0.0),
+}
 
 
 async def main(config: str) -> None:

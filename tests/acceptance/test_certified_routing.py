@@ -84,15 +84,20 @@ class Setup:
     def config(self, models: dict[str, str] | None = None) -> RouterConfig:
         models = models or {}
         providers = {
-            name: ProviderConfig(model=models.get(name, "openai/fault-model"),
-                                 api_base=server.api_base, context_window=2048)
+            name: ProviderConfig(
+                model=models.get(name, "openai/fault-model"),
+                api_base=server.api_base,
+                context_window=2048,
+            )
             for name, server in self.servers.items()
-        }  # fmt: skip
+        }
         task = TaskConfig(contract=str(self.contract), providers=list(ROUTE), deadline=SETTLE_S)
         return RouterConfig(
-            database=DatabaseConfig(url=self.db), providers=providers, tasks={"title": task},
+            database=DatabaseConfig(url=self.db),
+            providers=providers,
+            tasks={"title": task},
             engine=EngineConfig(poll_interval=0.05, sweep_interval=0.2),
-        )  # fmt: skip
+        )
 
     def requests(self) -> dict[str, int]:
         return {name: int(server.stats()["total"]) for name, server in self.servers.items()}
@@ -109,14 +114,18 @@ def setup(tmp_path: Path, fleet: dict[str, FaultServer]) -> Setup:
 
 
 async def certify(
-    config: RouterConfig, only: str | None = None, *, now: datetime | None = None,
+    config: RouterConfig,
+    only: str | None = None,
+    *,
+    now: datetime | None = None,
     ttl_days: float = 7.0,
-) -> list[Cell]:  # fmt: skip
+) -> list[Cell]:
     """Certify every routed pair (or `only` one provider's) and return the stored matrix."""
     async with Router.open(config=config, run_workers=False) as router:
         for pair in pairs_to_certify(config, router.tasks, provider=only):
-            await certify_pair(router.store, router.providers[pair.provider], pair,
-                               ttl_days=ttl_days, now=now)
+            await certify_pair(
+                router.store, router.providers[pair.provider], pair, ttl_days=ttl_days, now=now
+            )
     return await stored_matrix(config)
 
 
@@ -136,8 +145,11 @@ async def run_job(config: RouterConfig, key: str) -> tuple[Job, list[str], list[
 
 
 def skipped(events: list[JobEvent]) -> dict[str, str]:
-    return {str(e.data["provider"]): str(e.data["reason"])
-            for e in events if e.kind == "provider.skipped"}  # fmt: skip
+    return {
+        str(e.data["provider"]): str(e.data["reason"])
+        for e in events
+        if e.kind == "provider.skipped"
+    }
 
 
 def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
@@ -150,13 +162,17 @@ async def test_certification_passes_the_good_providers_and_fails_the_off_topic_o
     before = setup.requests()
     cells = {cell.provider: cell for cell in await certify(setup.config())}
     assert {name: cell.status for name, cell in cells.items()} == {
-        "A": "pass", "C": "fail", "B": "pass"}  # fmt: skip
+        "A": "pass",
+        "C": "fail",
+        "B": "pass",
+    }
     assert delta(before, setup.requests()) == {"A": RUNS, "C": RUNS, "B": RUNS}
     failed = cells["C"].certification
     assert failed is not None and not failed.passed
     assert failed.first_failure is not None
-    assert failed.first_failure.startswith("mug: behaviour: contains: run 1/2: case "
-                                           "expectation at title")
+    assert failed.first_failure.startswith(
+        "mug: behaviour: contains: run 1/2: case expectation at title"
+    )
 
 
 async def test_failover_skips_the_uncertified_provider_and_reaches_the_certified_one(
@@ -173,8 +189,9 @@ async def test_failover_skips_the_uncertified_provider_and_reaches_the_certified
         assert attempts == ["A", "B"]
         reasons = skipped(events)
         assert set(reasons) == {"C"}
-        assert reasons["C"].startswith("certification for 'titles' failed: mug: behaviour: "
-                                   "contains: run 1/2:")
+        assert reasons["C"].startswith(
+            "certification for 'titles' failed: mug: behaviour: contains: run 1/2:"
+        )
         assert how("C") in reasons["C"]
     assert delta(before, setup.requests()) == {"A": 2, "C": 0, "B": 2}
 
@@ -185,7 +202,8 @@ async def test_editing_the_contract_makes_every_certification_stale(setup: Setup
     setup.contract.write_text(CONTRACT.replace("value: tea", "value: saffron"))
     cells = await stored_matrix(config)
     assert {(c.provider, c.status, c.detail) for c in cells} == {
-        (name, "stale", "stale: contract changed") for name in ROUTE}  # fmt: skip
+        (name, "stale", "stale: contract changed") for name in ROUTE
+    }
     await _fails_fast_naming_every_provider(setup, config, "stale: contract changed")
 
 
@@ -214,7 +232,9 @@ async def test_changing_a_providers_model_makes_its_certification_stale(setup: S
     changed = setup.config(models={"B": "openai/fault-model-v2"})
     cells = await stored_matrix(changed)
     assert {c.provider: (c.status, c.detail) for c in cells}["B"] == (
-        "stale", "stale: provider changed")  # fmt: skip
+        "stale",
+        "stale: provider changed",
+    )
     setup.fail("A")
     before = setup.requests()
     job, attempts, events = await run_job(changed, "model-changed")

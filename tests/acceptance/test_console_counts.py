@@ -44,16 +44,20 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 
 @pytest.fixture
 async def router(db_url: str) -> AsyncIterator[Router]:
-    config = RouterConfig(tasks={"echo": TaskConfig(contract=str(CONTRACT), providers=["fast"])},
-                          certification=CertificationConfig(required=False))  # fmt: skip
+    config = RouterConfig(
+        tasks={"echo": TaskConfig(contract=str(CONTRACT), providers=["fast"])},
+        certification=CertificationConfig(required=False),
+    )
     async with Router.open(db_url, config, providers=PROVIDERS, run_workers=False) as opened:
         yield opened
 
 
 async def _submit(client: httpx.AsyncClient, token: str, key: str) -> str:
-    answer = await client.post("/v1/jobs", json={"task": "echo", "input": {"text": "hi"}},
-                               headers={"Authorization": f"Bearer {token}",
-                                        "Idempotency-Key": key})  # fmt: skip
+    answer = await client.post(
+        "/v1/jobs",
+        json={"task": "echo", "input": {"text": "hi"}},
+        headers={"Authorization": f"Bearer {token}", "Idempotency-Key": key},
+    )
     assert answer.status_code == 202, answer.text
     return str(answer.json()["id"])
 
@@ -65,15 +69,17 @@ def _queued(html: str) -> int:
 
 
 async def test_the_live_refresh_keeps_the_counts_and_a_page_load_counts_anew(
-        router: Router) -> None:  # fmt: skip
+    router: Router,
+) -> None:
     app = create_app(router)
     clock = Clock()
     cache = CountsCache(max_age_s=30.0, clock=clock)
     app.state.console_counts = cache
     token, _ = await router.store.create_token("shop-1")
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://jobrouter",
-                                 cookies={COOKIE: token}) as client:  # fmt: skip
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://jobrouter", cookies={COOKIE: token}
+    ) as client:
         await _submit(client, token, "k1")
         assert _queued((await client.get("/ui/jobs")).text) == 1
         second = await _submit(client, token, "k2")
@@ -92,7 +98,9 @@ async def test_tabs_that_refresh_at_once_share_one_count(router: Router) -> None
     stats = router.store.connector.stats
     before = stats.round_trips
     where = JobFilter(owner="shop-1")
-    first, second = await asyncio.gather(cache.counts(router.store, where, fresh=False),
-                                         cache.counts(router.store, where, fresh=False))
+    first, second = await asyncio.gather(
+        cache.counts(router.store, where, fresh=False),
+        cache.counts(router.store, where, fresh=False),
+    )
     assert first is second
     assert stats.round_trips - before == 1

@@ -21,19 +21,30 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-@pytest.mark.parametrize("target", [
-    "/v1/jobs?task=%00", "/v1/jobs?owner=erin%00", "/v1/jobs?provider=a%00b",
-    "/v1/jobs?idempotency_key=%00", "/v1/jobs/counts?task=%00", "/v1/jobs/%00",
-    "/v1/jobs/a%00/attempts", "/ui/jobs?task=%00", "/ui/jobs/rows?owner=%00", "/ui/jobs/%00",
-    "/ui/jobs/%00/live",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/v1/jobs?task=%00",
+        "/v1/jobs?owner=erin%00",
+        "/v1/jobs?provider=a%00b",
+        "/v1/jobs?idempotency_key=%00",
+        "/v1/jobs/counts?task=%00",
+        "/v1/jobs/%00",
+        "/v1/jobs/a%00/attempts",
+        "/ui/jobs?task=%00",
+        "/ui/jobs/rows?owner=%00",
+        "/ui/jobs/%00",
+        "/ui/jobs/%00/live",
+    ],
+)
 async def test_a_nul_character_in_the_path_or_query_is_a_422_on_every_backend(
     server: Server, erin: str, target: str
 ) -> None:
     """PostgreSQL refuses NUL in text (a 500 that the same request on SQLite never gives):
     refused at the edge, for both backends alike."""
-    async with httpx.AsyncClient(base_url=server.url, timeout=10, headers=bearer(erin),
-                                 cookies={COOKIE: erin}) as http:  # fmt: skip
+    async with httpx.AsyncClient(
+        base_url=server.url, timeout=10, headers=bearer(erin), cookies={COOKIE: erin}
+    ) as http:
         answer = await http.get(target)
     assert answer.status_code == 422, answer.text
     assert answer.headers["content-type"] == "application/problem+json"
@@ -50,8 +61,11 @@ async def test_resolving_another_owners_attempt_is_no_such_attempt_and_names_no_
     """An owner token posting to another owner's attempt learns nothing: the same answer as an
     attempt that does not exist (it used to answer "no job <the other owner's job id>")."""
     async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
-        made = await http.post("/v1/jobs", headers={**bearer(frank), "Idempotency-Key": "fr-1"},
-                               json={"task": "hang", "input": {"text": "post it"}})  # fmt: skip
+        made = await http.post(
+            "/v1/jobs",
+            headers={**bearer(frank), "Idempotency-Key": "fr-1"},
+            json={"task": "hang", "input": {"text": "post it"}},
+        )
         job_id = made.json()["id"]
         attempts: list[dict[str, str]] = []
         while not attempts:  # the attempt row is written before the provider is called
@@ -73,8 +87,11 @@ async def test_needs_attention_off_in_the_console_url_means_off_as_in_the_api(
 ) -> None:
     """`/v1/jobs?needs_attention=false` lists every state; the console read any value as on."""
     async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
-        made = await http.post("/v1/jobs", headers={**bearer(erin), "Idempotency-Key": f"na-{off}"},
-                               json={"task": "echo", "input": {"text": "hi"}})  # fmt: skip
+        made = await http.post(
+            "/v1/jobs",
+            headers={**bearer(erin), "Idempotency-Key": f"na-{off}"},
+            json={"task": "echo", "input": {"text": "hi"}},
+        )
         http.cookies.set(COOKIE, erin)
         page = await http.get("/ui/jobs", params={"needs_attention": off})
     assert page.status_code == 200

@@ -37,8 +37,10 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 
 @pytest.fixture
 async def router(db_url: str) -> AsyncIterator[Router]:
-    config = RouterConfig(tasks={"echo": TaskConfig(contract=str(CONTRACT), providers=["fast"])},
-                          certification=CertificationConfig(required=False))  # fmt: skip
+    config = RouterConfig(
+        tasks={"echo": TaskConfig(contract=str(CONTRACT), providers=["fast"])},
+        certification=CertificationConfig(required=False),
+    )
     async with Router.open(db_url, config, providers=PROVIDERS, run_workers=False) as opened:
         yield opened
 
@@ -56,15 +58,19 @@ async def _auth(router: Router, *, operator: bool = False, **kwargs: Any) -> dic
 
 
 async def _submit(client: httpx.AsyncClient, auth: dict[str, str], key: str) -> dict[str, Any]:
-    answer = await client.post("/v1/jobs", json={"task": "echo", "input": {"text": "hi"}},
-                               headers={**auth, "Idempotency-Key": key})  # fmt: skip
+    answer = await client.post(
+        "/v1/jobs",
+        json={"task": "echo", "input": {"text": "hi"}},
+        headers={**auth, "Idempotency-Key": key},
+    )
     assert answer.status_code == 202, answer.text
     body: dict[str, Any] = answer.json()
     return body
 
 
-async def test_a_nul_in_an_id_or_key_is_a_clean_refusal(router: Router,
-                                                        client: httpx.AsyncClient) -> None:
+async def test_a_nul_in_an_id_or_key_is_a_clean_refusal(
+    router: Router, client: httpx.AsyncClient
+) -> None:
     """Before: 500 with a traceback on PostgreSQL (the driver refuses NUL); SQLite stored it."""
     auth = await _auth(router)
     job = await _submit(client, auth, "k-1")
@@ -73,11 +79,15 @@ async def test_a_nul_in_an_id_or_key_is_a_clean_refusal(router: Router,
         await client.get("/v1/jobs/a%00b/attempts", headers=auth),
         await client.get("/v1/jobs", params={"idempotency_key": "k\x00"}, headers=auth),
         await client.post("/v1/jobs/a%00b/cancel", headers=auth),
-        await client.post(f"/v1/jobs/{job['id']}/cancel", json={"reason": "no\x00pe"},
-                          headers=auth),
-        await client.post("/v1/jobs", json={"task": "echo", "input": {"text": "x"}},
-                          headers={**auth, "Idempotency-Key": "k\x00"}),
-    ]  # fmt: skip
+        await client.post(
+            f"/v1/jobs/{job['id']}/cancel", json={"reason": "no\x00pe"}, headers=auth
+        ),
+        await client.post(
+            "/v1/jobs",
+            json={"task": "echo", "input": {"text": "x"}},
+            headers={**auth, "Idempotency-Key": "k\x00"},
+        ),
+    ]
     for answer in answers:
         assert 400 <= answer.status_code < 500, (answer.request.url, answer.text)
     assert answers[-1].status_code == 400
@@ -92,24 +102,30 @@ async def test_a_huge_last_event_id_is_answered(router: Router, client: httpx.As
     job = await _submit(client, auth, "k-2")
     await client.post(f"/v1/jobs/{job['id']}/cancel", headers=auth)  # settled: the stream ends
     for start in (2**31, 2**40, 2**63 - 1):
-        answer = await client.get(f"/v1/jobs/{job['id']}/events",
-                                  headers={**auth, "Last-Event-ID": str(start)})  # fmt: skip
+        answer = await client.get(
+            f"/v1/jobs/{job['id']}/events", headers={**auth, "Last-Event-ID": str(start)}
+        )
         assert answer.status_code == 200, answer.text
         assert "event:" not in answer.text  # nothing after that seq
-    too_big = await client.get(f"/v1/jobs/{job['id']}/events",
-                               headers={**auth, "Last-Event-ID": str(2**63)})  # fmt: skip
+    too_big = await client.get(
+        f"/v1/jobs/{job['id']}/events", headers={**auth, "Last-Event-ID": str(2**63)}
+    )
     assert too_big.status_code == 422
 
 
-async def test_revoked_and_expired_tokens_are_told_apart(router: Router,
-                                                         client: httpx.AsyncClient) -> None:
+async def test_revoked_and_expired_tokens_are_told_apart(
+    router: Router, client: httpx.AsyncClient
+) -> None:
     """Before: every refused token was "unknown or revoked", and no token could expire."""
     token, record = await router.store.create_token(OWNER)
     await router.store.revoke_token(record.id)
     expired, _ = await router.store.create_token(OWNER, expires_in=1e-6)
     for presented, word in ((token, "revoked"), (expired, "expired"), ("jr_nope", "unknown")):
-        answer = await client.get("/v1/jobs", params={"idempotency_key": "k"},
-                                  headers={"Authorization": f"Bearer {presented}"})  # fmt: skip
+        answer = await client.get(
+            "/v1/jobs",
+            params={"idempotency_key": "k"},
+            headers={"Authorization": f"Bearer {presented}"},
+        )
         assert answer.status_code == 401
         assert answer.json()["type"].endswith(f"token-{word}")
         assert f"is {word}" in answer.json()["detail"]
@@ -124,14 +140,16 @@ async def _break(router: Router, db_url: str) -> None:
     admin = await asyncpg.connect(ADMIN_URL)
     try:
         await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
-        await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                            "WHERE datname = $1", name)  # fmt: skip
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name
+        )
     finally:
         await admin.close()
 
 
-async def test_readiness_names_no_database(router: Router, client: httpx.AsyncClient,
-                                           db_url: str) -> None:
+async def test_readiness_names_no_database(
+    router: Router, client: httpx.AsyncClient, db_url: str
+) -> None:
     """Before: the unauthenticated 503 showed the database URL and the driver's message (and
     on SQLite a read-only database was "ready")."""
     assert (await client.get("/health/ready")).status_code == 200
@@ -157,8 +175,11 @@ async def test_a_read_only_database_is_not_ready_and_refuses_with_503(
     _writer(router).execute("PRAGMA query_only=ON")  # SQLITE_READONLY, as a read-only file
     ready = await client.get("/health/ready")
     assert ready.status_code == 503 and ready.headers["Retry-After"]
-    refused = await client.post("/v1/jobs", json={"task": "echo", "input": {"text": "x"}},
-                                headers={**auth, "Idempotency-Key": "k-ro"})  # fmt: skip
+    refused = await client.post(
+        "/v1/jobs",
+        json={"task": "echo", "input": {"text": "x"}},
+        headers={**auth, "Idempotency-Key": "k-ro"},
+    )
     assert refused.status_code == 503 and refused.headers["Retry-After"], refused.text
 
 
@@ -171,8 +192,10 @@ async def test_a_full_disk_refuses_with_503(router: Router, client: httpx.AsyncC
     statuses = set()
     for n in range(200):  # until a write needs a new page
         answer = await client.post(
-            "/v1/jobs", json={"task": "echo", "input": {"text": "x" * 400}},
-            headers={**auth, "Idempotency-Key": f"k-full-{n}" + "y" * 200})  # fmt: skip
+            "/v1/jobs",
+            json={"task": "echo", "input": {"text": "x" * 400}},
+            headers={**auth, "Idempotency-Key": f"k-full-{n}" + "y" * 200},
+        )
         statuses.add(answer.status_code)
         if answer.status_code != 202:
             assert answer.status_code == 503 and answer.headers["Retry-After"], answer.text
@@ -207,8 +230,9 @@ async def test_random_methods_and_paths_make_no_new_metric_series(
     assert OWNER not in text
 
 
-async def test_a_job_with_deeply_nested_input_reads_back(router: Router,
-                                                         client: httpx.AsyncClient) -> None:
+async def test_a_job_with_deeply_nested_input_reads_back(
+    router: Router, client: httpx.AsyncClient
+) -> None:
     """A job stored with input nested 300 levels (the door's limit is another matter: this is
     data already in the store). Before: every answer about it was a 500 (pydantic's
     "Maximum serialization depth exceeded")."""
@@ -217,9 +241,17 @@ async def test_a_job_with_deeply_nested_input_reads_back(router: Router,
     for _ in range(300):
         deep = {"a": deep}
     deep["text"] = "top"
-    job = await create_job(router.store, owner=OWNER, idempotency_key="k-deep", task="echo",
-                           input=deep, params={"p": deep}, deadline_s=None,
-                           claimed_by=None, claim_s=0)  # fmt: skip
+    job = await create_job(
+        router.store,
+        owner=OWNER,
+        idempotency_key="k-deep",
+        task="echo",
+        input=deep,
+        params={"p": deep},
+        deadline_s=None,
+        claimed_by=None,
+        claim_s=0,
+    )
     answers = [
         await client.get(f"/v1/jobs/{job.id}", headers=auth),
         await client.get("/v1/jobs", params={"idempotency_key": "k-deep"}, headers=auth),

@@ -52,13 +52,16 @@ def operator(server: Server) -> str:
 
 async def test_missing_key_is_400_problem_saying_what_to_send(server: Server, alice: str) -> None:
     async with httpx.AsyncClient(base_url=server.url) as http:
-        response = await http.post("/v1/jobs", json={"task": "echo", "input": {"text": "a"}},
-                                   headers=auth(alice))
+        response = await http.post(
+            "/v1/jobs", json={"task": "echo", "input": {"text": "a"}}, headers=auth(alice)
+        )
     assert response.status_code == 400
     assert response.headers["content-type"] == PROBLEM
     assert "Idempotency-Key" in response.json()["detail"]
-    assert server.count("SELECT COUNT(*) FROM jobs WHERE owner = 'alice' AND input LIKE "
-                        "'%\"a\"%'") == 0
+    assert (
+        server.count("SELECT COUNT(*) FROM jobs WHERE owner = 'alice' AND input LIKE '%\"a\"%'")
+        == 0
+    )
 
 
 async def test_first_submit_202_with_url_then_replay_in_flight_and_finished(
@@ -89,13 +92,16 @@ async def test_twenty_concurrent_identical_posts_make_one_job(server: Server, al
     key = f"order-{uuid.uuid4()}"
     body = {"task": "echo", "input": {"text": "twenty"}}
     async with httpx.AsyncClient(base_url=server.url) as http:
-        answers = await asyncio.gather(*(
-            http.post("/v1/jobs", json=body, headers=auth(alice, key)) for _ in range(20)))
+        answers = await asyncio.gather(
+            *(http.post("/v1/jobs", json=body, headers=auth(alice, key)) for _ in range(20))
+        )
     assert {answer.status_code for answer in answers} == {202}
     assert len({answer.json()["id"] for answer in answers}) == 1
     assert sum("Idempotent-Replayed" not in answer.headers for answer in answers) == 1
-    assert server.count("SELECT COUNT(*) FROM jobs WHERE owner = 'alice' AND idempotency_key = ?",
-                        key) == 1
+    assert (
+        server.count("SELECT COUNT(*) FROM jobs WHERE owner = 'alice' AND idempotency_key = ?", key)
+        == 1
+    )
 
 
 async def test_same_key_other_payload_is_422_naming_the_job(server: Server, alice: str) -> None:
@@ -132,10 +138,12 @@ async def test_input_checked_against_the_contract_before_a_job_exists(
 ) -> None:
     key = str(uuid.uuid4())
     async with httpx.AsyncClient(base_url=server.url) as http:
-        bad_input = await http.post("/v1/jobs", json={"task": "echo", "input": {"txt": "x"}},
-                                    headers=auth(alice, key))
-        bad_task = await http.post("/v1/jobs", json={"task": "nope", "input": {"text": "x"}},
-                                   headers=auth(alice, key))
+        bad_input = await http.post(
+            "/v1/jobs", json={"task": "echo", "input": {"txt": "x"}}, headers=auth(alice, key)
+        )
+        bad_task = await http.post(
+            "/v1/jobs", json={"task": "nope", "input": {"text": "x"}}, headers=auth(alice, key)
+        )
         not_json = await http.post("/v1/jobs", content=b"{", headers=auth(alice, key))
     assert bad_input.status_code == 422
     assert bad_input.json()["type"].endswith("input-invalid")
@@ -155,10 +163,16 @@ async def test_the_door_refuses_params_and_depth_over_http_as_over_the_api(
     for _ in range(40):
         deep = {"d": deep}
     async with httpx.AsyncClient(base_url=server.url) as http:
-        hot = await http.post("/v1/jobs", headers=auth(alice, key), json={
-            "task": "echo", "input": {"text": "x"}, "params": {"temperature": 2.0}})
-        nested = await http.post("/v1/jobs", headers=auth(alice, key), json={
-            "task": "echo", "input": {"text": "x", "deep": deep}})
+        hot = await http.post(
+            "/v1/jobs",
+            headers=auth(alice, key),
+            json={"task": "echo", "input": {"text": "x"}, "params": {"temperature": 2.0}},
+        )
+        nested = await http.post(
+            "/v1/jobs",
+            headers=auth(alice, key),
+            json={"task": "echo", "input": {"text": "x", "deep": deep}},
+        )
     assert hot.status_code == 422 and hot.headers["content-type"] == PROBLEM
     assert hot.json()["type"].endswith("params-refused")
     assert hot.json()["field"] == "params.temperature"
@@ -185,8 +199,9 @@ async def test_oversized_body_is_413_declared_or_chunked(server: Server, alice: 
 async def test_tokens_are_required_and_checked(server: Server) -> None:
     async with httpx.AsyncClient(base_url=server.url) as http:
         missing = await http.get("/v1/jobs", params={"idempotency_key": "k"})
-        wrong = await http.get("/v1/jobs", params={"idempotency_key": "k"},
-                               headers=auth("jr_not-a-token"))
+        wrong = await http.get(
+            "/v1/jobs", params={"idempotency_key": "k"}, headers=auth("jr_not-a-token")
+        )
     assert missing.status_code == wrong.status_code == 401
     assert "token create" in missing.json()["detail"]
     assert missing.headers["WWW-Authenticate"].startswith("Bearer")
@@ -248,5 +263,4 @@ async def test_health_and_metrics(server: Server, alice: str) -> None:
     assert ready.json()["status"] == "ready"
     assert 'jobrouter_attempts_total{outcome="succeeded",provider="fast"}' in metrics
     assert "jobrouter_jobs_open" in metrics
-    assert 'jobrouter_http_request_duration_seconds_count{method="POST",route="/v1/jobs"' \
-        in metrics
+    assert 'jobrouter_http_request_duration_seconds_count{method="POST",route="/v1/jobs"' in metrics

@@ -50,16 +50,19 @@ async def sse(
 def check_log(events: list[JobEvent]) -> None:
     assert [event.seq for event in events] == list(range(1, len(events) + 1))
     assert events[0].kind == "job.queued"
-    settled = [event for event in events if event.kind.startswith("job.")
-               and event.job_state.settled]  # fmt: skip
+    settled = [
+        event for event in events if event.kind.startswith("job.") and event.job_state.settled
+    ]
     assert settled == [events[-1]], "the stream must end on the settling event, and only there"
 
 
 async def test_before_middle_and_after_completion_see_the_same_log(
     server: Server, token: str
 ) -> None:
-    async with JobClient(server.url, token, retry=RetryPolicy(initial=0.02)) as jobs, \
-            httpx.AsyncClient(base_url=server.url, timeout=10) as http:  # fmt: skip
+    async with (
+        JobClient(server.url, token, retry=RetryPolicy(initial=0.02)) as jobs,
+        httpx.AsyncClient(base_url=server.url, timeout=10) as http,
+    ):
         job = await jobs.submit(JobIntent("slow", {"text": "watch"}))
 
         # Subscribed before completion: heartbeats while the slow provider works.
@@ -86,8 +89,9 @@ async def test_before_middle_and_after_completion_see_the_same_log(
                     head.append(event)
                 if len(head) == 2:
                     break
-        tail = [event async for event in sse(http, job.id, token, last_event_id=2)
-                if event is not None]  # fmt: skip
+        tail = [
+            event async for event in sse(http, job.id, token, last_event_id=2) if event is not None
+        ]
         assert head + tail == before
 
 
@@ -95,8 +99,10 @@ async def test_reconnect_while_running_loses_and_repeats_nothing(
     server: Server, token: str, tmp_path: Path
 ) -> None:
     gate = tmp_path / "answer-now"  # the provider answers once this file exists
-    async with JobClient(server.url, token, retry=RetryPolicy(initial=0.02)) as jobs, \
-            httpx.AsyncClient(base_url=server.url, timeout=10) as http:  # fmt: skip
+    async with (
+        JobClient(server.url, token, retry=RetryPolicy(initial=0.02)) as jobs,
+        httpx.AsyncClient(base_url=server.url, timeout=10) as http,
+    ):
         job = await jobs.submit(JobIntent("gate", {"text": str(gate)}))
         head: list[JobEvent] = []
         async with contextlib.aclosing(sse(http, job.id, token)) as stream:
@@ -107,8 +113,9 @@ async def test_reconnect_while_running_loses_and_repeats_nothing(
                         break  # drop the connection while the attempt runs
         assert (await jobs.get(job.id)).state is JobState.RUNNING  # cut before the end
         gate.touch()
-        tail = [event async for event in sse(http, job.id, token, head[-1].seq)
-                if event is not None]  # fmt: skip
+        tail = [
+            event async for event in sse(http, job.id, token, head[-1].seq) if event is not None
+        ]
         check_log(head + tail)
         assert tail[-1].kind == "job.succeeded"
         # The client does the same by itself, from any point.

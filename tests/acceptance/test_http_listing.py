@@ -36,8 +36,11 @@ def operator(server: Server) -> str:
 
 
 async def submit(http: httpx.AsyncClient, token: str, task: str, text: str) -> dict[str, Any]:
-    answer = await http.post("/v1/jobs", headers=auth(token, str(uuid.uuid4())),
-                             json={"task": task, "input": {"text": text}})
+    answer = await http.post(
+        "/v1/jobs",
+        headers=auth(token, str(uuid.uuid4())),
+        json={"task": task, "input": {"text": text}},
+    )
     assert answer.status_code == 202, answer.text
     body: dict[str, Any] = answer.json()
     return body
@@ -79,8 +82,9 @@ async def test_needs_attention_state_and_task_filters(server: Server, carol: str
     async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
         hung = await submit(http, carol, "hang", "post it")
         echo = await submit(http, carol, "echo", "hi")
-        async with http.stream("GET", f"/v1/jobs/{hung['id']}/events",
-                               headers=auth(carol)) as events:
+        async with http.stream(
+            "GET", f"/v1/jobs/{hung['id']}/events", headers=auth(carol)
+        ) as events:
             async for _ in events.aiter_lines():  # the stream ends when the job settles
                 pass
         attention = await listed(http, carol, needs_attention="true")
@@ -108,21 +112,31 @@ async def test_provider_and_created_bounds(server: Server, dave: str) -> None:
 async def test_find_by_key_still_answers_one_job(server: Server, carol: str) -> None:
     key = str(uuid.uuid4())
     async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
-        made = await http.post("/v1/jobs", headers=auth(carol, key),
-                               json={"task": "echo", "input": {"text": "k"}})
-        found = await http.get("/v1/jobs", headers=auth(carol),
-                               params={"idempotency_key": key})
-        missing = await http.get("/v1/jobs", headers=auth(carol),
-                                 params={"idempotency_key": "never-used"})
-        mixed = await http.get("/v1/jobs", headers=auth(carol),
-                               params={"idempotency_key": key, "state": "queued"})
+        made = await http.post(
+            "/v1/jobs", headers=auth(carol, key), json={"task": "echo", "input": {"text": "k"}}
+        )
+        found = await http.get("/v1/jobs", headers=auth(carol), params={"idempotency_key": key})
+        missing = await http.get(
+            "/v1/jobs", headers=auth(carol), params={"idempotency_key": "never-used"}
+        )
+        mixed = await http.get(
+            "/v1/jobs", headers=auth(carol), params={"idempotency_key": key, "state": "queued"}
+        )
     assert [item["id"] for item in found.json()["items"]] == [made.json()["id"]]
     assert missing.json()["items"] == []
     assert mixed.status_code == 422
 
 
-@pytest.mark.parametrize("query", [{"cursor": "../etc"}, {"limit": "0"}, {"limit": "501"},
-                                   {"state": "done"}, {"created_after": "yesterday"}])
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"cursor": "../etc"},
+        {"limit": "0"},
+        {"limit": "501"},
+        {"state": "done"},
+        {"created_after": "yesterday"},
+    ],
+)
 async def test_bad_listing_queries_are_422_problems(
     server: Server, carol: str, query: dict[str, str]
 ) -> None:

@@ -63,9 +63,20 @@ def workers(tmp_path: Path, pg_url: str) -> Iterator[list[Worker]]:
         log = tmp_path / f"worker{n}.log"
         with log.open("wb") as out:  # the child keeps its own descriptor
             process = subprocess.Popen(
-                [sys.executable, "-m", "router", "worker", "--config", str(config),
-                 "--database", pg_url], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "router",
+                    "worker",
+                    "--config",
+                    str(config),
+                    "--database",
+                    pg_url,
+                ],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         started.append(Worker(process, log))
     yield started
     for worker in started:
@@ -101,10 +112,12 @@ async def lock_holder(pg_url: str) -> str | None:
         app = await conn.fetchval(
             "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
             "WHERE l.locktype = 'advisory' AND l.granted AND l.objid = $1 AND l.database = "
-            "(SELECT oid FROM pg_database WHERE datname = current_database())", LEADER_LOCK)
+            "(SELECT oid FROM pg_database WHERE datname = current_database())",
+            LEADER_LOCK,
+        )
     finally:
         await conn.close()
-    return str(app)[len(APP_NAME_PREFIX):] if app else None
+    return str(app)[len(APP_NAME_PREFIX) :] if app else None
 
 
 def overlaps(workers: list[Worker], killed: str, killed_at: float) -> list[str]:
@@ -137,19 +150,22 @@ async def test_a_killed_leader_is_replaced_and_no_periodic_task_runs_twice_at_on
     assert len(first) == 1, first
     index, leader_id = first[0]
     assert await lock_holder(pg_url) == leader_id  # visible in pg_locks by its worker id
-    await wait_for("second sweep by the leader",
-                   lambda: finished_runs(workers[index], "sweep") >= 2)  # fmt: skip
+    await wait_for(
+        "second sweep by the leader", lambda: finished_runs(workers[index], "sweep") >= 2
+    )
 
     workers[index].process.send_signal(signal.SIGKILL)
     workers[index].process.wait(timeout=30)
     killed_at = time.time()
 
     elected = await wait_for(
-        "new leader", lambda: [lead for lead in leaders(workers) if lead[1] != leader_id])
+        "new leader", lambda: [lead for lead in leaders(workers) if lead[1] != leader_id]
+    )
     new_index, new_id = elected[0]
     assert new_index != index and new_id != leader_id
-    await wait_for("sweep by the new leader",
-                   lambda: finished_runs(workers[new_index], "sweep") >= 1)  # fmt: skip
+    await wait_for(
+        "sweep by the new leader", lambda: finished_runs(workers[new_index], "sweep") >= 1
+    )
     assert await lock_holder(pg_url) == new_id
     # the third never led (checked before the shutdown, when a leader stopping lets it lead)
     assert len(leaders(workers)) == 2, leaders(workers)

@@ -56,7 +56,8 @@ def document() -> dict[str, Any]:
 
 
 schema = schemathesis.openapi.from_dict(
-    document(), config=SchemathesisConfig.from_dict({"generation": {"mode": "all"}}))
+    document(), config=SchemathesisConfig.from_dict({"generation": {"mode": "all"}})
+)
 
 
 @pytest.fixture(scope="module")
@@ -78,12 +79,15 @@ class Tally:
     accepted: set[str] = field(default_factory=set)
 
 
-@pytest.fixture(scope="module", params=[
-    pytest.param(("sqlite", False), id="sqlite-owner"),
-    pytest.param(("sqlite", True), id="sqlite-operator"),
-    pytest.param(("postgres", False), id="postgres-owner", marks=pytest.mark.postgres),
-    pytest.param(("postgres", True), id="postgres-operator", marks=pytest.mark.postgres),
-])  # fmt: skip
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(("sqlite", False), id="sqlite-owner"),
+        pytest.param(("sqlite", True), id="sqlite-operator"),
+        pytest.param(("postgres", False), id="postgres-owner", marks=pytest.mark.postgres),
+        pytest.param(("postgres", True), id="postgres-operator", marks=pytest.mark.postgres),
+    ],
+)
 def target(request: pytest.FixtureRequest) -> Iterator[tuple[Server, str, Tally]]:
     """(a running server, a token for it, the tally): each backend with an owner's and an
     operator's token. Afterwards every job the server accepted must be there to read back
@@ -95,16 +99,26 @@ def target(request: pytest.FixtureRequest) -> Iterator[tuple[Server, str, Tally]
     tally = Tally()
     yield running, token, tally
     headers = {"Authorization": f"Bearer {token}"}
-    lost = [job_id for job_id in sorted(tally.accepted)
-            if httpx.get(f"{running.url}/v1/jobs/{job_id}", headers=headers).status_code != 200]
+    lost = [
+        job_id
+        for job_id in sorted(tally.accepted)
+        if httpx.get(f"{running.url}/v1/jobs/{job_id}", headers=headers).status_code != 200
+    ]
     figures = os.environ.get("JOBROUTER_FIGURES")
     if figures:
         with Path(figures).open("a") as out:
-            out.write(json.dumps({
-                "run": f"{backend}-{'operator' if operator else 'owner'}",
-                "requests": sum(tally.statuses.values()),
-                "statuses": dict(sorted(tally.statuses.items())),
-                "accepted": len(tally.accepted), "lost": len(lost)}) + "\n")  # fmt: skip
+            out.write(
+                json.dumps(
+                    {
+                        "run": f"{backend}-{'operator' if operator else 'owner'}",
+                        "requests": sum(tally.statuses.values()),
+                        "statuses": dict(sorted(tally.statuses.items())),
+                        "accepted": len(tally.accepted),
+                        "lost": len(lost),
+                    }
+                )
+                + "\n"
+            )
     assert lost == [], f"accepted jobs that cannot be read back: {lost}"
 
 
@@ -113,8 +127,11 @@ def test_the_server_serves_this_document(server: Server) -> None:
 
 
 @schema.parametrize()
-@settings(max_examples=EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])  # fmt: skip
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 def test_no_server_errors_and_answers_as_documented(
     case: Any, target: tuple[Server, str, Tally]
 ) -> None:
@@ -124,5 +141,8 @@ def test_no_server_errors_and_answers_as_documented(
     tally.statuses[response.status_code] += 1
     if response.status_code == 202 and case.operation.path == "/v1/jobs":
         tally.accepted.add(response.json()["id"])
-    case.validate_response(response, headers=headers,
-                           excluded_checks=[positive_data_acceptance, negative_data_rejection])
+    case.validate_response(
+        response,
+        headers=headers,
+        excluded_checks=[positive_data_acceptance, negative_data_rejection],
+    )

@@ -55,7 +55,8 @@ def record_traces(received: Received, body: bytes) -> None:
         for scope in resource_spans.scope_spans:
             received.spans.extend(
                 (span.name, {a.key: a.value.string_value for a in span.attributes})
-                for span in scope.spans)  # fmt: skip
+                for span in scope.spans
+            )
 
 
 def record_metrics(received: Received, body: bytes) -> None:
@@ -67,7 +68,8 @@ def record_metrics(received: Received, body: bytes) -> None:
                 kind = metric.WhichOneof("data")
                 points = getattr(metric, kind).data_points if kind else []
                 received.metrics.setdefault(metric.name, []).extend(
-                    {a.key: a.value.string_value for a in point.attributes} for point in points)
+                    {a.key: a.value.string_value for a in point.attributes} for point in points
+                )
 
 
 def service_names(attributes: Iterable[Any]) -> set[str]:
@@ -110,9 +112,13 @@ def test_traces_and_metrics_reach_the_otlp_endpoint(
     endpoint, received = receiver
     env = {**os.environ, "JOBROUTER_OTLP_ENDPOINT": endpoint}
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, f"sqlite:///{tmp_path / 'jobs.db'}"], cwd=ROOT, env=env,
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "-c", SCRIPT, f"sqlite:///{tmp_path / 'jobs.db'}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "succeeded"
     # Closing the router flushed both exports before the process ended: they are here.

@@ -65,10 +65,13 @@ async def test_outcome_of_a_then_b(
     tmp_path: Path, fault: Servers, scenario: Any, kind: str, exclusive: bool
 ) -> None:
     fault.a.control(default=scenario)
-    task = TaskConfig(contract=str(ECHO), providers=["a", "b"], deadline=SETTLE,
-                      side_effects="external" if exclusive else None)  # fmt: skip
-    cfg = config({"a": provider(fault.a.api_base), "b": provider(fault.b.api_base)},
-                 {"t": task})  # fmt: skip
+    task = TaskConfig(
+        contract=str(ECHO),
+        providers=["a", "b"],
+        deadline=SETTLE,
+        side_effects="external" if exclusive else None,
+    )
+    cfg = config({"a": provider(fault.a.api_base), "b": provider(fault.b.api_base)}, {"t": task})
     async with Router.open(db_url(tmp_path), cfg) as router:
         job = await router.submit(OWNER, "k", "t", {"text": "x"})
         job = await router.wait(job.id, timeout=SETTLE)
@@ -96,8 +99,7 @@ async def test_an_unusable_answer_of_an_exclusive_task_is_kept_for_the_operator(
     provider said (and did) before resolving."""
     fault.a.control(default={"kind": "answer", "content": '{"txt": "posted"}'})
     task = TaskConfig(contract=str(ECHO), providers=["a", "b"], side_effects="external")
-    cfg = config({"a": provider(fault.a.api_base), "b": provider(fault.b.api_base)},
-                 {"t": task})  # fmt: skip
+    cfg = config({"a": provider(fault.a.api_base), "b": provider(fault.b.api_base)}, {"t": task})
     async with Router.open(db_url(tmp_path), cfg) as router:
         job = await router.submit(OWNER, "k", "t", {"text": "x"})
         job = await router.wait(job.id, timeout=SETTLE)

@@ -58,9 +58,13 @@ def _warm_litellm(server: FaultServer) -> None:
 
     async def one_call() -> None:
         await litellm.acompletion(
-            model="openai/warm-up", messages=[{"role": "user", "content": "hi"}],
-            api_base=server.api_base, api_key="k", num_retries=0, max_retries=0,
-        )  # fmt: skip
+            model="openai/warm-up",
+            messages=[{"role": "user", "content": "hi"}],
+            api_base=server.api_base,
+            api_key="k",
+            num_retries=0,
+            max_retries=0,
+        )
         await _litellm.close_clients()
 
     asyncio.run(one_call())
@@ -92,21 +96,29 @@ async def _close_litellm_clients() -> AsyncIterator[None]:
 
 def provider(api_base: str, **fields: Any) -> ProviderConfig:
     fields.setdefault("retry", RetryPolicy(attempts=1))
-    return ProviderConfig(model="openai/fault-model", api_base=api_base,
-                          structured_output="none", **fields)  # fmt: skip
+    return ProviderConfig(
+        model="openai/fault-model", api_base=api_base, structured_output="none", **fields
+    )
 
 
 def config(
-    providers: Mapping[str, ProviderConfig], tasks: Mapping[str, TaskConfig], *,
-    threshold: int = 3, cooldown: float = COOLDOWN, probe_timeout: float = 5.0, workers: int = 64,
-) -> RouterConfig:  # fmt: skip
+    providers: Mapping[str, ProviderConfig],
+    tasks: Mapping[str, TaskConfig],
+    *,
+    threshold: int = 3,
+    cooldown: float = COOLDOWN,
+    probe_timeout: float = 5.0,
+    workers: int = 64,
+) -> RouterConfig:
     return RouterConfig(
-        providers=dict(providers), tasks=dict(tasks),
+        providers=dict(providers),
+        tasks=dict(tasks),
         engine=EngineConfig(workers=workers, poll_interval=0.05, sweep_interval=0.5, lease=5.0),
-        breaker=BreakerConfig(failure_threshold=threshold, cooldown=cooldown,
-                              probe_timeout=probe_timeout),
+        breaker=BreakerConfig(
+            failure_threshold=threshold, cooldown=cooldown, probe_timeout=probe_timeout
+        ),
         certification=CertificationConfig(required=False),
-    )  # fmt: skip
+    )
 
 
 def db_url(tmp_path: Path) -> str:
@@ -139,8 +151,11 @@ def circuit(tmp_path: Path, name: str) -> dict[str, Any] | None:
 
 
 def skip_reasons(events: list[JobEvent], name: str) -> list[str]:
-    return [str(e.data["reason"]) for e in events
-            if e.kind == "provider.skipped" and e.data.get("provider") == name]
+    return [
+        str(e.data["reason"])
+        for e in events
+        if e.kind == "provider.skipped" and e.data.get("provider") == name
+    ]
 
 
 def states(attempts: list[Attempt]) -> dict[str, AttemptState]:
@@ -157,8 +172,11 @@ FAILOVER = TaskConfig(providers=["bad", "good"], side_effects="none")
 
 
 def breaker_config(fault: Servers) -> RouterConfig:
-    return config({"bad": provider(fault.a.api_base), "good": provider(fault.b.api_base)},
-                  {"t": FAILOVER}, threshold=3)
+    return config(
+        {"bad": provider(fault.a.api_base), "good": provider(fault.b.api_base)},
+        {"t": FAILOVER},
+        threshold=3,
+    )
 
 
 async def open_circuit(router: Router, tmp_path: Path, fault: Servers, *, prefix: str) -> float:
@@ -170,7 +188,9 @@ async def open_circuit(router: Router, tmp_path: Path, fault: Servers, *, prefix
         job = await run_job(router, "t", f"{prefix}-{n}")
         assert job.state is JobState.SUCCEEDED
         assert states(await router.attempts(job.id)) == {
-            "bad": AttemptState.FAILED, "good": AttemptState.SUCCEEDED}
+            "bad": AttemptState.FAILED,
+            "good": AttemptState.SUCCEEDED,
+        }
     row = circuit(tmp_path, "bad")
     assert row is not None and (row["state"], row["failures"]) == ("open", 3)
     assert requests(fault.a) == 3
@@ -194,8 +214,9 @@ async def test_breaker_opens_skips_then_one_probe_closes_it(tmp_path: Path, faul
         # Half-open: several jobs at once after the cooldown; exactly one of them probes.
         fault.a.control(default={"kind": "delay", "seconds": 0.5})
         await asyncio.sleep(max(0.0, opened_at + COOLDOWN - time.time()) + 0.05)
-        submitted = await asyncio.gather(*(
-            router.submit(OWNER, f"probe-{n}", "t", {"n": n}) for n in range(6)))
+        submitted = await asyncio.gather(
+            *(router.submit(OWNER, f"probe-{n}", "t", {"n": n}) for n in range(6))
+        )
         jobs = [await router.wait(job.id, timeout=SETTLE) for job in submitted]
         assert all(job.state is JobState.SUCCEEDED for job in jobs)
         assert requests(fault.a) == 4  # exactly one probe reached the server
@@ -211,9 +232,11 @@ async def test_breaker_opens_skips_then_one_probe_closes_it(tmp_path: Path, faul
         job = await run_job(router, "t", "after")
         assert states(await router.attempts(job.id)) == {"bad": AttemptState.SUCCEEDED}
         assert requests(fault.a) == 5
-    print(f"\nbreaker: opened after 3 failures at t={opened_at - began:.2f}s, probe started at "
-          f"t={probe.started_at.timestamp() - began:.2f}s (cooldown {COOLDOWN}s), closed at "
-          f"t={closed_at - began:.2f}s")
+    print(
+        f"\nbreaker: opened after 3 failures at t={opened_at - began:.2f}s, probe started at "
+        f"t={probe.started_at.timestamp() - began:.2f}s (cooldown {COOLDOWN}s), closed at "
+        f"t={closed_at - began:.2f}s"
+    )
     assert probe.started_at.timestamp() >= opened_at + COOLDOWN
 
 
@@ -222,8 +245,9 @@ async def test_a_failed_probe_reopens_the_circuit(tmp_path: Path, fault: Servers
     async with Router.open(db_url(tmp_path), breaker_config(fault)) as router:
         opened_at = await open_circuit(router, tmp_path, fault, prefix="fail")
         await asyncio.sleep(max(0.0, opened_at + COOLDOWN - time.time()) + 0.05)
-        submitted = await asyncio.gather(*(
-            router.submit(OWNER, f"probe-{n}", "t", {"n": n}) for n in range(6)))
+        submitted = await asyncio.gather(
+            *(router.submit(OWNER, f"probe-{n}", "t", {"n": n}) for n in range(6))
+        )
         jobs = [await router.wait(job.id, timeout=SETTLE) for job in submitted]
         assert all(job.state is JobState.SUCCEEDED for job in jobs)  # through `good`
         assert requests(fault.a) == 4  # one probe, answered 500
@@ -238,9 +262,11 @@ async def test_a_failed_probe_reopens_the_circuit(tmp_path: Path, fault: Servers
         assert states(await router.attempts(job.id)) == {"good": AttemptState.SUCCEEDED}
         assert any("circuit open" in r for r in skip_reasons(await router.events(job.id), "bad"))
         assert requests(fault.a) == 4
-    print(f"\nbreaker: opened at t={opened_at - began:.2f}s, probe at "
-          f"t={probe.started_at.timestamp() - began:.2f}s failed, reopened at "
-          f"t={reopened_at - began:.2f}s")
+    print(
+        f"\nbreaker: opened at t={opened_at - began:.2f}s, probe at "
+        f"t={probe.started_at.timestamp() - began:.2f}s failed, reopened at "
+        f"t={reopened_at - began:.2f}s"
+    )
 
 
 async def test_jobs_waiting_on_the_probe_run_once_it_closes_the_circuit(
@@ -249,15 +275,20 @@ async def test_jobs_waiting_on_the_probe_run_once_it_closes_the_circuit(
     """Jobs whose only provider is being probed wait for the probe, not for the probe timeout."""
     probe_timeout = 300.0  # far beyond any wait a loaded machine adds: the two cannot blur
     solo = TaskConfig(providers=["bad"], side_effects="none")
-    cfg = config({"bad": provider(fault.a.api_base), "good": provider(fault.b.api_base)},
-                 {"t": FAILOVER, "solo": solo}, threshold=3, probe_timeout=probe_timeout)
+    cfg = config(
+        {"bad": provider(fault.a.api_base), "good": provider(fault.b.api_base)},
+        {"t": FAILOVER, "solo": solo},
+        threshold=3,
+        probe_timeout=probe_timeout,
+    )
     async with Router.open(db_url(tmp_path), cfg) as router:
         opened_at = await open_circuit(router, tmp_path, fault, prefix="fail")
         fault.a.control(default={"kind": "delay", "seconds": 0.3})
         await asyncio.sleep(max(0.0, opened_at + COOLDOWN - time.time()) + 0.05)
         began = time.time()
-        submitted = await asyncio.gather(*(
-            router.submit(OWNER, f"solo-{n}", "solo", {"n": n}) for n in range(4)))
+        submitted = await asyncio.gather(
+            *(router.submit(OWNER, f"solo-{n}", "solo", {"n": n}) for n in range(4))
+        )
         jobs = [await router.wait(job.id, timeout=SETTLE) for job in submitted]
         took = time.time() - began
         events = [e for job in jobs for e in await router.events(job.id)]
@@ -267,8 +298,10 @@ async def test_jobs_waiting_on_the_probe_run_once_it_closes_the_circuit(
     assert len(attempts) == 4
     waited = [e.data["reason"] for e in events if e.kind == "provider.skipped"]
     assert waited and all(r == "circuit half-open: a probe is in flight" for r in waited)
-    print(f"\nhalf-open: 4 jobs on a probed provider settled in {took:.2f}s "
-          f"(probe timeout {probe_timeout}s)")
+    print(
+        f"\nhalf-open: 4 jobs on a probed provider settled in {took:.2f}s "
+        f"(probe timeout {probe_timeout}s)"
+    )
     assert took < probe_timeout / 5, took  # before: every waiting job idled until probe_until
 
 
@@ -281,24 +314,46 @@ async def test_a_second_router_process_sees_the_open_circuit(
     """Router B (a subprocess on the same file) is given a task whose only provider is `bad`:
     had it not seen the circuit open, it would have called `bad`."""
     solo = TaskConfig(providers=["bad"], side_effects="none", deadline=1.0)
-    cfg = config({"bad": provider(fault.a.api_base), "good": provider(fault.b.api_base)},
-                 {"t": FAILOVER, "solo": solo}, threshold=3, cooldown=3600.0)  # fmt: skip
+    cfg = config(
+        {"bad": provider(fault.a.api_base), "good": provider(fault.b.api_base)},
+        {"t": FAILOVER, "solo": solo},
+        threshold=3,
+        cooldown=3600.0,
+    )
     async with Router.open(db_url(tmp_path), cfg) as router:
         await open_circuit(router, tmp_path, fault, prefix="a")
         (tmp_path / "config.json").write_text(cfg.model_dump_json())
         done = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "tests.support.router_once", "--db", db_url(tmp_path),
-             "--config", str(tmp_path / "config.json"), "--task", "solo", "--key", "from-b",
-             "--timeout", str(SETTLE)],
+            [
+                sys.executable,
+                "-m",
+                "tests.support.router_once",
+                "--db",
+                db_url(tmp_path),
+                "--config",
+                str(tmp_path / "config.json"),
+                "--task",
+                "solo",
+                "--key",
+                "from-b",
+                "--timeout",
+                str(SETTLE),
+            ],
             # Guards only: a fresh process imports litellm (seconds of CPU; minutes under heavy
             # load), and the circuit's cooldown above outlasts any such wait.
-            cwd=ROOT, capture_output=True, text=True, timeout=SETTLE * 5,
-        )  # fmt: skip
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=SETTLE * 5,
+        )
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    skipped = [e["data"]["reason"] for e in seen["events"]
-               if e["kind"] == "provider.skipped" and e["data"]["provider"] == "bad"]
+    skipped = [
+        e["data"]["reason"]
+        for e in seen["events"]
+        if e["kind"] == "provider.skipped" and e["data"]["provider"] == "bad"
+    ]
     assert skipped and all("circuit open after 3 failures" in r for r in skipped), skipped
     assert seen["attempts"] == []
     assert seen["job"]["state"] == "failed"
@@ -314,11 +369,14 @@ async def test_bulkhead_caps_calls_in_flight(
     tmp_path: Path, fault: Servers, limit: int, expect_max: int | None
 ) -> None:
     fault.a.control(default={"kind": "delay", "seconds": 0.3})
-    cfg = config({"p": provider(fault.a.api_base, max_concurrency=limit)},
-                 {"t": TaskConfig(providers=["p"], side_effects="none")})
+    cfg = config(
+        {"p": provider(fault.a.api_base, max_concurrency=limit)},
+        {"t": TaskConfig(providers=["p"], side_effects="none")},
+    )
     async with Router.open(db_url(tmp_path), cfg) as router:
-        submitted = await asyncio.gather(*(
-            router.submit(OWNER, f"k{n}", "t", {"n": n}) for n in range(10)))
+        submitted = await asyncio.gather(
+            *(router.submit(OWNER, f"k{n}", "t", {"n": n}) for n in range(10))
+        )
         jobs = [await router.wait(job.id, timeout=SETTLE) for job in submitted]
     assert all(job.state is JobState.SUCCEEDED for job in jobs)
     stats = fault.a.stats()
@@ -335,8 +393,10 @@ async def test_bulkhead_caps_calls_in_flight(
 async def test_the_deadline_cuts_the_attempt_as_unknown(tmp_path: Path, fault: Servers) -> None:
     fault.a.control(default="hang")
     # The read timeout is far beyond the deadline: only the deadline can end the attempt early.
-    cfg = config({"p": provider(fault.a.api_base, timeout=Timeouts(read=120.0))},
-                 {"t": TaskConfig(providers=["p"], side_effects="none", deadline=1.5)})
+    cfg = config(
+        {"p": provider(fault.a.api_base, timeout=Timeouts(read=120.0))},
+        {"t": TaskConfig(providers=["p"], side_effects="none", deadline=1.5)},
+    )
     async with Router.open(db_url(tmp_path), cfg) as router:
         began = time.monotonic()
         job = await run_job(router, "t", "k1")
@@ -357,8 +417,9 @@ async def test_hedge_wins_and_the_slow_primary_never_succeeds(
 ) -> None:
     fault.a.control(default={"kind": "delay", "seconds": 2.0})
     task = TaskConfig(providers=["slow", "fast"], side_effects="none", hedge_after=0.3)
-    cfg = config({"slow": provider(fault.a.api_base), "fast": provider(fault.b.api_base)},
-                 {"t": task})
+    cfg = config(
+        {"slow": provider(fault.a.api_base), "fast": provider(fault.b.api_base)}, {"t": task}
+    )
     async with Router.open(db_url(tmp_path), cfg) as router:
         began = time.monotonic()
         job = await run_job(router, "t", "k1")
@@ -380,8 +441,9 @@ async def test_hedge_wins_and_the_slow_primary_never_succeeds(
 async def test_an_exclusive_task_never_hedges(tmp_path: Path, fault: Servers) -> None:
     fault.a.control(default={"kind": "delay", "seconds": 1.0})
     task = TaskConfig(providers=["slow", "fast"], side_effects="external", hedge_after=0.2)
-    cfg = config({"slow": provider(fault.a.api_base), "fast": provider(fault.b.api_base)},
-                 {"t": task})
+    cfg = config(
+        {"slow": provider(fault.a.api_base), "fast": provider(fault.b.api_base)}, {"t": task}
+    )
     async with Router.open(db_url(tmp_path), cfg) as router:
         job = await run_job(router, "t", "k1")
         attempts = await router.attempts(job.id)
@@ -398,13 +460,19 @@ async def test_all_circuits_open_the_job_waits_or_ends_naming_every_provider(
 ) -> None:
     cooldown = 2.0
     cfg = config(
-        {"a": provider(fault.a.api_base), "b": provider(fault.b.api_base),
-         "c": provider(fault.c.api_base)},
-        {"pair": TaskConfig(providers=["a", "b"], side_effects="none"),
-         "short": TaskConfig(providers=["a", "b"], side_effects="none", deadline=0.5),
-         "other": TaskConfig(providers=["c"])},
-        threshold=1, cooldown=cooldown,
-    )  # fmt: skip
+        {
+            "a": provider(fault.a.api_base),
+            "b": provider(fault.b.api_base),
+            "c": provider(fault.c.api_base),
+        },
+        {
+            "pair": TaskConfig(providers=["a", "b"], side_effects="none"),
+            "short": TaskConfig(providers=["a", "b"], side_effects="none", deadline=0.5),
+            "other": TaskConfig(providers=["c"]),
+        },
+        threshold=1,
+        cooldown=cooldown,
+    )
     for server in (fault.a, fault.b):
         server.control(default={"kind": "status", "status": 500})
     async with Router.open(db_url(tmp_path), cfg) as router:
@@ -422,8 +490,10 @@ async def test_all_circuits_open_the_job_waits_or_ends_naming_every_provider(
         assert time.time() < reopen_at
         for name in ("a", "b"):
             assert f"{name}: circuit open" in (short.error or ""), short.error
-        assert {*skip_reasons(await router.events(short.id), "a"),
-                *skip_reasons(await router.events(short.id), "b")}
+        assert {
+            *skip_reasons(await router.events(short.id), "a"),
+            *skip_reasons(await router.events(short.id), "b"),
+        }
         assert await router.attempts(short.id) == []
         print(f"\nall circuits open, deadline first: {short.error}")
 
@@ -450,13 +520,15 @@ async def test_two_hundred_jobs_through_a_lossy_proxy_each_have_one_winner(
     tmp_path: Path, fault: Servers
 ) -> None:
     upstream = fault.a
-    with start_fault_server("--upstream", upstream.url, "--drop-share", "0.025",
-                            "--seed", "11") as proxy:
+    with start_fault_server(
+        "--upstream", upstream.url, "--drop-share", "0.025", "--seed", "11"
+    ) as proxy:
         cfg = config(
             {"primary": provider(proxy.api_base), "fallback": provider(upstream.api_base)},
             {"t": TaskConfig(providers=["primary", "fallback"], side_effects="none")},
-            threshold=50, workers=CONCURRENCY,
-        )  # fmt: skip
+            threshold=50,
+            workers=CONCURRENCY,
+        )
         slots = asyncio.Semaphore(CONCURRENCY)
         began = time.monotonic()
         async with Router.open(db_url(tmp_path), cfg) as router:
@@ -481,9 +553,11 @@ async def test_two_hundred_jobs_through_a_lossy_proxy_each_have_one_winner(
     assert all(a.provider == "primary" and a.error_kind == "unknown" for a in unknown)
     assert len(unknown) == proxy_stats["dropped"] == failovers > 0
     assert proxy_stats["total"] == JOBS and upstream.stats()["total"] == JOBS + failovers
-    print(f"\nlossy proxy: {JOBS} jobs in {took:.1f}s, succeeded "
-          f"{sum(job.state is JobState.SUCCEEDED for job in jobs)}, unknown attempts "
-          f"{len(unknown)}, failovers {failovers}, proxy dropped {proxy_stats['dropped']}")
+    print(
+        f"\nlossy proxy: {JOBS} jobs in {took:.1f}s, succeeded "
+        f"{sum(job.state is JobState.SUCCEEDED for job in jobs)}, unknown attempts "
+        f"{len(unknown)}, failovers {failovers}, proxy dropped {proxy_stats['dropped']}"
+    )
 
 
 # ---- 8. retries in one layer, counted at the server -----------------------------------------
@@ -493,15 +567,21 @@ async def test_an_http_500_is_one_request_and_fails_over(tmp_path: Path, fault: 
     """Fails over because repeating is harmless here (side_effects none); an exclusive task
     waits for an operator instead (tests/acceptance/test_outcome_table.py)."""
     fault.a.control(default={"kind": "status", "status": 500})
-    cfg = config({"p": provider(fault.a.api_base, retry=RetryPolicy(attempts=3)),
-                  "q": provider(fault.b.api_base)},
-                 {"t": TaskConfig(providers=["p", "q"], side_effects="none")})
+    cfg = config(
+        {
+            "p": provider(fault.a.api_base, retry=RetryPolicy(attempts=3)),
+            "q": provider(fault.b.api_base),
+        },
+        {"t": TaskConfig(providers=["p", "q"], side_effects="none")},
+    )
     async with Router.open(db_url(tmp_path), cfg) as router:
         job = await run_job(router, "t", "k1")
         attempts = await router.attempts(job.id)
     assert job.state is JobState.SUCCEEDED
     assert [(a.provider, a.state, a.error_kind) for a in attempts] == [
-        ("p", AttemptState.FAILED, "rejected"), ("q", AttemptState.SUCCEEDED, None)]
+        ("p", AttemptState.FAILED, "rejected"),
+        ("q", AttemptState.SUCCEEDED, None),
+    ]
     assert requests(fault.a) == 1  # 500 is an answer: no retry
     assert requests(fault.b) == 1
 
@@ -512,9 +592,13 @@ async def test_a_refused_connection_is_retried_then_fails_over(
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    cfg = config({"p": provider(f"http://127.0.0.1:{port}/v1", retry=RetryPolicy(attempts=3)),
-                  "q": provider(fault.b.api_base)},
-                 {"t": TaskConfig(providers=["p", "q"])})
+    cfg = config(
+        {
+            "p": provider(f"http://127.0.0.1:{port}/v1", retry=RetryPolicy(attempts=3)),
+            "q": provider(fault.b.api_base),
+        },
+        {"t": TaskConfig(providers=["p", "q"])},
+    )
     async with Router.open(db_url(tmp_path), cfg) as router:
         refused = router.providers["p"]
         tries: list[float] = []
@@ -529,6 +613,8 @@ async def test_a_refused_connection_is_retried_then_fails_over(
         attempts = await router.attempts(job.id)
     assert job.state is JobState.SUCCEEDED
     assert [(a.provider, a.state, a.error_kind) for a in attempts] == [
-        ("p", AttemptState.FAILED, "not_sent"), ("q", AttemptState.SUCCEEDED, None)]
+        ("p", AttemptState.FAILED, "not_sent"),
+        ("q", AttemptState.SUCCEEDED, None),
+    ]
     assert len(tries) == 3  # our one retry layer; litellm's own retries are off
     assert requests(fault.b) == 1

@@ -80,15 +80,21 @@ poll_interval = 0.1
 
 
 def _cli(*args: str, env: dict[str, str]) -> str:
-    done = subprocess.run([*CLI, *args], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          check=True, env=env)  # fmt: skip
+    done = subprocess.run(
+        [*CLI, *args], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True, env=env
+    )
     return done.stdout.strip()
 
 
 def _serve(config: Path, port: int, log_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     with log_path.open("wb") as log:  # the child keeps its own descriptor
-        return subprocess.Popen([*CLI, "serve", "--config", str(config), "--port", str(port)],
-                                cwd=ROOT, stdout=log, stderr=log, env=env)
+        return subprocess.Popen(
+            [*CLI, "serve", "--config", str(config), "--port", str(port)],
+            cwd=ROOT,
+            stdout=log,
+            stderr=log,
+            env=env,
+        )
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -135,14 +141,18 @@ async def _ready(url: str) -> None:
             await asyncio.sleep(0.1)
 
 
-async def _read_job(client: httpx.AsyncClient, url: str, token: str, job_id: str,
-                    key: str) -> list[str]:
+async def _read_job(
+    client: httpx.AsyncClient, url: str, token: str, job_id: str, key: str
+) -> list[str]:
     """Follow the SSE stream to its end, read everything about the job: the texts."""
     auth = {"Authorization": f"Bearer {token}"}
     async with client.stream("GET", f"{url}/v1/jobs/{job_id}/events", headers=auth) as stream:
         texts = ["".join([chunk async for chunk in stream.aiter_text()])]
-    for path in (f"/v1/jobs/{job_id}", f"/v1/jobs/{job_id}/attempts",
-                 f"/v1/jobs?idempotency_key={key}"):
+    for path in (
+        f"/v1/jobs/{job_id}",
+        f"/v1/jobs/{job_id}/attempts",
+        f"/v1/jobs?idempotency_key={key}",
+    ):
         texts.append((await client.get(url + path, headers=auth)).text)
     client.cookies.set(COOKIE, token)  # the console's session: the token itself
     page = await client.get(f"{url}/ui/jobs/{job_id}")
@@ -158,8 +168,10 @@ async def _submit_and_read(url: str, owner: str, operator: str) -> dict[str, lis
     async with httpx.AsyncClient(timeout=SETTLE_S) as client:
         for key in ("k-401", "k-500", "k-200"):
             submitted = await client.post(
-                f"{url}/v1/jobs", json={"task": "echo", "input": {"text": key}},
-                headers={"Authorization": f"Bearer {owner}", "Idempotency-Key": key})
+                f"{url}/v1/jobs",
+                json={"task": "echo", "input": {"text": key}},
+                headers={"Authorization": f"Bearer {owner}", "Idempotency-Key": key},
+            )
             seen["owner"].append(submitted.text)
             job_id = submitted.json()["id"]
             for who, token in (("owner", owner), ("operator", operator)):
@@ -176,16 +188,31 @@ async def test_an_echoed_key_is_stored_shown_sent_and_logged_nowhere(
     with start_fault_server() as fault:
         async with receiver.running():
             config = tmp_path / "jobrouter.toml"
-            config.write_text(CONFIG.format(db=db_url, api_base=fault.api_base, contract=CONTRACT,
-                                            owner=OWNER, hook=receiver.url))  # fmt: skip
+            config.write_text(
+                CONFIG.format(
+                    db=db_url,
+                    api_base=fault.api_base,
+                    contract=CONTRACT,
+                    owner=OWNER,
+                    hook=receiver.url,
+                )
+            )
             owner_token = _cli("token", "create", OWNER, "--config", str(config), env=env)
-            operator = _cli("token", "create", "ops", "--operator", "--config", str(config),
-                            env=env)  # fmt: skip
-            fault.reset(sequence=[{"kind": "status", "status": 401, "echo": True,
-                                   "say": f"your token {FOREIGN} is not ours"},
-                                  {"kind": "status", "status": 500, "echo": True},
-                                  {"kind": "answer",
-                                   "content": f"not json: {KEY} and {FOREIGN}"}])  # fmt: skip
+            operator = _cli(
+                "token", "create", "ops", "--operator", "--config", str(config), env=env
+            )
+            fault.reset(
+                sequence=[
+                    {
+                        "kind": "status",
+                        "status": 401,
+                        "echo": True,
+                        "say": f"your token {FOREIGN} is not ours",
+                    },
+                    {"kind": "status", "status": 500, "echo": True},
+                    {"kind": "answer", "content": f"not json: {KEY} and {FOREIGN}"},
+                ]
+            )
             port = free_port()
             log_path = tmp_path / "serve.log"
             server = _serve(config, port, log_path, env)
@@ -212,8 +239,9 @@ async def test_an_echoed_key_is_stored_shown_sent_and_logged_nowhere(
     for where, text in places.items():
         assert KEY not in text, f"the configured key leaked into the {where}"
         assert FOREIGN not in text, f"a token-shaped credential leaked into the {where}"
-    owner_sees = {where: places[where] for where in ("owner's HTTP answers and SSE",
-                                                     "webhook bodies")}  # fmt: skip
+    owner_sees = {
+        where: places[where] for where in ("owner's HTTP answers and SSE", "webhook bodies")
+    }
     owner_sees["event and outbox rows"] = "\n".join(logged)
     assert len(logged) >= 9 and len(bodies) == 3
     for where, text in owner_sees.items():

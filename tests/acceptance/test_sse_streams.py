@@ -36,8 +36,11 @@ WITHIN = 30.0  # a ceiling against hanging only
 async def serving(app: FastAPI) -> AsyncIterator[str]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_config=None,
-                                           access_log=False, timeout_graceful_shutdown=1))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, lifespan="off", log_config=None, access_log=False, timeout_graceful_shutdown=1
+        )
+    )
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         async with asyncio.timeout(WITHIN):
@@ -55,22 +58,34 @@ async def serving(app: FastAPI) -> AsyncIterator[str]:
 
 @pytest.fixture
 async def router(tmp_path: Path) -> AsyncIterator[Router]:
-    config = RouterConfig(tasks={"echo": TaskConfig(contract=str(CONTRACT), providers=["fast"])},
-                          certification=CertificationConfig(required=False))  # fmt: skip
-    async with Router.open(f"sqlite:///{tmp_path / 'jobs.db'}", config, providers=PROVIDERS,
-                           run_workers=False) as opened:  # fmt: skip
+    config = RouterConfig(
+        tasks={"echo": TaskConfig(contract=str(CONTRACT), providers=["fast"])},
+        certification=CertificationConfig(required=False),
+    )
+    async with Router.open(
+        f"sqlite:///{tmp_path / 'jobs.db'}", config, providers=PROVIDERS, run_workers=False
+    ) as opened:
         yield opened
 
 
 async def _queued_job(router: Router, key: str) -> str:
-    job = await create_job(router.store, owner=OWNER, idempotency_key=key, task="echo",
-                           input={"text": key}, params={}, deadline_s=None,
-                           claimed_by=None, claim_s=0)  # fmt: skip
+    job = await create_job(
+        router.store,
+        owner=OWNER,
+        idempotency_key=key,
+        task="echo",
+        input={"text": key},
+        params={},
+        deadline_s=None,
+        claimed_by=None,
+        claim_s=0,
+    )
     return job.id
 
 
-async def _follow(client: httpx.AsyncClient, url: str, token: str, started: asyncio.Event,
-                  lines: list[str]) -> int:
+async def _follow(
+    client: httpx.AsyncClient, url: str, token: str, started: asyncio.Event, lines: list[str]
+) -> int:
     """Open a stream, note its first event, read it to its end; the answer's status."""
     headers = {"Authorization": f"Bearer {token}"}
     async with client.stream("GET", url, headers=headers) as answer:
@@ -105,8 +120,10 @@ async def test_many_streams_of_one_job_share_one_watcher(router: Router) -> None
         url = f"{base}/v1/jobs/{job_id}/events"
         starts = [asyncio.Event() for _ in range(STREAMS)]
         lines: list[list[str]] = [[] for _ in range(STREAMS)]
-        streams = [asyncio.create_task(_follow(client, url, token, starts[n], lines[n]))
-                   for n in range(STREAMS)]  # fmt: skip
+        streams = [
+            asyncio.create_task(_follow(client, url, token, starts[n], lines[n]))
+            for n in range(STREAMS)
+        ]
         async with asyncio.timeout(WITHIN):
             await asyncio.gather(*(start.wait() for start in starts))
         assert peak == 1 and app.state.feeds.watchers() == 1  # one watcher, 20 streams
@@ -126,8 +143,9 @@ async def test_a_token_holds_a_bounded_number_of_streams(router: Router) -> None
     async with serving(app) as base, httpx.AsyncClient(timeout=WITHIN) as client:
         url = f"{base}/v1/jobs/{job_id}/events"
         starts = [asyncio.Event() for _ in range(3)]
-        streams = [asyncio.create_task(_follow(client, url, token, starts[n], []))
-                   for n in range(3)]  # fmt: skip
+        streams = [
+            asyncio.create_task(_follow(client, url, token, starts[n], [])) for n in range(3)
+        ]
         async with asyncio.timeout(WITHIN):
             await asyncio.gather(*(start.wait() for start in starts))
         refused = await client.get(url, headers={"Authorization": f"Bearer {token}"})
@@ -146,4 +164,3 @@ async def test_a_token_holds_a_bounded_number_of_streams(router: Router) -> None
         await router.cancel(job_id, "enough")
         async with asyncio.timeout(WITHIN):
             await asyncio.gather(*streams[1:], another)
-

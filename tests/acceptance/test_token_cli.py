@@ -12,8 +12,13 @@ from tests.acceptance.e2e.test_cli_serve import CLI
 
 
 def _run(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, "token", *args, "--config", str(config)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [*CLI, "token", *args, "--config", str(config)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_tokens_are_listed_revoked_and_expire(tmp_path: Path) -> None:

@@ -35,8 +35,9 @@ def free_port() -> int:
 
 def start_stub() -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.bench.stub_server", "--port", str(port)],
-                            cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.bench.stub_server", "--port", str(port)], cwd=ROOT
+    )
     for _ in range(100):
         try:
             socket.create_connection(("127.0.0.1", port), 0.1).close()
@@ -56,12 +57,34 @@ def database_for(scenario: str) -> tuple[str, str | None]:
     return "", None
 
 
-def run_one(scenario: str, task: str, concurrency: int, jobs: int, port: int, prefill: int,
-            profile_dir: Path | None = None, statements: bool = False) -> dict[str, Any]:
+def run_one(
+    scenario: str,
+    task: str,
+    concurrency: int,
+    jobs: int,
+    port: int,
+    prefill: int,
+    profile_dir: Path | None = None,
+    statements: bool = False,
+) -> dict[str, Any]:
     url, pg_name = database_for(scenario)
-    command = [sys.executable, "-m", "tests.bench.scenarios", "--scenario", scenario,
-               "--concurrency", str(concurrency), "--jobs", str(jobs), "--stub-port", str(port),
-               "--database", url, "--prefill", str(prefill)]
+    command = [
+        sys.executable,
+        "-m",
+        "tests.bench.scenarios",
+        "--scenario",
+        scenario,
+        "--concurrency",
+        str(concurrency),
+        "--jobs",
+        str(jobs),
+        "--stub-port",
+        str(port),
+        "--database",
+        url,
+        "--prefill",
+        str(prefill),
+    ]
     if task == "contract" and scenario not in DIRECT:
         command.append("--contract")
     if profile_dir is not None:
@@ -73,25 +96,38 @@ def run_one(scenario: str, task: str, concurrency: int, jobs: int, port: int, pr
         out = subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True)
     finally:
         if pg_name:
-            subprocess.run(["psql", "-q", PG_ADMIN, "-c", f"DROP DATABASE {pg_name} WITH (FORCE)"],
-                           check=False)
+            subprocess.run(
+                ["psql", "-q", PG_ADMIN, "-c", f"DROP DATABASE {pg_name} WITH (FORCE)"], check=False
+            )
     figures: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    figures.update({"scenario": scenario, "task": task if scenario not in DIRECT else "",
-                    "concurrency": concurrency, "jobs": jobs, "prefill": prefill,
-                    "load_average": os.getloadavg()[0]})
-    print(f" {figures['jobs_per_s']:8.1f} jobs/s  p50 {figures['p50_ms']:7.2f} ms  "
-          f"p99 {figures['p99_ms']:7.2f} ms  cpu {figures['cpu_ms_per_job']:.2f} ms/job "
-          f"workers {figures.get('worker_cpu_ms_per_job')}  "
-          f"pg commits {figures.get('pg_commits_per_job', 0):.2f}  "
-          f"load {figures['load_average']:.1f}")
-    for name, summary in [("submitter", figures.get("profile")),
-                          *(("worker", w) for w in figures.get("worker_profiles", []))]:
+    figures.update(
+        {
+            "scenario": scenario,
+            "task": task if scenario not in DIRECT else "",
+            "concurrency": concurrency,
+            "jobs": jobs,
+            "prefill": prefill,
+            "load_average": os.getloadavg()[0],
+        }
+    )
+    print(
+        f" {figures['jobs_per_s']:8.1f} jobs/s  p50 {figures['p50_ms']:7.2f} ms  "
+        f"p99 {figures['p99_ms']:7.2f} ms  cpu {figures['cpu_ms_per_job']:.2f} ms/job "
+        f"workers {figures.get('worker_cpu_ms_per_job')}  "
+        f"pg commits {figures.get('pg_commits_per_job', 0):.2f}  "
+        f"load {figures['load_average']:.1f}"
+    )
+    for name, summary in [
+        ("submitter", figures.get("profile")),
+        *(("worker", w) for w in figures.get("worker_profiles", [])),
+    ]:
         if summary:
-            print(f"    profile {name}: " + ", ".join(f"{k} {v:.0f}%" for k, v in
-                                                    summary.items()))
+            print(f"    profile {name}: " + ", ".join(f"{k} {v:.0f}%" for k, v in summary.items()))
     for kind, counts in figures.get("statements", {}).items():
-        print(f"    {kind} per job: " + ", ".join(f"{n:.2f} {name}" for name, n in
-                                                     counts.items() if n >= 0.01))
+        print(
+            f"    {kind} per job: "
+            + ", ".join(f"{n:.2f} {name}" for name, n in counts.items() if n >= 0.01)
+        )
     return figures
 
 
@@ -107,16 +143,19 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, int, int]]:
             tasks = [""] if s in DIRECT else args.tasks
             runs += [(s, t, c, 0) for t in tasks]
     for size in args.growth:
-        runs += [(s, args.tasks[0], 64, size) for s in ("sqlite", "postgres1")
-                 if s in args.scenarios]
+        runs += [
+            (s, args.tasks[0], 64, size) for s in ("sqlite", "postgres1") if s in args.scenarios
+        ]
     return runs
 
 
 def table(results: list[dict[str, Any]]) -> str:
     direct = {r["concurrency"]: r for r in results if r["scenario"] == "litellm"}
-    head = ("| scenario | task | conc. | finished jobs before | jobs/s (range) | p50 ms | p99 ms "
-            "| added p50 ms over (a) | CPU ms / job: submitter | CPU ms / job: each worker "
-            "| write tx / job | commits / job | PG commits / job | load avg | peak RSS MB |")
+    head = (
+        "| scenario | task | conc. | finished jobs before | jobs/s (range) | p50 ms | p99 ms "
+        "| added p50 ms over (a) | CPU ms / job: submitter | CPU ms / job: each worker "
+        "| write tx / job | commits / job | PG commits / job | load avg | peak RSS MB |"
+    )
     lines = [head, "|" + "---|" * 15]
     for r in results:
         base = direct.get(r["concurrency"])
@@ -128,7 +167,8 @@ def table(results: list[dict[str, Any]]) -> str:
             f"| {r['cpu_ms_per_job']:.1f} | {workers} "
             f"| {_fmt(r.get('write_transactions_per_job'))} | {_fmt(r.get('commits_per_job'), 2)} "
             f"| {_fmt(r.get('pg_commits_per_job'))} | {r.get('load_average', 0):.1f} "
-            f"| {r['peak_rss_mb']:.0f}{_workers(r)} |")
+            f"| {r['peak_rss_mb']:.0f}{_workers(r)} |"
+        )
     return "\n".join(lines)
 
 
@@ -136,8 +176,13 @@ def median_run(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The run with the median jobs/s (a real run, not a blend of figures), with the range."""
     ordered = sorted(rows, key=lambda r: float(r["jobs_per_s"]))
     chosen = dict(ordered[(len(ordered) - 1) // 2])
-    chosen.update({"runs": len(rows), "jobs_per_s_min": ordered[0]["jobs_per_s"],
-                   "jobs_per_s_max": ordered[-1]["jobs_per_s"]})
+    chosen.update(
+        {
+            "runs": len(rows),
+            "jobs_per_s_min": ordered[0]["jobs_per_s"],
+            "jobs_per_s_max": ordered[-1]["jobs_per_s"],
+        }
+    )
     return chosen
 
 
@@ -152,8 +197,11 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 
 
 def _workers(r: dict[str, Any]) -> str:
-    return f" (+{r['worker_peak_rss_mb']:.0f} per worker)" if r["scenario"].startswith("postgres") \
+    return (
+        f" (+{r['worker_peak_rss_mb']:.0f} per worker)"
+        if r["scenario"].startswith("postgres")
         else ""
+    )
 
 
 def write_docs(results: list[dict[str, Any]], command: str) -> None:
@@ -166,28 +214,46 @@ def write_docs(results: list[dict[str, Any]], command: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 64])
-    parser.add_argument("--scenarios", nargs="+",
-                        default=["litellm", "litellm_router", "sqlite", "postgres1", "postgres2"])
-    parser.add_argument("--tasks", nargs="+", default=["contract", "plain"],
-                        choices=["contract", "plain"],
-                        help="jobrouter's task: contract-gated and certified (the headline), "
-                             "and without a contract (what contracts cost)")
-    parser.add_argument("--statements", action="store_true",
-                        help="PostgreSQL runs count statements and transactions per job in "
-                             "every process (tests/bench/statements.py)")
+    parser.add_argument(
+        "--scenarios",
+        nargs="+",
+        default=["litellm", "litellm_router", "sqlite", "postgres1", "postgres2"],
+    )
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=["contract", "plain"],
+        choices=["contract", "plain"],
+        help="jobrouter's task: contract-gated and certified (the headline), "
+        "and without a contract (what contracts cost)",
+    )
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="PostgreSQL runs count statements and transactions per job in "
+        "every process (tests/bench/statements.py)",
+    )
     parser.add_argument("--growth", type=int, nargs="*", default=[10_000, 1_000_000])
     parser.add_argument("--quick", action="store_true", help="200 jobs, no growth, no docs")
-    parser.add_argument("--profile", action="store_true",
-                        help="profile each run with pyinstrument: bench-results/profile-<scenario>"
-                             "-c<concurrency>.txt and .html; no docs (the profiler slows it)")
-    parser.add_argument("--repeat", type=int, default=3,
-                        help="rounds of the whole plan; each row is the run with the median "
-                             "jobs/s, its range shown beside it (default 3; runs on a 2-core "
-                             "machine vary by about 10%%)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile each run with pyinstrument: bench-results/profile-<scenario>"
+        "-c<concurrency>.txt and .html; no docs (the profiler slows it)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="rounds of the whole plan; each row is the run with the median "
+        "jobs/s, its range shown beside it (default 3; runs on a 2-core "
+        "machine vary by about 10%%)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "bench.json")
     args = parser.parse_args()
     if args.quick:
@@ -200,13 +266,22 @@ def main() -> None:
             print(f"round {round_no + 1} of {args.repeat}")
             for s, t, c, p in plan(args):
                 runs.setdefault((s, t, c, p), []).append(
-                    run_one(s, t, c, args.jobs, port, p, profiles, args.statements))
+                    run_one(s, t, c, args.jobs, port, p, profiles, args.statements)
+                )
     finally:
         stub.terminate()
     results = [median_run(rows) for rows in runs.values()]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"median_runs": results, "all_runs": runs and [
-        row for rows in runs.values() for row in rows]}, indent=2) + "\n")
+    args.out.write_text(
+        json.dumps(
+            {
+                "median_runs": results,
+                "all_runs": runs and [row for rows in runs.values() for row in rows],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(table(results))
     if not args.quick and not args.profile:
         write_docs(results, " ".join(["python -m tests.bench", *sys.argv[1:]]))

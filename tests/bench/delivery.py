@@ -64,8 +64,9 @@ def make_delivery(mode: str, store: SqlStore, url: str, plan: Plan, tag: str) ->
     settings = DeliverySettings(timeout_s=10.0, claim_s=60.0, poll_s=plan.poll, batch=plan.batch)
     if mode == "outbox":
         return OutboxDeliverer(store, hooks, settings)
-    bus = BusSettings(url=NATS_URL, stream=f"JRBENCH_{tag}", subject=f"jrbench.{tag}",
-                      consumer=f"bench{tag}")  # fmt: skip
+    bus = BusSettings(
+        url=NATS_URL, stream=f"JRBENCH_{tag}", subject=f"jrbench.{tag}", consumer=f"bench{tag}"
+    )
     return NatsDelivery(store, hooks, settings, bus)
 
 
@@ -123,11 +124,14 @@ async def one_round(mode: str, plan: Plan) -> dict[str, Any]:
             await drop_database(db_url)
         if mode == "nats":
             await drop_stream(tag)
-    return {"mode": mode, "events_per_s": plan.events / drained,
-            "latency_p50_ms": statistics.median(latencies),
-            "latency_p95_ms": latencies[int(0.95 * (len(latencies) - 1))],
-            "latency_p99_ms": latencies[int(0.99 * (len(latencies) - 1))],
-            "duplicates": duplicates}  # fmt: skip
+    return {
+        "mode": mode,
+        "events_per_s": plan.events / drained,
+        "latency_p50_ms": statistics.median(latencies),
+        "latency_p95_ms": latencies[int(0.95 * (len(latencies) - 1))],
+        "latency_p99_ms": latencies[int(0.99 * (len(latencies) - 1))],
+        "duplicates": duplicates,
+    }
 
 
 async def main(plan: Plan, rounds: int, modes: list[str]) -> list[dict[str, Any]]:
@@ -142,20 +146,25 @@ async def main(plan: Plan, rounds: int, modes: list[str]) -> list[dict[str, Any]
 
 
 def table(results: list[dict[str, Any]], plan: Plan, load: tuple[float, ...]) -> str:
-    lines = [f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {plan.db}, "
-             f"{plan.events} backlog events, {plan.trickle} trickled at {plan.rate:g}/s, poll "
-             f"{plan.poll:g}s, batch {plan.batch}; load average before/after: "
-             f"{load[0]:.2f} / {load[1]:.2f} (2 cores, shared)",
-             "", "| delivery | events/s (median, range) | latency p50 ms | p95 ms | p99 ms | "
-             "duplicates |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {plan.db}, "
+        f"{plan.events} backlog events, {plan.trickle} trickled at {plan.rate:g}/s, poll "
+        f"{plan.poll:g}s, batch {plan.batch}; load average before/after: "
+        f"{load[0]:.2f} / {load[1]:.2f} (2 cores, shared)",
+        "",
+        "| delivery | events/s (median, range) | latency p50 ms | p95 ms | p99 ms | duplicates |",
+        "|---|---|---|---|---|---|",
+    ]
     for mode in dict.fromkeys(r["mode"] for r in results):
         rows = [r for r in results if r["mode"] == mode]
         rates = sorted(r["events_per_s"] for r in rows)
         mid = sorted(rows, key=lambda r: r["events_per_s"])[len(rows) // 2]
-        lines.append(f"| {mode} | {statistics.median(rates):.0f} ({rates[0]:.0f} to "
-                     f"{rates[-1]:.0f}) | {mid['latency_p50_ms']:.1f} | "
-                     f"{mid['latency_p95_ms']:.1f} | {mid['latency_p99_ms']:.1f} | "
-                     f"{sum(r['duplicates'] for r in rows)} |")  # fmt: skip
+        lines.append(
+            f"| {mode} | {statistics.median(rates):.0f} ({rates[0]:.0f} to "
+            f"{rates[-1]:.0f}) | {mid['latency_p50_ms']:.1f} | "
+            f"{mid['latency_p95_ms']:.1f} | {mid['latency_p99_ms']:.1f} | "
+            f"{sum(r['duplicates'] for r in rows)} |"
+        )
     return "\n".join(lines)
 
 
@@ -176,8 +185,9 @@ def cli() -> None:
     after = os.getloadavg()[0]
     out = ROOT / "bench-results"
     out.mkdir(exist_ok=True)
-    (out / "delivery.json").write_text(json.dumps(
-        {"plan": plan.__dict__, "load": [before, after], "runs": results}, indent=2))  # fmt: skip
+    (out / "delivery.json").write_text(
+        json.dumps({"plan": plan.__dict__, "load": [before, after], "runs": results}, indent=2)
+    )
     print(table(results, plan, (before, after)))
 
 

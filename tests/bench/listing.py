@@ -35,9 +35,17 @@ async def _timed(call: Callable[[], Awaitable[Any]]) -> float:
 
 async def _seed(store: SqlStore) -> None:
     for i in range(20):
-        job = await create_job(store, owner="shop", idempotency_key=f"s{i}", task="caption",
-                               input={}, params={}, deadline_s=None, claimed_by=None,
-                               claim_s=1.0)  # fmt: skip
+        job = await create_job(
+            store,
+            owner="shop",
+            idempotency_key=f"s{i}",
+            task="caption",
+            input={},
+            params={},
+            deadline_s=None,
+            claimed_by=None,
+            claim_s=1.0,
+        )
         if i % 4 == 0:
             await store.settle_job(job.id, JobState.RUNNING, error=None)
             await store.settle_job(job.id, JobState.UNKNOWN, error="no answer")
@@ -57,16 +65,20 @@ async def main(url: str, jobs: int) -> None:
         cases: dict[str, Callable[[], Awaitable[Any]]] = {
             "first page, every owner (50)": lambda: store.list_jobs(JobFilter(), limit=50),
             "page after 500 jobs (cursor)": lambda: store.list_jobs(
-                JobFilter(), limit=50, cursor=deep.next_cursor),
+                JobFilter(), limit=50, cursor=deep.next_cursor
+            ),
             "one owner's first page": lambda: store.list_jobs(JobFilter(owner="shop"), limit=50),
             "needs attention, every owner": lambda: store.list_jobs(
-                JobFilter.of(needs_attention=True), limit=50),
+                JobFilter.of(needs_attention=True), limit=50
+            ),
             "task filter (matches 10^6)": lambda: store.list_jobs(
-                JobFilter(task="bench"), limit=50),
+                JobFilter(task="bench"), limit=50
+            ),
             "counts by state, one owner": lambda: store.count_jobs_by_state(
-                JobFilter(owner="shop")),
+                JobFilter(owner="shop")
+            ),
             "counts by state, every owner": lambda: store.count_jobs_by_state(JobFilter()),
-        }  # fmt: skip
+        }
         print(f"| listing ({await count_jobs(store):,} jobs, {url.split(':')[0]}) | median ms |")
         print("|---|---:|")
         for name, call in cases.items():

@@ -20,9 +20,12 @@ from router.listing import JobFilter
 from router.store import SqlStore, open_store
 
 RUNS = 5
-FILTERS = {"task=typo": JobFilter(task="typo"), "provider=typo": JobFilter(provider="typo"),
-           "provider=stub (every job)": JobFilter(provider="stub"),
-           "every owner": JobFilter()}  # fmt: skip
+FILTERS = {
+    "task=typo": JobFilter(task="typo"),
+    "provider=typo": JobFilter(provider="typo"),
+    "provider=stub (every job)": JobFilter(provider="stub"),
+    "every owner": JobFilter(),
+}
 
 
 async def _stalls(call: Callable[[], Awaitable[Any]]) -> tuple[float, float]:

@@ -23,23 +23,95 @@ def _rows(n: int, now: float) -> Iterator[Rows]:
     result = json.dumps({"text": "prefilled"})
     for i in range(n):
         job_id, attempt_id = new_id(), new_id()
-        job = (job_id, "prefill", f"prefill-{i}", "0" * 64, "bench", "{}", "{}", "succeeded", 3,
-               attempt_id, result, None, now, now, None, now, None, None, 4)
-        attempt = (attempt_id, job_id, 1, "stub", "openai/stub", "succeeded", None, None, result,
-                   now, now, 1.0, 20, 12, None, "prefill", None)
-        events = [(job_id, seq, kind, "succeeded", "{}", now) for seq, kind in
-                  enumerate(("job.queued", "attempt.started", "attempt.succeeded",
-                             "job.succeeded"), 1)]
+        job = (
+            job_id,
+            "prefill",
+            f"prefill-{i}",
+            "0" * 64,
+            "bench",
+            "{}",
+            "{}",
+            "succeeded",
+            3,
+            attempt_id,
+            result,
+            None,
+            now,
+            now,
+            None,
+            now,
+            None,
+            None,
+            4,
+        )
+        attempt = (
+            attempt_id,
+            job_id,
+            1,
+            "stub",
+            "openai/stub",
+            "succeeded",
+            None,
+            None,
+            result,
+            now,
+            now,
+            1.0,
+            20,
+            12,
+            None,
+            "prefill",
+            None,
+        )
+        events = [
+            (job_id, seq, kind, "succeeded", "{}", now)
+            for seq, kind in enumerate(
+                ("job.queued", "attempt.started", "attempt.succeeded", "job.succeeded"), 1
+            )
+        ]
         yield job, attempt, events
 
 
-JOB_COLUMNS = ("id", "owner", "idempotency_key", "fingerprint", "task", "input", "params",
-               "state", "version", "winner_attempt_id", "result", "error", "created_at",
-               "updated_at", "deadline_at", "next_run_at", "claimed_by", "claim_until",
-               "event_seq")
-ATTEMPT_COLUMNS = ("id", "job_id", "seq", "provider", "model", "state", "error_kind", "error",
-                   "output", "started_at", "finished_at", "latency_ms", "prompt_tokens",
-                   "completion_tokens", "cost_usd", "worker", "lease_until")
+JOB_COLUMNS = (
+    "id",
+    "owner",
+    "idempotency_key",
+    "fingerprint",
+    "task",
+    "input",
+    "params",
+    "state",
+    "version",
+    "winner_attempt_id",
+    "result",
+    "error",
+    "created_at",
+    "updated_at",
+    "deadline_at",
+    "next_run_at",
+    "claimed_by",
+    "claim_until",
+    "event_seq",
+)
+ATTEMPT_COLUMNS = (
+    "id",
+    "job_id",
+    "seq",
+    "provider",
+    "model",
+    "state",
+    "error_kind",
+    "error",
+    "output",
+    "started_at",
+    "finished_at",
+    "latency_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "worker",
+    "lease_until",
+)
 EVENT_COLUMNS = ("job_id", "seq", "kind", "job_state", "data", "at")
 
 
@@ -78,10 +150,12 @@ async def prefill_postgres(url: str, n: int) -> None:
         for jobs, attempts, events in _batches(n):
             async with conn.transaction():
                 await conn.copy_records_to_table("jobs", records=jobs, columns=JOB_COLUMNS)
-                await conn.copy_records_to_table("attempts", records=attempts,
-                                                 columns=ATTEMPT_COLUMNS)
-                await conn.copy_records_to_table("job_events", records=events,
-                                                 columns=EVENT_COLUMNS)
+                await conn.copy_records_to_table(
+                    "attempts", records=attempts, columns=ATTEMPT_COLUMNS
+                )
+                await conn.copy_records_to_table(
+                    "job_events", records=events, columns=EVENT_COLUMNS
+                )
         await conn.execute("ANALYZE")
     finally:
         await conn.close()

@@ -42,8 +42,12 @@ def summarize(root: Any) -> dict[str, float]:
         own = frame.total_self_time
         # Waiting (awaits, the loop's select) and frames without a file are not CPU spent by
         # any library: left out, so the shares are of the work done.
-        if own <= 0 or frame.is_synthetic or not frame.file_path or frame.function in (
-                "select", "poll", "epoll", "[await]", "[idle]"):
+        if (
+            own <= 0
+            or frame.is_synthetic
+            or not frame.file_path
+            or frame.function in ("select", "poll", "epoll", "[await]", "[idle]")
+        ):
             continue
         totals[package_of(frame.file_path)] += own
     whole = sum(totals.values()) or 1.0

@@ -45,14 +45,17 @@ class RawOpenAIProvider:
             self._session = aiohttp.ClientSession()
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages]}
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+        }
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.max_tokens is not None:
             body["max_tokens"] = request.max_tokens
         if request.output_schema is not None:
-            body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": "output", "schema": request.output_schema}}
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": request.output_schema},
+            }
         try:
             async with self._session.post(self._url, json=body) as answer:
                 if answer.status != 200:
@@ -68,9 +71,15 @@ class RawOpenAIProvider:
             output = json.loads(text)
         except ValueError:
             output = None
-        return Completion(text=text, output=output, model=data.get("model"),
-                          usage=Usage(prompt_tokens=usage.get("prompt_tokens"),
-                                      completion_tokens=usage.get("completion_tokens")))
+        return Completion(
+            text=text,
+            output=output,
+            model=data.get("model"),
+            usage=Usage(
+                prompt_tokens=usage.get("prompt_tokens"),
+                completion_tokens=usage.get("completion_tokens"),
+            ),
+        )
 
     async def close(self) -> None:
         if self._session is not None:

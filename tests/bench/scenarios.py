@@ -34,8 +34,9 @@ MESSAGES = [{"role": "user", "content": '{"product":"Saffron tea","tone":"warm"}
 Call = Callable[[int], Awaitable[None]]
 
 
-async def drive(call: Call, jobs: int, concurrency: int,
-                started: Callable[[], None] | None = None) -> dict[str, Any]:
+async def drive(
+    call: Call, jobs: int, concurrency: int, started: Callable[[], None] | None = None
+) -> dict[str, Any]:
     """Run `jobs` calls, `concurrency` at a time, after 20 warm-up calls; `started()` runs when
     the clock starts. Reports this process's CPU (every thread) per job over the timed part."""
     latencies: list[float] = []
@@ -61,14 +62,23 @@ async def drive(call: Call, jobs: int, concurrency: int,
     wall = time.perf_counter() - began
     cpu_ms = (time.process_time() - cpu) * 1000 / jobs
     ordered = sorted(latencies)
-    return {"wall_s": wall, "jobs_per_s": jobs / wall, "p50_ms": statistics.median(ordered),
-            "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
-            "cpu_ms_per_job": cpu_ms}
+    return {
+        "wall_s": wall,
+        "jobs_per_s": jobs / wall,
+        "p50_ms": statistics.median(ordered),
+        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+        "cpu_ms_per_job": cpu_ms,
+    }
 
 
 def stub_params(port: int) -> dict[str, Any]:
-    return {"model": "openai/stub", "api_base": f"http://127.0.0.1:{port}/v1", "api_key": "bench",
-            "num_retries": 0, "max_retries": 0}
+    return {
+        "model": "openai/stub",
+        "api_base": f"http://127.0.0.1:{port}/v1",
+        "api_key": "bench",
+        "num_retries": 0,
+        "max_retries": 0,
+    }
 
 
 async def run_litellm(args: argparse.Namespace) -> dict[str, Any]:
@@ -90,9 +100,13 @@ async def run_litellm_router(args: argparse.Namespace) -> dict[str, Any]:
     params = stub_params(args.stub_port)
     params.pop("num_retries")
     router = litellm.Router(
-        model_list=[{"model_name": "primary", "litellm_params": params},
-                    {"model_name": "fallback", "litellm_params": params}],
-        fallbacks=[{"primary": ["fallback"]}], num_retries=0)
+        model_list=[
+            {"model_name": "primary", "litellm_params": params},
+            {"model_name": "fallback", "litellm_params": params},
+        ],
+        fallbacks=[{"primary": ["fallback"]}],
+        num_retries=0,
+    )
 
     async def call(_: int) -> None:
         await router.acompletion(model="primary", messages=MESSAGES)
@@ -107,10 +121,14 @@ def bench_config(port: int, url: str, contract: bool, poll_s: float = 0.5) -> st
     """The benchmark's router config. With `contract` the task is the product as its users
     run it: input validated against the contract's schema, the prompt rendered from it, the
     output checked against its schema and checks, and only certified providers called."""
-    task = (f'contract = "{BENCH_CONTRACT}"\n' if contract
-            else 'side_effects = "none"\ncertification = "none"\n')
+    task = (
+        f'contract = "{BENCH_CONTRACT}"\n'
+        if contract
+        else 'side_effects = "none"\ncertification = "none"\n'
+    )
     structured = "json_schema" if contract else "none"
-    providers = "".join(f"""
+    providers = "".join(
+        f"""
 [providers.{name}]
 model = "openai/stub"
 api_base = "http://127.0.0.1:{port}/v1"
@@ -118,7 +136,9 @@ structured_output = "{structured}"
 context_window = 16384  # the stub serves any length; litellm does not know "openai/stub"
 max_concurrency = 256
 retry = {{ attempts = 1 }}
-""" for name in ("stub", "stub_fallback"))
+"""
+        for name in ("stub", "stub_fallback")
+    )
     return f"""
 [database]
 url = "{url}"
@@ -137,8 +157,10 @@ def raw_providers(port: int) -> dict[str, Any]:
     """The PROTOTYPE transport (tests/bench/raw_provider.py) for both stub providers."""
     from tests.bench.raw_provider import RawOpenAIProvider
 
-    return {name: RawOpenAIProvider(name, f"http://127.0.0.1:{port}/v1", "stub")
-            for name in ("stub", "stub_fallback")}
+    return {
+        name: RawOpenAIProvider(name, f"http://127.0.0.1:{port}/v1", "stub")
+        for name in ("stub", "stub_fallback")
+    }
 
 
 async def run_raw_http(args: argparse.Namespace) -> dict[str, Any]:
@@ -157,8 +179,7 @@ async def run_raw_http(args: argparse.Namespace) -> dict[str, Any]:
         await provider.close()
 
 
-async def prepare(args: argparse.Namespace, url: str, raw: bool,
-                  workers: int) -> tuple[Path, Any]:
+async def prepare(args: argparse.Namespace, url: str, raw: bool, workers: int) -> tuple[Path, Any]:
     """The schema, the prefill, the config file and (with a contract) the certifications,
     before the clock; returns the config file and the providers given to the router."""
     from router.store import open_store
@@ -182,8 +203,9 @@ async def prepare(args: argparse.Namespace, url: str, raw: bool,
     return config_file, given
 
 
-async def run_jobrouter(args: argparse.Namespace, url: str, workers: int,
-                        raw: bool = False) -> dict[str, Any]:
+async def run_jobrouter(
+    args: argparse.Namespace, url: str, workers: int, raw: bool = False
+) -> dict[str, Any]:
     from router import Router
 
     config_file, given = await prepare(args, url, raw, workers)
@@ -206,6 +228,7 @@ async def run_jobrouter(args: argparse.Namespace, url: str, workers: int,
             raise RuntimeError(f"job {job.id} ended {job.state}: {job.error}")
 
     try:
+
         def started() -> None:
             since.append(time.time())
             cpu_before.extend(_cpu_s(p.pid) for p in procs)
@@ -232,7 +255,8 @@ async def run_jobrouter(args: argparse.Namespace, url: str, workers: int,
     figures["worker_jobs"] = [ran.get(proc.pid, 0) for proc in procs]
     figures["worker_cpu_ms_per_job"] = [
         round((a - b) * 1000 / max(1, ran.get(proc.pid, 0)), 2)
-        for a, b, proc in zip(cpu_after, cpu_before, procs, strict=True)]
+        for a, b, proc in zip(cpu_after, cpu_before, procs, strict=True)
+    ]
     if args.statements:
         figures["statements"] = _statement_figures(args.statements, total)
     return figures
@@ -251,11 +275,14 @@ async def certify(config_file: Path, given: dict[str, Any] | None) -> None:
     store = await open_store(config.database.url)
     try:
         for pair in pairs_to_certify(config, tasks):
-            record = await certify_pair(store, providers[pair.provider], pair,
-                                        ttl_days=config.certification.ttl_days)
+            record = await certify_pair(
+                store, providers[pair.provider], pair, ttl_days=config.certification.ttl_days
+            )
             if not record.passed:
-                raise RuntimeError(f"bench contract not certified for {pair.provider}: "
-                                   f"{record.model_dump_json()[:2000]}")
+                raise RuntimeError(
+                    f"bench contract not certified for {pair.provider}: "
+                    f"{record.model_dump_json()[:2000]}"
+                )
     finally:
         if given is None:  # the router closes the ones it is given
             for provider in providers.values():
@@ -263,8 +290,9 @@ async def certify(config_file: Path, given: dict[str, Any] | None) -> None:
         await store.close()
 
 
-def start_workers(config_file: Path, count: int, statements_dir: Path | None,
-                  profile: Path | None = None) -> list[subprocess.Popen[bytes]]:
+def start_workers(
+    config_file: Path, count: int, statements_dir: Path | None, profile: Path | None = None
+) -> list[subprocess.Popen[bytes]]:
     """`jobrouter worker` processes (started before the clock runs: blocking is fine here);
     with `statements_dir`, each counts its statements (tests/bench/statements.py). Each worker
     writes a ready line once it takes jobs: the clock starts after every one has."""
@@ -276,10 +304,15 @@ def start_workers(config_file: Path, count: int, statements_dir: Path | None,
     if profile is not None:
         env[statements.PROFILE_ENV] = str(profile)
         module = "tests.bench.statements"
-    procs = [subprocess.Popen([sys.executable, "-m", module, "worker", "--config",
-                               str(config_file)], stdout=subprocess.PIPE,
-                              stderr=(config_file.parent / f"worker-{n}.log").open("wb"),
-                              env=env) for n in range(count)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", module, "worker", "--config", str(config_file)],
+            stdout=subprocess.PIPE,
+            stderr=(config_file.parent / f"worker-{n}.log").open("wb"),
+            env=env,
+        )
+        for n in range(count)
+    ]
     for proc in procs:
         ready = threading.Event()
         threading.Thread(target=_drain, args=(proc, ready), daemon=True).start()
@@ -306,15 +339,18 @@ def _cpu_s(pid: int) -> float:
 def _statement_figures(folder: Path, jobs: int) -> dict[str, dict[str, float]]:
     statements.write_now(folder, "submitter")
     merged = statements.merged(folder)
-    return {kind: {name: round(n / jobs, 3) for name, n in counts.most_common()}
-            for kind, counts in merged.items()}
+    return {
+        kind: {name: round(n / jobs, 3) for name, n in counts.most_common()}
+        for kind, counts in merged.items()
+    }
 
 
 async def _jobs_by_pid(router: Any, since: float) -> dict[int, int]:
     """Attempts started since `since`, by the pid in their worker id (host:pid:suffix)."""
     rows = await router.store.connector.fetchall(
         "SELECT worker, COUNT(*) AS n FROM attempts WHERE started_at >= :since GROUP BY worker",
-        {"since": since})
+        {"since": since},
+    )
     return {int(str(row["worker"]).split(":")[1]): int(row["n"]) for row in rows}
 
 
@@ -344,12 +380,14 @@ async def _pg_commits(url: str) -> tuple[int, int]:
             own += 1
             others = await conn.fetchval(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid()")
+                "AND pid <> pg_backend_pid()"
+            )
             if others == 0:
                 break
             await asyncio.sleep(0.05)
         commits = await conn.fetchval(
-            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        )
         return int(commits), own + 1
     finally:
         await conn.close()
@@ -363,14 +401,24 @@ def main() -> None:
     parser.add_argument("--stub-port", type=int, required=True)
     parser.add_argument("--database", default="")
     parser.add_argument("--prefill", type=int, default=0)
-    parser.add_argument("--profile", type=Path, help="write a pyinstrument profile here (.txt "
-                        "and .html); its figures are slowed down by the profiler")
-    parser.add_argument("--contract", action="store_true",
-                        help="the task has a contract (tests/bench/bench_contract.yaml), "
-                             "certified for both providers before the clock starts")
-    parser.add_argument("--statements", type=Path,
-                        help="count PostgreSQL statements and transactions per job in every "
-                             "process (tests/bench/statements.py), their files in this folder")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="write a pyinstrument profile here (.txt "
+        "and .html); its figures are slowed down by the profiler",
+    )
+    parser.add_argument(
+        "--contract",
+        action="store_true",
+        help="the task has a contract (tests/bench/bench_contract.yaml), "
+        "certified for both providers before the clock starts",
+    )
+    parser.add_argument(
+        "--statements",
+        type=Path,
+        help="count PostgreSQL statements and transactions per job in every "
+        "process (tests/bench/statements.py), their files in this folder",
+    )
     args = parser.parse_args()
     runners: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
         "litellm": lambda: run_litellm(args),

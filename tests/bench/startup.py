@@ -24,31 +24,45 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "cassettes" / "jobrouter.toml"
-COMMANDS = [["--help"], ["show", "{job}"], ["jobs", "list"], ["config", "check"],
-            ["outbox"], ["contracts", "status"]]  # fmt: skip
+COMMANDS = [
+    ["--help"],
+    ["show", "{job}"],
+    ["jobs", "list"],
+    ["config", "check"],
+    ["outbox"],
+    ["contracts", "status"],
+]
 
 
 def _cli(args: list[str], folder: Path, importtime: bool = False) -> tuple[float, str]:
     env = {**os.environ, "JOBROUTER_CONFIG": str(CONFIG), "COLUMNS": "200"}
-    command = [sys.executable, *(["-X", "importtime"] if importtime else []), "-m", "router",
-               *args, *([] if args == ["--help"] else ["-d", f"sqlite:///{folder}/jobs.db"])]
+    command = [
+        sys.executable,
+        *(["-X", "importtime"] if importtime else []),
+        "-m",
+        "router",
+        *args,
+        *([] if args == ["--help"] else ["-d", f"sqlite:///{folder}/jobs.db"]),
+    ]
     began = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder,
-                          timeout=120)  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder, timeout=120)
     return time.perf_counter() - began, done.stderr
 
 
 def _job(folder: Path) -> str:
     env = {**os.environ, "JOBROUTER_CONFIG": str(CONFIG)}
-    code = ("import asyncio\nfrom router.store import open_store\n"
-            "async def go():\n"
-            f"    s = await open_store('sqlite:///{folder}/jobs.db')\n"
-            "    j, _ = await s.create_and_start(owner='cli', idempotency_key='k', "
-            "task='caption', input={}, params={}, deadline_s=None, claimed_by=None, "
-            "claim_s=1.0)\n"
-            "    print(j.id)\n    await s.close()\nasyncio.run(go())")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, check=True).stdout.strip()
+    code = (
+        "import asyncio\nfrom router.store import open_store\n"
+        "async def go():\n"
+        f"    s = await open_store('sqlite:///{folder}/jobs.db')\n"
+        "    j, _ = await s.create_and_start(owner='cli', idempotency_key='k', "
+        "task='caption', input={}, params={}, deadline_s=None, claimed_by=None, "
+        "claim_s=1.0)\n"
+        "    print(j.id)\n    await s.close()\nasyncio.run(go())"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    ).stdout.strip()
 
 
 def _serve(folder: Path) -> tuple[float, float]:
@@ -58,8 +72,22 @@ def _serve(folder: Path) -> tuple[float, float]:
     log = (folder / "serve.log").open("w")
     began = time.perf_counter()
     process = subprocess.Popen(
-        [sys.executable, "-m", "router", "serve", "--config", str(CONFIG), "-d",
-         f"sqlite:///{folder}/jobs.db", "--port", str(port)], stdout=log, stderr=log, cwd=folder)
+        [
+            sys.executable,
+            "-m",
+            "router",
+            "serve",
+            "--config",
+            str(CONFIG),
+            "-d",
+            f"sqlite:///{folder}/jobs.db",
+            "--port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=log,
+        cwd=folder,
+    )
     live = warmed = 0.0
     try:
         while not warmed:
@@ -87,16 +115,24 @@ def main(runs: int) -> None:
         for args in COMMANDS:
             args = [job if a == "{job}" else a for a in args]
             times = [_cli(args, folder)[0] for _ in range(runs)]
-            imported = any(line.split("|")[-1].strip() == "litellm"
-                           for line in _cli(args, folder, importtime=True)[1].splitlines())
+            imported = any(
+                line.split("|")[-1].strip() == "litellm"
+                for line in _cli(args, folder, importtime=True)[1].splitlines()
+            )
             label = " ".join(a if a != job else "JOB_ID" for a in args)
-            print(f"| jobrouter {label} | {statistics.median(times):.2f} | {runs} | "
-                  f"{'yes' if imported else 'no'} |")
+            print(
+                f"| jobrouter {label} | {statistics.median(times):.2f} | {runs} | "
+                f"{'yes' if imported else 'no'} |"
+            )
         serves = [_serve(folder) for _ in range(runs)]
-        print(f"| jobrouter serve: /health/live answers | "
-              f"{statistics.median(s[0] for s in serves):.2f} | {runs} | in background |")
-        print(f"| jobrouter serve: litellm loaded, workers started | "
-              f"{statistics.median(s[1] for s in serves):.2f} | {runs} | yes |")
+        print(
+            f"| jobrouter serve: /health/live answers | "
+            f"{statistics.median(s[0] for s in serves):.2f} | {runs} | in background |"
+        )
+        print(
+            f"| jobrouter serve: litellm loaded, workers started | "
+            f"{statistics.median(s[1] for s in serves):.2f} | {runs} | yes |"
+        )
 
 
 if __name__ == "__main__":

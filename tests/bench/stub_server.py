@@ -28,19 +28,37 @@ def _response(messages: str) -> bytes:
 
     prompt_tokens = token_counter(model="openai/stub", messages=json.loads(messages))
     body = _body(prompt_tokens)
-    return (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-            + str(len(body)).encode() + b"\r\n\r\n" + body)
+    return (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
+    )
 
 
 def _body(prompt_tokens: int) -> bytes:
-    return json.dumps({
-        "id": "chatcmpl-bench", "object": "chat.completion", "created": int(time.time()),
-        "model": "stub", "system_fingerprint": None,
-        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                     "message": {"role": "assistant", "content": json.dumps(ANSWER)}}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": COMPLETION_TOKENS,
-                  "total_tokens": prompt_tokens + COMPLETION_TOKENS},
-    }).encode()
+    return json.dumps(
+        {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": "stub",
+            "system_fingerprint": None,
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                    "message": {"role": "assistant", "content": json.dumps(ANSWER)},
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": COMPLETION_TOKENS,
+                "total_tokens": prompt_tokens + COMPLETION_TOKENS,
+            },
+        }
+    ).encode()
 
 
 async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

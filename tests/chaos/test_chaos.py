@@ -180,10 +180,21 @@ class Cluster:
         log = self.folder / f"worker-{self._count}.log"
         with log.open("wb") as out:  # the child keeps its own descriptor
             process = subprocess.Popen(
-                [sys.executable, "-m", "router", "worker", "--config", str(self.config),
-                 "--grace", "2"],
-                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=self.env,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "router",
+                    "worker",
+                    "--config",
+                    str(self.config),
+                    "--grace",
+                    "2",
+                ],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+            )
         worker = Worker(self._count, process, log)
         self.alive.append(worker)
         return worker
@@ -194,8 +205,10 @@ class Cluster:
         while not any(worker.started() for worker in workers):
             for worker in workers:
                 if worker.process.poll() is not None:
-                    raise AssertionError(f"worker {worker.number} exited with "
-                                         f"{worker.process.returncode}: {self.tail(worker)}")
+                    raise AssertionError(
+                        f"worker {worker.number} exited with "
+                        f"{worker.process.returncode}: {self.tail(worker)}"
+                    )
             if time.monotonic() > deadline:
                 raise AssertionError(f"no worker started within {STARTUP_S}s")
             await asyncio.sleep(0.1)
@@ -257,9 +270,12 @@ class Cluster:
 @pytest.fixture(scope="module")
 def proxy() -> Iterator[FaultServer]:
     """An upstream that answers at once, behind a proxy dropping 2.5% of its answers."""
-    with start_fault_server() as upstream, start_fault_server(
-        "--upstream", upstream.url, "--drop-share", str(DROP_SHARE), "--seed", "7"
-    ) as lossy:
+    with (
+        start_fault_server() as upstream,
+        start_fault_server(
+            "--upstream", upstream.url, "--drop-share", str(DROP_SHARE), "--seed", "7"
+        ) as lossy,
+    ):
         yield lossy
 
 
@@ -285,9 +301,12 @@ async def database(variant: Variant, tmp_path: Path) -> AsyncIterator[str]:
 
 @pytest.mark.timeout(1200)  # a guard against a hang (see STARTUP_S)
 async def test_killed_workers_lose_no_job_and_no_event(
-    variant: Variant, database: str, proxy: FaultServer, tmp_path: Path,
+    variant: Variant,
+    database: str,
+    proxy: FaultServer,
+    tmp_path: Path,
     record_testsuite_property: Any,
-) -> None:  # fmt: skip
+) -> None:
     began = time.monotonic()
     phases: dict[str, float] = {}
     proxy.control(seed=variant.seed)  # the same drops for the same variant on every run
@@ -295,10 +314,17 @@ async def test_killed_workers_lose_no_job_and_no_event(
     rng = random.Random(variant.seed)
     async with WebhookReceiver().running() as receiver:
         config = tmp_path / "jobrouter.toml"
-        config.write_text(CONFIG.format(
-            url=database, concurrency=variant.concurrency, api_base=proxy.api_base, task=TASK,
-            owner=OWNER, hook=receiver.url, secret_env=SECRET_ENV,
-        ))  # fmt: skip
+        config.write_text(
+            CONFIG.format(
+                url=database,
+                concurrency=variant.concurrency,
+                api_base=proxy.api_base,
+                task=TASK,
+                owner=OWNER,
+                hook=receiver.url,
+                secret_env=SECRET_ENV,
+            )
+        )
         env = {**os.environ, SECRET_ENV: SECRET, "PYTHONUNBUFFERED": "1"}
         cluster = Cluster(config, tmp_path, env)
         try:
@@ -316,8 +342,11 @@ async def test_killed_workers_lose_no_job_and_no_event(
                 open_after_chaos = await count(store, OPEN_SQL)
                 await wait_until(store, "every job settled and no attempt open", OPEN_SQL)
                 phases["settle_s"] = time.monotonic() - began - sum(phases.values())
-                await wait_until(store, "every completion event delivered",
-                                 "SELECT COUNT(*) AS n FROM outbox WHERE delivered_at IS NULL")
+                await wait_until(
+                    store,
+                    "every completion event delivered",
+                    "SELECT COUNT(*) AS n FROM outbox WHERE delivered_at IS NULL",
+                )
                 phases["drain_s"] = time.monotonic() - began - sum(phases.values())
                 await cluster.wait_all_started()
                 codes = cluster.stop()
@@ -329,18 +358,26 @@ async def test_killed_workers_lose_no_job_and_no_event(
     duplicates = len(receiver.requests) - len(receiver.delivered_ids)
     attempts_by_state = Counter(row["state"] for row in facts.attempts)
     summary = {
-        "backend": variant.backend, "jobs": len(facts.jobs), "kills": kills,
+        "backend": variant.backend,
+        "jobs": len(facts.jobs),
+        "kills": kills,
         "jobs_by_state": dict(Counter(job["state"] for job in facts.jobs.values())),
         "attempts_by_state": dict(attempts_by_state),
         "unknown_attempts": attempts_by_state["unknown"],
         "needs_attention": sum(job["state"] == "unknown" for job in facts.jobs.values()),
-        "duplicate_winners": sum(n > 1 for n in Counter(
-            a["job_id"] for a in facts.attempts if a["state"] == "succeeded").values()),
-        "deliveries": len(receiver.requests), "duplicate_deliveries": duplicates,
+        "duplicate_winners": sum(
+            n > 1
+            for n in Counter(
+                a["job_id"] for a in facts.attempts if a["state"] == "succeeded"
+            ).values()
+        ),
+        "deliveries": len(receiver.requests),
+        "duplicate_deliveries": duplicates,
         "open_after_chaos": open_after_chaos,
-        "proxy_dropped": proxy.stats()["dropped"] - dropped_before, "wall_s": round(wall, 1),
+        "proxy_dropped": proxy.stats()["dropped"] - dropped_before,
+        "wall_s": round(wall, 1),
         **{name: round(seconds, 1) for name, seconds in phases.items()},
-    }  # fmt: skip
+    }
     print(f"\nchaos summary: {json.dumps(summary, sort_keys=True)}")
     for key, value in summary.items():
         record_testsuite_property(f"chaos_{variant.backend}_{key}", value)
@@ -402,8 +439,9 @@ async def wait_until(store: SqlStore, what: str, count_sql: str) -> None:
         if best is None or left < best:
             best, progress_at = left, time.monotonic()
         if time.monotonic() - progress_at > STALL_S:
-            raise AssertionError(f"not {what}: {left} left, none for {STALL_S}s "
-                                 f"({await describe_open(store)})")
+            raise AssertionError(
+                f"not {what}: {left} left, none for {STALL_S}s ({await describe_open(store)})"
+            )
         await asyncio.sleep(0.25)
 
 
@@ -411,16 +449,21 @@ async def describe_open(store: SqlStore) -> str:
     """What is still open, for the failure message: a few jobs with their attempts."""
     jobs = await store.connector.fetchall(
         "SELECT id, state, version, claimed_by, claim_until, next_run_at FROM jobs "
-        "WHERE state IN ('queued', 'running') ORDER BY id LIMIT 5", {})
+        "WHERE state IN ('queued', 'running') ORDER BY id LIMIT 5",
+        {},
+    )
     parts = [f"now={time.time():.1f}"]
     for job in jobs:
         attempts = await store.connector.fetchall(
             "SELECT seq, provider, state, worker, lease_until FROM attempts WHERE job_id = :id "
-            "ORDER BY seq", {"id": job["id"]})
+            "ORDER BY seq",
+            {"id": job["id"]},
+        )
         parts.append(f"{job} {attempts}")
     pending = await store.connector.fetchall(
-        "SELECT id, tries, last_error, claimed_by FROM outbox WHERE delivered_at IS NULL "
-        "LIMIT 5", {})
+        "SELECT id, tries, last_error, claimed_by FROM outbox WHERE delivered_at IS NULL LIMIT 5",
+        {},
+    )
     return "; ".join([*parts, f"outbox pending {pending}"])
 
 
@@ -442,8 +485,11 @@ async def gather_facts(store: SqlStore) -> Facts:
     attempts = await fetch("SELECT * FROM attempts", {})
     outbox = await fetch("SELECT * FROM outbox", {})
     dead = await fetch("SELECT COUNT(*) AS n FROM outbox_dead", {})
-    ends = await fetch("SELECT job_id FROM job_events WHERE kind IN "
-                       "('job.succeeded', 'job.failed', 'job.cancelled')", {})
+    ends = await fetch(
+        "SELECT job_id FROM job_events WHERE kind IN "
+        "('job.succeeded', 'job.failed', 'job.cancelled')",
+        {},
+    )
     return Facts(jobs, attempts, outbox, int(dead[0]["n"]), Counter(r["job_id"] for r in ends))
 
 
@@ -464,8 +510,9 @@ def check_jobs(facts: Facts, submitted: dict[str, str], expected: int) -> None:
     for attempt in facts.attempts:
         if attempt["state"] == "succeeded":
             succeeded[attempt["job_id"]].append(attempt)
-    two_winners = {job_id: [a["id"] for a in won] for job_id, won in succeeded.items()
-                   if len(won) > 1}  # fmt: skip
+    two_winners = {
+        job_id: [a["id"] for a in won] for job_id, won in succeeded.items() if len(won) > 1
+    }
     assert not two_winners, f"jobs with two succeeded attempts: {two_winners}"
     for job in facts.jobs.values():
         won = succeeded.get(job["id"], [])
@@ -484,9 +531,11 @@ def check_attempts(facts: Facts) -> None:
     by_state = Counter(attempt["state"] for attempt in facts.attempts)
     assert by_state["started"] == 0, f"attempts left started: {by_state}"
     timed_out_failures = [
-        attempt for attempt in facts.attempts if attempt["state"] == "failed"
+        attempt
+        for attempt in facts.attempts
+        if attempt["state"] == "failed"
         and (attempt["error_kind"] == "unknown" or _sounds_like_timeout(attempt["error"]))
-    ]  # fmt: skip
+    ]
     assert not timed_out_failures, f"timeouts recorded as failed: {timed_out_failures[:5]}"
     for attempt in facts.attempts:
         if attempt["state"] == "unknown":

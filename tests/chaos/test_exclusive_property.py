@@ -42,13 +42,20 @@ ECHO = Path(__file__).resolve().parents[1] / "acceptance" / "contracts" / "echo.
 JOBS = 4
 SETTLE_S = 30.0
 ANSWERS: list[Any] = [
-    "answer", "answer", "drop_after", "reset", "close_before",
+    "answer",
+    "answer",
+    "drop_after",
+    "reset",
+    "close_before",
     *({"kind": "status", "status": code} for code in (400, 408, 429, 500, 502, 504, 524)),
-    {"kind": "answer", "content": "not json"}, {"kind": "answer", "content": '{"txt": 1}'},
-]  # fmt: skip
+    {"kind": "answer", "content": "not json"},
+    {"kind": "answer", "content": '{"txt": 1}'},
+]
 WRITES = ["finish_job_cas", "finish_attempt", "insert_job", "insert_attempt"]
-store_faults = st.lists(st.tuples(st.sampled_from(WRITES), st.sampled_from(["before", "after"]),
-                                  st.integers(1, 3)), max_size=3)  # fmt: skip
+store_faults = st.lists(
+    st.tuples(st.sampled_from(WRITES), st.sampled_from(["before", "after"]), st.integers(1, 3)),
+    max_size=3,
+)
 
 
 @pytest.fixture(scope="module")
@@ -68,16 +75,22 @@ def _no_backoff() -> Iterator[None]:
 
 def config(url: str, a: FaultServer, b: FaultServer) -> RouterConfig:
     def provider(server: FaultServer) -> ProviderConfig:
-        return ProviderConfig(model="openai/fault-model", api_base=server.api_base,
-                              structured_output="none", retry=RetryPolicy(attempts=1))
+        return ProviderConfig(
+            model="openai/fault-model",
+            api_base=server.api_base,
+            structured_output="none",
+            retry=RetryPolicy(attempts=1),
+        )
 
-    task = TaskConfig(contract=str(ECHO), providers=["a", "b"], side_effects="external",
-                      attempt_timeout=5.0)  # fmt: skip
+    task = TaskConfig(
+        contract=str(ECHO), providers=["a", "b"], side_effects="external", attempt_timeout=5.0
+    )
     return RouterConfig(
-        providers={"a": provider(a), "b": provider(b)}, tasks={"post": task},
+        providers={"a": provider(a), "b": provider(b)},
+        tasks={"post": task},
         certification=CertificationConfig(required=False),
         engine=EngineConfig(poll_interval=0.05, sweep_interval=0.2, lease=5.0, claim=10.0),
-    )  # fmt: skip
+    )
 
 
 def received(server: FaultServer) -> list[str]:
@@ -89,8 +102,9 @@ def may_have_acted(attempt: Attempt) -> bool:
     return attempt.error_kind != "not_sent"
 
 
-async def example(url: str, a: FaultServer, b: FaultServer,
-                  faults: list[tuple[str, When, int]]) -> None:  # fmt: skip
+async def example(
+    url: str, a: FaultServer, b: FaultServer, faults: list[tuple[str, When, int]]
+) -> None:
     connectors: list[FaultyConnector] = []
 
     async def open_faulty(db: str, **options: Any) -> SqlStore:
@@ -117,22 +131,33 @@ async def example(url: str, a: FaultServer, b: FaultServer,
             if attempt.state is AttemptState.UNKNOWN:
                 assert any(key in text for text in seen[attempt.provider]), (
                     f"{attempt.provider} never received {key}, yet attempt is unknown: "
-                    f"{attempt.error}")
+                    f"{attempt.error}"
+                )
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres",
-                                                            marks=pytest.mark.postgres)])
-@settings(max_examples=10, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(answers_a=st.lists(st.sampled_from(ANSWERS), min_size=JOBS, max_size=JOBS),
-       answers_b=st.lists(st.sampled_from(ANSWERS), min_size=JOBS, max_size=JOBS),
-       faults=store_faults)
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+@settings(
+    max_examples=10,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    answers_a=st.lists(st.sampled_from(ANSWERS), min_size=JOBS, max_size=JOBS),
+    answers_b=st.lists(st.sampled_from(ANSWERS), min_size=JOBS, max_size=JOBS),
+    faults=store_faults,
+)
 def test_no_exclusive_job_acts_twice_and_unknown_means_received(
-    backend: str, servers: tuple[FaultServer, FaultServer], answers_a: list[Any],
-    answers_b: list[Any], faults: list[tuple[str, When, int]],
-) -> None:  # fmt: skip
+    backend: str,
+    servers: tuple[FaultServer, FaultServer],
+    answers_a: list[Any],
+    answers_b: list[Any],
+    faults: list[tuple[str, When, int]],
+) -> None:
     a, b = servers
     a.reset(sequence=answers_a)
     b.reset(sequence=answers_b)

@@ -36,12 +36,14 @@ SETTLE_S = 120.0
 
 
 def config() -> RouterConfig:
-    task = TaskConfig(providers=["a", "b"], side_effects="external", certification="none",
-                      attempt_timeout=10.0)  # fmt: skip
+    task = TaskConfig(
+        providers=["a", "b"], side_effects="external", certification="none", attempt_timeout=10.0
+    )
     return RouterConfig(
-        tasks={"post": task}, certification=CertificationConfig(required=False),
+        tasks={"post": task},
+        certification=CertificationConfig(required=False),
         engine=EngineConfig(poll_interval=0.1, sweep_interval=0.5, lease=10.0, claim=10.0),
-    )  # fmt: skip
+    )
 
 
 class Echo(FakeProvider):
@@ -76,13 +78,16 @@ async def test_exclusive_jobs_through_a_lossy_database_network() -> None:
         finally:
             await proxy.close()
     answered = {str(call.messages[-1].content) for call in (*a.calls, *b.calls)}
-    sent = {(p.name, json.loads(call.messages[-1].content)["key"]) for p in (a, b)
-            for call in p.calls}
+    sent = {
+        (p.name, json.loads(call.messages[-1].content)["key"]) for p in (a, b) for call in p.calls
+    }
     never_sent = [at for at in facts["unknown_at"] if at not in sent]  # type: ignore[attr-defined]
-    print(f"\nproxy: {proxy.stats}; submits refused by the store: {facts['refused']}; "
-          f"jobs by state: {dict(facts['states'])}; unknown attempts: {facts['unknown']}; "
-          f"answers kept unrecorded: {facts['kept']}; provider calls: {len(a.calls)}"
-          f"+{len(b.calls)}")
+    print(
+        f"\nproxy: {proxy.stats}; submits refused by the store: {facts['refused']}; "
+        f"jobs by state: {dict(facts['states'])}; unknown attempts: {facts['unknown']}; "
+        f"answers kept unrecorded: {facts['kept']}; provider calls: {len(a.calls)}"
+        f"+{len(b.calls)}"
+    )
     assert proxy.stats.cut_before + proxy.stats.dropped_after > 0
     assert facts["open"] == [], "attempts left started"
     assert facts["twice"] == [], "exclusive jobs with two attempts that may have acted"
@@ -120,8 +125,12 @@ async def settle(router: Router, job_ids: list[str]) -> None:
 
 async def gather(router: Router, jobs: dict[str, str | None]) -> dict[str, object]:
     states: Counter[str] = Counter()
-    facts: dict[str, object] = {"refused": sum(v is None for v in jobs.values()),
-                                "open": [], "twice": [], "unknown_at": []}
+    facts: dict[str, object] = {
+        "refused": sum(v is None for v in jobs.values()),
+        "open": [],
+        "twice": [],
+        "unknown_at": [],
+    }
     recorded: set[str] = set()
     unknown = kept = 0
     for key, job_id in jobs.items():

@@ -37,8 +37,12 @@ SECRET = b"s3cret"
 WAIT_S = 90.0  # a guard only: each wait ends when the rows say so
 
 
-@pytest.fixture(params=[pytest.param(sqlite_url, id="sqlite"),
-                        pytest.param(postgres_url, id="postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=[
+        pytest.param(sqlite_url, id="sqlite"),
+        pytest.param(postgres_url, id="postgres", marks=pytest.mark.postgres),
+    ]
+)
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     url: str = request.param(tmp_path)
     yield url
@@ -55,8 +59,14 @@ async def store(db_url: str) -> AsyncIterator[SqlStore]:
 @pytest.fixture
 async def bus() -> AsyncIterator[BusSettings]:
     tag = uuid.uuid4().hex[:12]
-    settings = BusSettings(url=NATS_URL, stream=f"JRTEST_{tag}", subject=f"jrtest.{tag}",
-                           consumer=f"c{tag}", ack_wait_s=1.0, publish_timeout_s=2.0)  # fmt: skip
+    settings = BusSettings(
+        url=NATS_URL,
+        stream=f"JRTEST_{tag}",
+        subject=f"jrtest.{tag}",
+        consumer=f"c{tag}",
+        ack_wait_s=1.0,
+        publish_timeout_s=2.0,
+    )
     yield settings
     nc = await nats.connect(NATS_URL)
     try:
@@ -72,8 +82,15 @@ async def receiver() -> AsyncIterator[WebhookReceiver]:
         yield running
 
 
-SETTINGS = DeliverySettings(max_tries=5, backoff_initial_s=0.05, backoff_max_s=0.2,
-                            timeout_s=5.0, claim_s=1.0, poll_s=0.05, batch=16)  # fmt: skip
+SETTINGS = DeliverySettings(
+    max_tries=5,
+    backoff_initial_s=0.05,
+    backoff_max_s=0.2,
+    timeout_s=5.0,
+    claim_s=1.0,
+    poll_s=0.05,
+    batch=16,
+)
 
 
 def delivery(
@@ -112,7 +129,8 @@ async def all_published(store: SqlStore) -> None:
 
 async def count_unpublished(store: SqlStore) -> int:
     row = await store.connector.fetchone(
-        "SELECT COUNT(*) AS n FROM outbox WHERE published_at IS NULL", {})
+        "SELECT COUNT(*) AS n FROM outbox WHERE published_at IS NULL", {}
+    )
     assert row is not None
     return int(row["n"])
 
@@ -137,8 +155,9 @@ def relay_only(running: NatsDelivery) -> NatsDelivery:
 
 
 def setup_failed(caplog: pytest.LogCaptureFixture) -> bool:
-    return any("delivery through NATS" in r.message and "failed" in r.message
-               for r in caplog.records)  # fmt: skip
+    return any(
+        "delivery through NATS" in r.message and "failed" in r.message for r in caplog.records
+    )
 
 
 def duplicates(receiver: WebhookReceiver) -> int:
@@ -194,9 +213,11 @@ async def test_each_event_reaches_the_webhook_once_signed_with_its_id(
 
 
 async def test_a_relay_killed_between_publish_and_mark_loses_nothing_and_sends_nothing_twice(
-    store: SqlStore, receiver: WebhookReceiver, bus: BusSettings,
+    store: SqlStore,
+    receiver: WebhookReceiver,
+    bus: BusSettings,
     caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+) -> None:
     """Relay A publishes the first event and dies before marking it published. Its claim
     expires, relay B publishes it again under the same message id: JetStream drops the copy
     (B logs the duplicate ack; the stream holds one message per event), and the receiver gets
@@ -261,8 +282,14 @@ async def test_a_proxy_that_cuts_the_nats_connection_loses_nothing(
     ids = await make_events(store, 40)
     proxy = FlakyProxy(target_port=4222, cut_before=0.1, drop_after=0.1, seed=19)
     port = await proxy.start()
-    flaky = BusSettings(url=f"nats://127.0.0.1:{port}", stream=bus.stream, subject=bus.subject,
-                        consumer=bus.consumer, ack_wait_s=1.0, publish_timeout_s=1.0)  # fmt: skip
+    flaky = BusSettings(
+        url=f"nats://127.0.0.1:{port}",
+        stream=bus.stream,
+        subject=bus.subject,
+        consumer=bus.consumer,
+        ack_wait_s=1.0,
+        publish_timeout_s=1.0,
+    )
     running = delivery(store, receiver, flaky)
     running.start()
     try:
@@ -277,8 +304,10 @@ async def test_a_proxy_that_cuts_the_nats_connection_loses_nothing(
     # acked without a request). A cut during a request (in-progress signals lost, the message
     # redelivered meanwhile) sends the event again: a duplicate, counted and printed (-s), that
     # the receiver absorbs by its id: the same id with the very same body.
-    print(f"proxy {during}; requests {len(receiver.requests)}, "
-          f"duplicates absorbed by the receiver {duplicates(receiver)}")
+    print(
+        f"proxy {during}; requests {len(receiver.requests)}, "
+        f"duplicates absorbed by the receiver {duplicates(receiver)}"
+    )
     first: dict[str, bytes] = {}
     for request in receiver.requests:
         assert first.setdefault(request.event_id, request.body) == request.body
@@ -339,9 +368,11 @@ async def test_a_webhook_slower_than_ack_wait_is_not_sent_twice(
 
 
 async def test_a_stream_it_cannot_use_is_logged_and_retried_until_fixed(
-    store: SqlStore, receiver: WebhookReceiver, bus: BusSettings,
+    store: SqlStore,
+    receiver: WebhookReceiver,
+    bus: BusSettings,
     caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+) -> None:
     """A stream of that name made elsewhere for other subjects: setting up fails, is logged and
     retried (delivery does not end silently); once an operator fixes the stream, events flow."""
     from nats.js.api import StreamConfig

@@ -67,12 +67,19 @@ async def until(check: object, what: str) -> None:
 
 
 async def test_a_router_killed_between_publish_and_mark(
-    db: tuple[str, SqlStore], tmp_path: Path, caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+    db: tuple[str, SqlStore],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     url, store = db
     tag = uuid.uuid4().hex[:12]
-    bus = BusSettings(url=NATS_URL, stream=f"JRKILL_{tag}", subject=f"jrkill.{tag}",
-                      consumer=f"k{tag}", ack_wait_s=2.0)  # fmt: skip
+    bus = BusSettings(
+        url=NATS_URL,
+        stream=f"JRKILL_{tag}",
+        subject=f"jrkill.{tag}",
+        consumer=f"k{tag}",
+        ack_wait_s=2.0,
+    )
     ids = await make_events(store)
     admin = await asyncpg.connect(url)
     nc = await nats.connect(NATS_URL)
@@ -96,8 +103,14 @@ async def test_a_router_killed_between_publish_and_mark(
             receiver.always_fail = False
 
             caplog.set_level(logging.INFO, logger="jobrouter.bus")
-            settings = DeliverySettings(max_tries=50, backoff_initial_s=0.05, backoff_max_s=0.2,
-                                        timeout_s=2.0, claim_s=2.0, poll_s=0.05)  # fmt: skip
+            settings = DeliverySettings(
+                max_tries=50,
+                backoff_initial_s=0.05,
+                backoff_max_s=0.2,
+                timeout_s=2.0,
+                claim_s=2.0,
+                poll_s=0.05,
+            )
             hooks = {"shop": Webhook("shop", receiver.url, b"s")}
             second = NatsDelivery(store, hooks, settings, bus)
             second.start()
@@ -132,21 +145,37 @@ async def make_events(store: SqlStore) -> set[str]:
 
 
 def start_router(folder: Path, url: str, bus: BusSettings, hook: str) -> subprocess.Popen[str]:
-    config = RouterConfig.model_validate({
-        "webhooks": {"shop": {"url": hook, "secret_env": "SHOP_SECRET"}},
-        "outbox": {"claim": 2.0, "timeout": 1.0, "poll_interval": 0.05,
-                   "backoff_initial": 0.05, "backoff_max": 0.2, "max_tries": 50},
-        "delivery": {"nats_url": bus.url, "stream": bus.stream, "subject": bus.subject,
-                     "consumer": bus.consumer, "ack_wait": bus.ack_wait_s},
-    })  # fmt: skip
+    config = RouterConfig.model_validate(
+        {
+            "webhooks": {"shop": {"url": hook, "secret_env": "SHOP_SECRET"}},
+            "outbox": {
+                "claim": 2.0,
+                "timeout": 1.0,
+                "poll_interval": 0.05,
+                "backoff_initial": 0.05,
+                "backoff_max": 0.2,
+                "max_tries": 50,
+            },
+            "delivery": {
+                "nats_url": bus.url,
+                "stream": bus.stream,
+                "subject": bus.subject,
+                "consumer": bus.consumer,
+                "ack_wait": bus.ack_wait_s,
+            },
+        }
+    )
     path = folder / "config.json"
     path.write_text(config.model_dump_json())
     with (folder / "router.log").open("w") as log:  # the child keeps its own descriptor
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.nats_router", "--db", url, "--config",
-             str(path)], cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
+            [sys.executable, "-m", "tests.support.nats_router", "--db", url, "--config", str(path)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
             env={**os.environ, "SHOP_SECRET": "s"},
-        )  # fmt: skip
+        )
     assert process.stdout is not None
     line = process.stdout.readline()
     assert line.startswith("ready "), (folder / "router.log").read_text()
@@ -164,7 +193,8 @@ async def stream_holds(nc: nats.NATS, bus: BusSettings, count: int) -> bool:
 async def mark_waiting(admin: asyncpg.Connection) -> bool:  # type: ignore[type-arg]
     waiting = await admin.fetchval(
         "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND wait_event = 'advisory' AND query LIKE '%published_at%'")  # fmt: skip
+        "AND wait_event = 'advisory' AND query LIKE '%published_at%'"
+    )
     return bool(waiting)
 
 

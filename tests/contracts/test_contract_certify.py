@@ -42,8 +42,13 @@ class BareFake(Lifecycle):
     repeats. It cannot show how it receives a prompt (a hosted API without inspection).
     """
 
-    def __init__(self, answers: dict[str, list[Answer]], *, fingerprint: str = "fake-v1",
-                 usage: int | None = None) -> None:
+    def __init__(
+        self,
+        answers: dict[str, list[Answer]],
+        *,
+        fingerprint: str = "fake-v1",
+        usage: int | None = None,
+    ) -> None:
         self._answers = answers
         self._fingerprint = fingerprint
         self._usage = USAGE if usage is None else usage
@@ -70,8 +75,9 @@ class BareFake(Lifecycle):
             raise answer
         if isinstance(answer, str):
             return Completion(text=answer)
-        return Completion(text=json.dumps(answer), output=answer,
-                          usage=Usage(prompt_tokens=self._usage))
+        return Completion(
+            text=json.dumps(answer), output=answer, usage=Usage(prompt_tokens=self._usage)
+        )
 
 
 class InspectableFake(BareFake):
@@ -79,15 +85,19 @@ class InspectableFake(BareFake):
     count agrees with the usage the fake reports)."""
 
     def __init__(
-        self, answers: dict[str, list[Answer]],
-        shown: PromptInspection | ProviderError | None = None, *, usage: int | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        answers: dict[str, list[Answer]],
+        shown: PromptInspection | ProviderError | None = None,
+        *,
+        usage: int | None = None,
+    ) -> None:
         super().__init__(answers, usage=usage)
         self._inspection = shown if shown is not None else inspection()
         self.inspected: list[tuple[Message, ...]] = []
 
-    async def inspect_prompt(self, messages: tuple[Message, ...],
-                             output_schema: dict[str, Any] | None = None) -> PromptInspection:
+    async def inspect_prompt(
+        self, messages: tuple[Message, ...], output_schema: dict[str, Any] | None = None
+    ) -> PromptInspection:
         self.inspected.append(messages)
         if isinstance(self._inspection, ProviderError):
             raise self._inspection
@@ -130,7 +140,9 @@ async def test_passing_provider_is_certified_with_evidence(contract: Contract) -
     assert good.outputs == (POSITIVE, POSITIVE, POSITIVE)
     assert good.rendering.inspected
     assert (good.rendering.prompt_tokens, good.rendering.reported_prompt_tokens) == (
-        USAGE, (USAGE,) * 3)
+        USAGE,
+        (USAGE,) * 3,
+    )
     assert progress == [(name, run, 3) for name in ("good", "bad") for run in (1, 2, 3)]
     assert len(provider.requests) == 6
     assert provider.requests[0].labels["case"] == "good"
@@ -148,8 +160,10 @@ async def test_schema_violation_fails_with_evidence_naming_the_case(contract: Co
     good, bad = cert.cases
     assert good.passed and not bad.passed
     assert bad.failures[0] == Failure(
-        check="schema", run="1/3",
-        detail="sentiment: 'awful' is not one of ['positive', 'negative', 'mixed']")
+        check="schema",
+        run="1/3",
+        detail="sentiment: 'awful' is not one of ['positive', 'negative', 'mixed']",
+    )
     assert str(bad.failures[-1]).startswith("agreement: 0/3 runs agree on [sentiment]")
     assert bad.failed_checks == ("schema", "agreement") == cert.failed_checks
     assert bad.verdict == "fail"
@@ -165,7 +179,8 @@ async def test_wrong_expectation_and_failed_check_are_reported(contract: Contrac
     cert = await certify(provider, contract, now=NOW)
     bad = cert.cases[1]
     assert [str(f) for f in bad.failures[:2]] == [
-        'behaviour: max_length: run 1/3: contract check at reason: found "' + "x" * 41
+        'behaviour: max_length: run 1/3: contract check at reason: found "'
+        + "x" * 41
         + '" (length 41), expected a string or list of length <= 40',
         'behaviour: equals: run 1/3: case expectation at sentiment: found "positive", '
         'expected "negative"',
@@ -183,8 +198,12 @@ async def test_disagreeing_repeats_fail_agreement(contract_data: dict[str, Any])
     cert = await certify(provider, contract, now=NOW)
     good = cert.cases[0]
     assert not good.passed
-    assert good.failures == (Failure(check="agreement", detail=(
-        "2/3 runs agree on [sentiment] (share 0.67 < min_agreement 1.0)")),)
+    assert good.failures == (
+        Failure(
+            check="agreement",
+            detail=("2/3 runs agree on [sentiment] (share 0.67 < min_agreement 1.0)"),
+        ),
+    )
     assert good.agreement == pytest.approx(2 / 3)
     assert cert.cases[1].passed and not cert.passed
 
@@ -236,7 +255,8 @@ async def test_unparsed_text_is_parsed_and_non_json_fails(contract: Contract) ->
     assert good.outputs == (POSITIVE,) * 3 and good.failures == ()
     assert (good.verdict, good.passed) == ("unverified", False)  # text answers bring no usage
     assert str(bad.failures[0]).startswith(
-        "json: run 1/3: output is not JSON: Expecting value in 'It is")
+        "json: run 1/3: output is not JSON: Expecting value in 'It is"
+    )
     assert bad.outputs == ()
     # a raw-text answer carried no usage: the count could not be compared, and the record says so
     assert bad.rendering.reported_prompt_tokens == (None, None, None)
@@ -248,9 +268,12 @@ async def test_inspection_without_system_prompt_fails(contract: Contract) -> Non
     cert = await certify(provider, contract, now=NOW)
     assert not cert.passed
     for case in cert.cases:
-        assert case.failures == (Failure(
-            check="rendering",
-            detail="the system prompt is not present in what the model receives"),)
+        assert case.failures == (
+            Failure(
+                check="rendering",
+                detail="the system prompt is not present in what the model receives",
+            ),
+        )
         assert case.rendering.inspected and case.rendering.system_present is False
         assert len(case.outputs) == 3  # the runs still happen: the outputs are evidence too
     assert len(provider.inspected) == 2
@@ -258,14 +281,16 @@ async def test_inspection_without_system_prompt_fails(contract: Contract) -> Non
 
 
 async def test_context_window_overflow_fails(contract: Contract) -> None:
-    provider = InspectableFake(GOOD_ANSWERS, inspection(prompt_tokens=100, context_window=120),
-                               usage=100)
+    provider = InspectableFake(
+        GOOD_ANSWERS, inspection(prompt_tokens=100, context_window=120), usage=100
+    )
     cert = await certify(provider, contract, now=NOW)
     assert [str(f) for f in cert.cases[0].failures] == [
         "rendering: 100 prompt tokens + 50 max_tokens = 150 > context window 120",
     ]
-    fits = InspectableFake(GOOD_ANSWERS, inspection(prompt_tokens=100, context_window=150),
-                           usage=100)
+    fits = InspectableFake(
+        GOOD_ANSWERS, inspection(prompt_tokens=100, context_window=150), usage=100
+    )
     assert (await certify(fits, contract, now=NOW)).passed
 
 
@@ -290,10 +315,15 @@ async def test_inspection_evidence_is_recorded_when_it_passes(contract: Contract
             "rendering: role 'system' is not accepted by the chat format (assistant, user)",
         ),
         (
-            {"control_tokens_special": False, "markers": (
-                MarkerTokens(marker="<|im_start|>", token_ids=(236820, 236909, 548),
-                             special=False),
-                MarkerTokens(marker="<s>", token_ids=(203,), special=False))},
+            {
+                "control_tokens_special": False,
+                "markers": (
+                    MarkerTokens(
+                        marker="<|im_start|>", token_ids=(236820, 236909, 548), special=False
+                    ),
+                    MarkerTokens(marker="<s>", token_ids=(203,), special=False),
+                ),
+            },
             "rendering: the chat markers are not control tokens of the model's tokenizer (plain "
             "text to the model): '<|im_start|>' -> [236820, 236909, 548], '<s>' -> [203]",
         ),
@@ -317,13 +347,15 @@ async def test_no_markers_to_check_do_not_fail(contract: Contract) -> None:
 async def test_unknown_context_window_is_unverified_not_passed(contract: Contract) -> None:
     """Every model has a window; not knowing it means the fit was not checked. The old code
     skipped the check and passed a 10**6-token prompt."""
-    unknown = inspection(control_tokens_special=None, markers=(), context_window=None,
-                         prompt_tokens=10**6)
+    unknown = inspection(
+        control_tokens_special=None, markers=(), context_window=None, prompt_tokens=10**6
+    )
     cert = await certify(InspectableFake(GOOD_ANSWERS, unknown, usage=10**6), contract, now=NOW)
     case = cert.cases[0]
     assert (cert.passed, case.verdict, case.failures) == (False, "unverified", ())
-    assert case.rendering.unverified == (UNKNOWN_WINDOW.format(
-        tokens=10**6, max_tokens=contract.sampling.max_tokens),)
+    assert case.rendering.unverified == (
+        UNKNOWN_WINDOW.format(tokens=10**6, max_tokens=contract.sampling.max_tokens),
+    )
 
 
 async def test_failed_inspection_is_unverified_not_passed(contract: Contract) -> None:
@@ -332,7 +364,8 @@ async def test_failed_inspection_is_unverified_not_passed(contract: Contract) ->
     case = cert.cases[0]
     assert (case.verdict, case.passed, case.failures) == ("unverified", False, ())
     assert case.rendering.unverified == (
-        "prompt inspection failed (not_sent): fake: not_sent: tokenize endpoint down",)
+        "prompt inspection failed (not_sent): fake: not_sent: tokenize endpoint down",
+    )
     valid, why = cert.is_valid_for(cert.contract_fingerprint, "fake-v1", NOW)
     assert valid is False  # kills mutant `Certification.is_valid_for` 20 (`return True, ...`)
     assert why.startswith("unverified: good: unverified rendering: prompt inspection failed")
@@ -392,8 +425,9 @@ async def test_validity_is_data_not_read_back_from_the_reason(contract: Contract
     fp = cert.contract_fingerprint
     changed = contract_fingerprint(contract.model_copy(update={"version": 2}))
     later = NOW + timedelta(hours=1)
-    empty = await certify(FakeProvider(GOOD_ANSWERS), contract.model_copy(update={"cases": ()}),
-                          now=NOW)
+    empty = await certify(
+        FakeProvider(GOOD_ANSWERS), contract.model_copy(update={"cases": ()}), now=NOW
+    )
     down = InspectableFake(GOOD_ANSWERS, NotSent("tokenize endpoint down", provider="fake"))
     unverified = await certify(down, contract, now=NOW)
     seen = {
@@ -402,19 +436,37 @@ async def test_validity_is_data_not_read_back_from_the_reason(contract: Contract
         "expired": cert.validity_for(fp, "fake-v1", later),
         "valid": cert.validity_for(fp, "fake-v1", NOW),
         "no cases": empty.validity_for(empty.contract_fingerprint, "fake-v1", NOW),
-        "inspection down": unverified.validity_for(unverified.contract_fingerprint, "fake-v1",
-                                                   NOW),
-    }  # fmt: skip
+        "inspection down": unverified.validity_for(unverified.contract_fingerprint, "fake-v1", NOW),
+    }
     assert {what: validity for what, (validity, _) in seen.items()} == {
-        "contract changed": Validity.STALE, "provider changed": Validity.STALE,
-        "expired": Validity.EXPIRED, "valid": Validity.PASS, "no cases": Validity.FAIL,
-        "inspection down": Validity.UNVERIFIED}  # fmt: skip
+        "contract changed": Validity.STALE,
+        "provider changed": Validity.STALE,
+        "expired": Validity.EXPIRED,
+        "valid": Validity.PASS,
+        "no cases": Validity.FAIL,
+        "inspection down": Validity.UNVERIFIED,
+    }
     assert [validity.valid for validity, _ in seen.values()] == [
-        False, False, False, True, False, False]  # fmt: skip
+        False,
+        False,
+        False,
+        True,
+        False,
+        False,
+    ]
     assert {v for v in Validity if v.outdated} == {
-        Validity.STALE, Validity.EXPIRED, Validity.MISSING}  # fmt: skip
+        Validity.STALE,
+        Validity.EXPIRED,
+        Validity.MISSING,
+    }
     assert {v.value for v in Validity} == {
-        "pass", "fail", "unverified", "stale", "expired", "missing"}  # fmt: skip
+        "pass",
+        "fail",
+        "unverified",
+        "stale",
+        "expired",
+        "missing",
+    }
 
 
 async def test_a_failed_record_without_evidence_says_so(contract: Contract) -> None:
@@ -423,7 +475,9 @@ async def test_a_failed_record_without_evidence_says_so(contract: Contract) -> N
     cert = await certify(FakeProvider(GOOD_ANSWERS), contract, now=NOW)
     bare = cert.model_copy(update={"passed": False, "cases": (), "failures": ()})
     assert bare.is_valid_for(bare.contract_fingerprint, "fake-v1", NOW) == (
-        False, "failed: no passing evidence")
+        False,
+        "failed: no passing evidence",
+    )
 
 
 async def test_an_unverified_record_without_evidence_says_so(contract: Contract) -> None:
@@ -434,7 +488,9 @@ async def test_an_unverified_record_without_evidence_says_so(contract: Contract)
     case = cert.cases[0].model_copy(update={"verdict": "unverified", "passed": True})
     odd = cert.model_copy(update={"passed": False, "cases": (case,), "failures": ()})
     assert odd.is_valid_for(odd.contract_fingerprint, "fake-v1", NOW) == (
-        False, "unverified: not verified")
+        False,
+        "unverified: not verified",
+    )
 
 
 async def test_a_valid_record_names_the_waivers_it_relies_on(contract: Contract) -> None:
@@ -442,8 +498,9 @@ async def test_a_valid_record_names_the_waivers_it_relies_on(contract: Contract)
     mutants `Certification.is_valid_for` 30 (the clauses' separator) and 31 (the waivers of
     checks that were verified named instead)."""
     cert = await certify(FakeProvider(GOOD_ANSWERS), contract, now=NOW, ttl=timedelta(hours=1))
-    case = cert.cases[0].model_copy(update={"verdict": "unverified",
-                                            "unverified": ("rendering", "agreement")})
+    case = cert.cases[0].model_copy(
+        update={"verdict": "unverified", "unverified": ("rendering", "agreement")}
+    )
     waivers = {"json": "not needed", "rendering": "a constant answer", "agreement": "one run"}
     waived = cert.model_copy(update={"cases": (case,), "waivers": waivers})
     assert waived.is_valid_for(waived.contract_fingerprint, "fake-v1", NOW) == (

@@ -67,8 +67,9 @@ class Oracle(Lifecycle):
 @pytest.mark.parametrize("name", ["caption", "extract_product", "review_sentiment"])
 async def test_an_answer_meeting_the_expectations_certifies(name: str) -> None:
     contract = load_contract(name)
-    cert = await certify(Oracle(contract), contract, now=datetime(2025, 1, 1, tzinfo=UTC),
-                         accept_unverified=WAIVER)
+    cert = await certify(
+        Oracle(contract), contract, now=datetime(2025, 1, 1, tzinfo=UTC), accept_unverified=WAIVER
+    )
     assert [c.failures for c in cert.cases if c.failures] == []
     assert cert.passed and cert.unverified_checks == ("rendering",)  # the oracle shows no prompt
     assert len(cert.cases) == len(contract.cases)
@@ -85,5 +86,6 @@ async def test_a_wrong_answer_fails_the_library_cases() -> None:
     cert = await certify(Wrong(contract), contract, now=datetime(2025, 1, 1, tzinfo=UTC))
     assert not any(case.passed for case in cert.cases)
     no_price = next(case for case in cert.cases if case.name == "no_price")
-    assert ("behaviour: is_null: run 1/3: case expectation at price: found 1.0, expected null"
-            in [str(f) for f in no_price.failures])
+    assert "behaviour: is_null: run 1/3: case expectation at price: found 1.0, expected null" in [
+        str(f) for f in no_price.failures
+    ]

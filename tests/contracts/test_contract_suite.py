@@ -52,8 +52,9 @@ async def test_assert_case_passes_returns_evidence_or_raises_with_failures(
 ) -> None:
     provider = Constant("local", POSITIVE)
     waiver = {"rendering": "a constant answer: nothing to inspect"}
-    evidence = await assert_case_passes(provider, contract, contract.case("good"),
-                                        accept_unverified=waiver)
+    evidence = await assert_case_passes(
+        provider, contract, contract.case("good"), accept_unverified=waiver
+    )
     assert evidence.passed and evidence.outputs == (POSITIVE,) * 3
     with pytest.raises(AssertionError) as info:  # unverified, and no waiver
         await assert_case_passes(provider, contract, contract.case("good"))
@@ -63,13 +64,19 @@ async def test_assert_case_passes_returns_evidence_or_raises_with_failures(
         await assert_case_passes(provider, contract, contract.case("bad"), accept_unverified=waiver)
     text = str(info.value)
     assert text.startswith("case bad: FAILED, verdict fail (runs 3, agreement 1.00)")
-    assert ('- behaviour: equals: run 1/3: case expectation at sentiment: found "positive", '
-            'expected "negative"') in text
+    assert (
+        '- behaviour: equals: run 1/3: case expectation at sentiment: found "positive", '
+        'expected "negative"'
+    ) in text
 
 
 def test_describe_case_of_a_passing_case() -> None:
     evidence = CaseEvidence(
-        name="good", passed=True, verdict="pass", rendering=RenderingEvidence(ok=True), runs=1,
+        name="good",
+        passed=True,
+        verdict="pass",
+        rendering=RenderingEvidence(ok=True),
+        runs=1,
         agreement=1.0,
     )
     assert describe_case(evidence) == "case good: passed, verdict pass (runs 1, agreement 1.00)"

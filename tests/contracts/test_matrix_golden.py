@@ -22,55 +22,128 @@ WIDTH = 100
 CERTIFIED_AT = datetime(2026, 1, 5, 9, 30, tzinfo=UTC)
 
 
-def certification(provider: str, contract: str, failures: tuple[Failure, ...] = (), *,
-                  unverified: bool = False, waivers: dict[str, str] | None = None,
-                  ) -> Certification:  # fmt: skip
+def certification(
+    provider: str,
+    contract: str,
+    failures: tuple[Failure, ...] = (),
+    *,
+    unverified: bool = False,
+    waivers: dict[str, str] | None = None,
+) -> Certification:
     waivers = waivers or {}
     verdict = "fail" if failures else ("unverified" if unverified else "pass")
     passed = verdict == "pass" or (verdict == "unverified" and "rendering" in waivers)
     reason = ("the provider reported no usage: its prompt token count could not be compared",)
-    rendering = RenderingEvidence(ok=True, verdict="unverified" if unverified else "pass",
-                                  unverified=reason if unverified else ())
-    case = CaseEvidence(name="tea", passed=passed, verdict=verdict, rendering=rendering, runs=3,
-                        failures=failures, unverified=("rendering",) if unverified else (),
-                        agreement=1.0)  # fmt: skip
+    rendering = RenderingEvidence(
+        ok=True,
+        verdict="unverified" if unverified else "pass",
+        unverified=reason if unverified else (),
+    )
+    case = CaseEvidence(
+        name="tea",
+        passed=passed,
+        verdict=verdict,
+        rendering=rendering,
+        runs=3,
+        failures=failures,
+        unverified=("rendering",) if unverified else (),
+        agreement=1.0,
+    )
     return Certification(
-        provider=provider, provider_fingerprint="p" * 64, contract=contract, contract_version=1,
-        contract_fingerprint="sha256:" + "c" * 64, passed=passed, cases=(case,), waivers=waivers,
-        certified_at=CERTIFIED_AT, expires_at=CERTIFIED_AT + timedelta(days=7),
-    )  # fmt: skip
+        provider=provider,
+        provider_fingerprint="p" * 64,
+        contract=contract,
+        contract_version=1,
+        contract_fingerprint="sha256:" + "c" * 64,
+        passed=passed,
+        cases=(case,),
+        waivers=waivers,
+        certified_at=CERTIFIED_AT,
+        expires_at=CERTIFIED_AT + timedelta(days=7),
+    )
 
 
-FAILURE = Failure(check="behaviour: contains", run="2/3",
-                  detail='case expectation at title: found "Gift set", expected to contain "tea"')
+FAILURE = Failure(
+    check="behaviour: contains",
+    run="2/3",
+    detail='case expectation at title: found "Gift set", expected to contain "tea"',
+)
 # Square brackets are text, not console markup: this line once lost "[name, price]".
-AGREEMENT = Failure(check="agreement",
-                    detail="1/3 runs agree on [name, price] (share 0.33 < min_agreement 0.67)")
+AGREEMENT = Failure(
+    check="agreement", detail="1/3 runs agree on [name, price] (share 0.33 < min_agreement 0.67)"
+)
 # A long first failure: the checks must still be named in full, before the cut detail.
-SCHEMA = Failure(check="schema", run="1/3", detail="answer does not match the output schema at "
-                 "$.price: 'twelve euros and ninety cents, shipping included' is not of type "
-                 "'number'")
+SCHEMA = Failure(
+    check="schema",
+    run="1/3",
+    detail="answer does not match the output schema at "
+    "$.price: 'twelve euros and ninety cents, shipping included' is not of type "
+    "'number'",
+)
 WAIVER = {"rendering": "hosted API: template not visible; accepted by ops 2026-01-05"}
 CELLS = [
-    Cell("primary", "product_title", Validity.PASS, "valid until 2026-01-12T09:30:00+00:00",
-         certification("primary", "product_title")),
-    Cell("primary", "extract_product", Validity.FAIL, f"failed: tea: {FAILURE}",
-         certification("primary", "extract_product", (FAILURE,))),
-    Cell("gemma_chatml", "product_title", Validity.STALE, "stale: provider changed",
-         certification("gemma_chatml", "product_title")),
-    Cell("gemma_chatml", "extract_product", Validity.EXPIRED,
-         "expired at 2026-01-12T09:30:00+00:00", certification("gemma_chatml", "extract_product")),
+    Cell(
+        "primary",
+        "product_title",
+        Validity.PASS,
+        "valid until 2026-01-12T09:30:00+00:00",
+        certification("primary", "product_title"),
+    ),
+    Cell(
+        "primary",
+        "extract_product",
+        Validity.FAIL,
+        f"failed: tea: {FAILURE}",
+        certification("primary", "extract_product", (FAILURE,)),
+    ),
+    Cell(
+        "gemma_chatml",
+        "product_title",
+        Validity.STALE,
+        "stale: provider changed",
+        certification("gemma_chatml", "product_title"),
+    ),
+    Cell(
+        "gemma_chatml",
+        "extract_product",
+        Validity.EXPIRED,
+        "expired at 2026-01-12T09:30:00+00:00",
+        certification("gemma_chatml", "extract_product"),
+    ),
     Cell("backup", "product_title", Validity.MISSING, "never certified"),
-    Cell("backup", "extract_product", Validity.FAIL, f"failed: tea: {AGREEMENT}",
-         certification("backup", "extract_product", (AGREEMENT, Failure(
-             check="json", run="3/3", detail="[/b] is not markup either")))),
-    Cell("hosted", "product_title", Validity.UNVERIFIED, "unverified: tea: ...",
-         certification("hosted", "product_title", unverified=True)),
-    Cell("hosted", "extract_product", Validity.PASS, "valid until 2026-01-12T09:30:00+00:00",
-         certification("hosted", "extract_product", unverified=True, waivers=WAIVER)),
-    Cell("strict", "extract_product", Validity.FAIL, f"failed: tea: {SCHEMA}",
-         certification("strict", "extract_product", (SCHEMA, FAILURE))),
-]  # fmt: skip
+    Cell(
+        "backup",
+        "extract_product",
+        Validity.FAIL,
+        f"failed: tea: {AGREEMENT}",
+        certification(
+            "backup",
+            "extract_product",
+            (AGREEMENT, Failure(check="json", run="3/3", detail="[/b] is not markup either")),
+        ),
+    ),
+    Cell(
+        "hosted",
+        "product_title",
+        Validity.UNVERIFIED,
+        "unverified: tea: ...",
+        certification("hosted", "product_title", unverified=True),
+    ),
+    Cell(
+        "hosted",
+        "extract_product",
+        Validity.PASS,
+        "valid until 2026-01-12T09:30:00+00:00",
+        certification("hosted", "extract_product", unverified=True, waivers=WAIVER),
+    ),
+    Cell(
+        "strict",
+        "extract_product",
+        Validity.FAIL,
+        f"failed: tea: {SCHEMA}",
+        certification("strict", "extract_product", (SCHEMA, FAILURE)),
+    ),
+]
 
 
 def test_matrix_matches_the_golden_file() -> None:
@@ -84,8 +157,13 @@ def test_every_status_and_the_failing_check_are_shown() -> None:
     text = render_matrix(CELLS, width=WIDTH)
     for status in ("pass", "fail", "unverified", "stale", "expired", "missing"):
         assert status in text
-    for head in ("fail: behaviour: contains", "fail: agreement, json", "unverified: rendering",
-                 "pass, waived: rendering unverified", "fail: schema, behaviour: contains"):
+    for head in (
+        "fail: behaviour: contains",
+        "fail: agreement, json",
+        "unverified: rendering",
+        "pass, waived: rendering unverified",
+        "fail: schema, behaviour: contains",
+    ):
         assert head in text
     assert "[name, price]" in text
     assert max(len(line) for line in text.splitlines()) <= WIDTH
@@ -103,5 +181,7 @@ def test_the_failing_checks_come_before_any_cut_text() -> None:
     assert by_provider[("hosted", "product_title")][0] == "unverified: rendering"
     assert "no waiver" in by_provider[("hosted", "product_title")][1]
     assert by_provider[("hosted", "extract_product")] == (
-        "pass, waived: rendering unverified", WAIVER["rendering"])
+        "pass, waived: rendering unverified",
+        WAIVER["rendering"],
+    )
     assert by_provider[("primary", "product_title")] == ("pass", "")

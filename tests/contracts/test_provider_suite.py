@@ -50,14 +50,17 @@ class Recorded:
     name: str
 
 
-PARAMS = [param for pair in PAIRS for param in case_params([Recorded(pair.provider)],
-                                                           [pair.contract])]  # fmt: skip
+PARAMS = [
+    param for pair in PAIRS for param in case_params([Recorded(pair.provider)], [pair.contract])
+]
 
 
 def rerecord(pair: Pair) -> str:
-    return ("re-record: jobrouter contracts run -c cassettes/jobrouter.toml "
-            f"--cassettes cassettes --record --provider {pair.provider} "
-            f"--contract {pair.contract.name}")  # fmt: skip
+    return (
+        "re-record: jobrouter contracts run -c cassettes/jobrouter.toml "
+        f"--cassettes cassettes --record --provider {pair.provider} "
+        f"--contract {pair.contract.name}"
+    )
 
 
 async def replay(pair: Pair) -> Certification:
@@ -68,7 +71,9 @@ async def replay(pair: Pair) -> Certification:
     provider = LiteLLMProvider(pair.provider, CONFIG.providers[pair.provider])
     meta = read_meta(folder)
     if (meta.provider_fingerprint, meta.contract_fingerprint) != (
-        provider.fingerprint, pair.contract_fingerprint):  # fmt: skip
+        provider.fingerprint,
+        pair.contract_fingerprint,
+    ):
         await provider.close()
         pytest.fail(f"{folder.relative_to(ROOT)} is stale (fingerprints changed); {rerecord(pair)}")
     try:
@@ -111,9 +116,12 @@ def expected_verdicts() -> dict[str, dict[str, dict[str, bool]]]:
 
 def test_the_expectations_cover_exactly_the_routed_cases() -> None:
     routed = {(p.provider, p.contract.name, c.name) for p in PAIRS for c in p.contract.cases}
-    listed = {(provider, contract, case)
-              for provider, contracts in expected_verdicts().items()
-              for contract, cases in contracts.items() for case in cases}  # fmt: skip
+    listed = {
+        (provider, contract, case)
+        for provider, contracts in expected_verdicts().items()
+        for contract, cases in contracts.items()
+        for case in cases
+    }
     assert listed == routed, "inspect the recording, then update " + str(VERDICTS.name)
 
 
@@ -137,7 +145,8 @@ def main(argv: list[str]) -> None:
         for evidence in certification.cases:
             print(describe_case(evidence), file=sys.stderr)
             verdicts.setdefault(pair.provider, {}).setdefault(pair.contract.name, {})[
-                evidence.name] = evidence.passed  # fmt: skip
+                evidence.name
+            ] = evidence.passed
     text = json.dumps(verdicts, indent=2) + "\n"
     if "--write" in argv:
         VERDICTS.write_text(text)

@@ -40,9 +40,12 @@ async def test_replayed_certification_equals_the_live_one(live_file: Path) -> No
     provider = build_providers(config, None)[live.provider]
     try:
         with cassette(live_file.parent / "certify.yaml", record=False):
-            replayed = await certify(provider, load_contract(live.contract),
-                                     now=live.certified_at,
-                                     ttl=live.expires_at - live.certified_at)
+            replayed = await certify(
+                provider,
+                load_contract(live.contract),
+                now=live.certified_at,
+                ttl=live.expires_at - live.certified_at,
+            )
     finally:
         await provider.close()  # type: ignore[attr-defined]
     assert replayed == live

@@ -31,8 +31,12 @@ def _warm_litellm(fault_server_process: FaultServer) -> None:
 
     async def one_call() -> None:
         await litellm.acompletion(
-            model="openai/warm-up", messages=[{"role": "user", "content": "hi"}],
-            api_base=fault_server_process.api_base, api_key="k", num_retries=0, max_retries=0,
+            model="openai/warm-up",
+            messages=[{"role": "user", "content": "hi"}],
+            api_base=fault_server_process.api_base,
+            api_key="k",
+            num_retries=0,
+            max_retries=0,
         )
         await _litellm.close_clients()
 

@@ -60,8 +60,15 @@ from typing import Any
 
 DEFAULT_CONTENT = '{"text": "ok"}'
 DEFAULT_SPECIALS = ("<start_of_turn>", "<end_of_turn>", "<|im_start|>", "<|im_end|>", "<bos>")
-REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-           429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 
 
 def _scenario(spec: Any) -> dict[str, Any]:
@@ -101,9 +108,13 @@ class State:
 
     def stats(self) -> dict[str, Any]:
         return {
-            "total": self.total, "by_scenario": self.by_scenario, "in_flight": self.in_flight,
-            "max_in_flight": self.max_in_flight, "completed": self.completed,
-            "dropped": self.dropped, "tokenize_calls": self.tokenize_calls,
+            "total": self.total,
+            "by_scenario": self.by_scenario,
+            "in_flight": self.in_flight,
+            "max_in_flight": self.max_in_flight,
+            "completed": self.completed,
+            "dropped": self.dropped,
+            "tokenize_calls": self.tokenize_calls,
             "last_request": self.requests[-1] if self.requests else None,
             "requests": self.requests,
         }
@@ -138,14 +149,24 @@ def _control(body: dict[str, Any]) -> None:
 def _completion_body(request: dict[str, Any], content: str, *, usage: bool = True) -> bytes:
     prompt_chars = sum(len(str(m.get("content", ""))) for m in request.get("messages", []))
     body: dict[str, Any] = {
-        "id": "chatcmpl-fault", "object": "chat.completion", "created": int(time.time()),
+        "id": "chatcmpl-fault",
+        "object": "chat.completion",
+        "created": int(time.time()),
         "model": request.get("model", "fault-model"),
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": content}}],
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": content},
+            }
+        ],
     }
     if usage:
-        body["usage"] = {"prompt_tokens": max(1, prompt_chars // 4), "completion_tokens": 7,
-                         "total_tokens": max(1, prompt_chars // 4) + 7}
+        body["usage"] = {
+            "prompt_tokens": max(1, prompt_chars // 4),
+            "completion_tokens": 7,
+            "total_tokens": max(1, prompt_chars // 4) + 7,
+        }
     return json.dumps(body).encode()
 
 
@@ -155,17 +176,21 @@ def _error_body(status: int, echo: dict[str, str] | None = None, say: str = "") 
     if echo is not None:
         auth = echo.get("authorization", "")
         key = auth.split(" ", 1)[-1]
-        error["message"] = (f"{message}: Incorrect API key provided: {key}. "
-                            f"You sent Authorization: {auth}")
+        error["message"] = (
+            f"{message}: Incorrect API key provided: {key}. You sent Authorization: {auth}"
+        )
         error["request_headers"] = echo
         error["api_key"] = key
     return json.dumps({"error": error}).encode()
 
 
 def _head(status: int, length: int, extra: dict[str, str] | None = None) -> bytes:
-    lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}",
-             "Content-Type: application/json", f"Content-Length: {length}",
-             "Connection: keep-alive"]
+    lines = [
+        f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}",
+        "Content-Type: application/json",
+        f"Content-Length: {length}",
+        "Connection: keep-alive",
+    ]
     lines += [f"{k}: {v}" for k, v in (extra or {}).items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
@@ -199,8 +224,9 @@ async def _sleep_or_eof(reader: asyncio.StreamReader, seconds: float | None) -> 
     return data == b""
 
 
-async def _send(writer: asyncio.StreamWriter, status: int, body: bytes,
-                extra: dict[str, str] | None = None) -> None:
+async def _send(
+    writer: asyncio.StreamWriter, status: int, body: bytes, extra: dict[str, str] | None = None
+) -> None:
     writer.write(_head(status, len(body), extra) + body)
     await writer.drain()
 
@@ -222,16 +248,23 @@ async def _proxy(path: str, headers: dict[str, str], body: bytes) -> tuple[int, 
 
     assert STATE.upstream is not None
     if _UPSTREAM_CLIENT is None:
-        _UPSTREAM_CLIENT = httpx.AsyncClient(timeout=None, limits=httpx.Limits(
-            max_connections=None, max_keepalive_connections=64))  # fmt: skip
+        _UPSTREAM_CLIENT = httpx.AsyncClient(
+            timeout=None, limits=httpx.Limits(max_connections=None, max_keepalive_connections=64)
+        )
     forward = {k: v for k, v in headers.items() if k in ("authorization", "content-type")}
-    response = await _UPSTREAM_CLIENT.post(STATE.upstream.rstrip("/") + path, content=body,
-                                           headers=forward)  # fmt: skip
+    response = await _UPSTREAM_CLIENT.post(
+        STATE.upstream.rstrip("/") + path, content=body, headers=forward
+    )
     return response.status_code, response.content
 
 
-async def _chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str,
-                headers: dict[str, str], body: bytes) -> bool:
+async def _chat(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    path: str,
+    headers: dict[str, str],
+    body: bytes,
+) -> bool:
     """Serve one chat request by its scenario; False when the connection must close."""
     override = headers.get("x-fault-scenario")
     if override:
@@ -244,8 +277,10 @@ async def _chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path
     STATE.total += 1
     STATE.by_scenario[name] = STATE.by_scenario.get(name, 0) + 1
     parsed = json.loads(body or b"{}")
-    STATE.requests = [*STATE.requests[-19:],
-                      {"path": path, "headers": headers, "body": parsed, "scenario": name}]
+    STATE.requests = [
+        *STATE.requests[-19:],
+        {"path": path, "headers": headers, "body": parsed, "scenario": name},
+    ]
     kind = spec["kind"]
     if kind == "close_before":
         return False
@@ -262,8 +297,9 @@ async def _chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path
         return True
     if kind == "proxy":
         return await _serve_proxy(writer, path, headers, body)
-    answer = _completion_body(parsed, str(spec.get("content", STATE.content)),
-                              usage=bool(spec.get("usage", True)))
+    answer = _completion_body(
+        parsed, str(spec.get("content", STATE.content)), usage=bool(spec.get("usage", True))
+    )
     STATE.completed += 1
     if kind == "drop_after":
         STATE.dropped += 1
@@ -275,8 +311,9 @@ async def _chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path
     return True
 
 
-async def _send_status(writer: asyncio.StreamWriter, spec: dict[str, Any],
-                       headers: dict[str, str]) -> None:
+async def _send_status(
+    writer: asyncio.StreamWriter, spec: dict[str, Any], headers: dict[str, str]
+) -> None:
     """The `status` scenario: an error answer, echoing what it was asked to."""
     status = int(spec.get("status", 500))
     extra = {"Retry-After": str(spec["retry_after"])} if "retry_after" in spec else {}
@@ -289,8 +326,9 @@ async def _send_status(writer: asyncio.StreamWriter, spec: dict[str, Any],
     await _send(writer, status, _error_body(status, echo, say), extra)
 
 
-async def _serve_proxy(writer: asyncio.StreamWriter, path: str, headers: dict[str, str],
-                       body: bytes) -> bool:
+async def _serve_proxy(
+    writer: asyncio.StreamWriter, path: str, headers: dict[str, str], body: bytes
+) -> bool:
     status, answer = await _proxy(path, headers, body)
     STATE.completed += 1
     if STATE.rng.random() < STATE.drop_share:
@@ -304,7 +342,7 @@ async def _trickle(writer: asyncio.StreamWriter, body: bytes, seconds: float, ch
     writer.write(_head(200, len(body)))
     step = max(1, len(body) // chunks + 1)
     for start in range(0, len(body), step):
-        writer.write(body[start:start + step])
+        writer.write(body[start : start + step])
         await writer.drain()
         if start + step < len(body):
             await asyncio.sleep(seconds / chunks)
@@ -337,8 +375,14 @@ def _detokenize(tokens: list[int]) -> str:
     return out.decode(errors="replace")
 
 
-async def _route(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: str,
-                 path: str, headers: dict[str, str], body: bytes) -> bool:
+async def _route(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes,
+) -> bool:
     if method == "POST" and path.endswith("/chat/completions"):
         STATE.in_flight += 1
         STATE.max_in_flight = max(STATE.max_in_flight, STATE.in_flight)
@@ -422,8 +466,9 @@ class FaultServer:
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
 
@@ -445,7 +490,10 @@ def start_fault_server(*extra_args: str, startup_timeout: float = 120.0) -> Iter
     root = Path(__file__).resolve().parents[2]
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.providers.fault_server", "--port", "0", *extra_args],
-        cwd=root, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        cwd=root,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
         port = _await_port(process, startup_timeout)

@@ -67,13 +67,23 @@ def echo_server() -> Iterator[str]:
 
 
 def _call(base: str, *, key: str = OPENAI_KEY, content: str = "hi") -> httpx.Response:
-    body = {"model": "m", "messages": [{"role": "user", "content": content}],
-            "api_key": BODY_KEY, "extra": {"client_secret": CLIENT_SECRET, "keep": "me"}}
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": content}],
+        "api_key": BODY_KEY,
+        "extra": {"client_secret": CLIENT_SECRET, "keep": "me"},
+    }
     with httpx.Client(trust_env=False) as client:
         return client.post(
-            f"{base}/v1/chat/completions", params={"key": QUERY_KEY}, json=body,
-            headers={"Authorization": f"Bearer {key}", "x-api-key": key,
-                     "OpenAI-Organization": ORG, "Cookie": COOKIE},
+            f"{base}/v1/chat/completions",
+            params={"key": QUERY_KEY},
+            json=body,
+            headers={
+                "Authorization": f"Bearer {key}",
+                "x-api-key": key,
+                "OpenAI-Organization": ORG,
+                "Cookie": COOKIE,
+            },
         )
 
 
@@ -94,13 +104,13 @@ def test_recording_writes_no_secret(tmp_path: Path, echo_server: str) -> None:
         assert f"{header}:" not in lowered
     assert SCRUBBED in text
     assert '"keep": "me"' in text  # only credentials are touched
-    write_meta(path.parent, provider="local_echo", provider_fingerprint="p1",
-               contract_fingerprint=None)
+    write_meta(
+        path.parent, provider="local_echo", provider_fingerprint="p1", contract_fingerprint=None
+    )
     assert check_cassettes(tmp_path / "cassettes") == []
 
 
-def test_replay_serves_the_recording_without_the_server(tmp_path: Path,
-                                                        echo_server: str) -> None:
+def test_replay_serves_the_recording_without_the_server(tmp_path: Path, echo_server: str) -> None:
     path = _record(tmp_path, echo_server)
     recorded_hits = _Handler.hits
     with cassette(path, record=False):
@@ -150,13 +160,16 @@ def test_check_finds_planted_secrets_without_echoing_them(tmp_path: Path) -> Non
     folder = tmp_path / "gemma_native" / "caption"
     folder.mkdir(parents=True)
     (folder / "tea.yaml").write_text(PLANTED)
-    write_meta(folder, provider="gemma_native", provider_fingerprint="p",
-               contract_fingerprint="c")
+    write_meta(folder, provider="gemma_native", provider_fingerprint="p", contract_fingerprint="c")
     problems = check_cassettes(tmp_path)
     assert {p.kind for p in problems} == {"secret"}
     details = " ".join(p.detail for p in problems)
-    for label in ("OpenAI/Anthropic-style key", "bearer token", "AWS access key id",
-                  "credential field"):
+    for label in (
+        "OpenAI/Anthropic-style key",
+        "bearer token",
+        "AWS access key id",
+        "credential field",
+    ):
         assert label in details
     assert OPENAI_KEY not in details and BODY_KEY not in details
 
@@ -166,31 +179,49 @@ def test_scanner_ignores_scrubbed_and_ordinary_text() -> None:
     assert find_secrets("max_tokens: 200\nauthorization: short") == []
 
 
-def _group(root: Path, provider: str, group: str, *, provider_fp: str,
-           contract_fp: str | None, meta: bool = True) -> Path:
+def _group(
+    root: Path,
+    provider: str,
+    group: str,
+    *,
+    provider_fp: str,
+    contract_fp: str | None,
+    meta: bool = True,
+) -> Path:
     folder = root / provider / group
     folder.mkdir(parents=True)
     (folder / "case.yaml").write_text("interactions: []\n")
     if meta:
-        write_meta(folder, provider=provider, provider_fingerprint=provider_fp,
-                   contract_fingerprint=contract_fp)
+        write_meta(
+            folder,
+            provider=provider,
+            provider_fingerprint=provider_fp,
+            contract_fingerprint=contract_fp,
+        )
     return folder
 
 
 def test_check_lists_stale_missing_and_unexpected_groups(tmp_path: Path) -> None:
     _group(tmp_path, "gemma_native", "caption", provider_fp="p1", contract_fp="c1")
-    stale_contract = _group(tmp_path, "gemma_native", "reply", provider_fp="p1",
-                            contract_fp="c-old")
-    stale_provider = _group(tmp_path, "gemma_chatml", "caption", provider_fp="p-old",
-                            contract_fp="c1")
-    no_meta = _group(tmp_path, "gemma_chatml", "smoke", provider_fp="", contract_fp=None,
-                     meta=False)
+    stale_contract = _group(
+        tmp_path, "gemma_native", "reply", provider_fp="p1", contract_fp="c-old"
+    )
+    stale_provider = _group(
+        tmp_path, "gemma_chatml", "caption", provider_fp="p-old", contract_fp="c1"
+    )
+    no_meta = _group(
+        tmp_path, "gemma_chatml", "smoke", provider_fp="", contract_fp=None, meta=False
+    )
     gone = _group(tmp_path, "retired", "caption", provider_fp="p9", contract_fp="c1")
-    expected = Expected(providers={"gemma_native": "p1", "gemma_chatml": "p2"},
-                        contracts={"caption": "c1", "reply": "c2"})
+    expected = Expected(
+        providers={"gemma_native": "p1", "gemma_chatml": "p2"},
+        contracts={"caption": "c1", "reply": "c2"},
+    )
     problems = {(p.path, p.kind) for p in check_cassettes(tmp_path, expected)}
     assert problems == {
-        (stale_contract, "stale"), (stale_provider, "stale"), (no_meta, "missing_meta"),
+        (stale_contract, "stale"),
+        (stale_provider, "stale"),
+        (no_meta, "missing_meta"),
         (gone, "unexpected"),
     }
     assert {p.kind for p in check_cassettes(tmp_path)} == {"missing_meta"}  # no fingerprints

@@ -23,8 +23,11 @@ SCHEMA = {"type": "object", "required": ["text"], "properties": {"text": {"type"
 
 
 def request(timeout: float | None = None) -> CompletionRequest:
-    return CompletionRequest(messages=(Message(role="user", content="caption please"),),
-                             output_schema=SCHEMA, timeout=timeout)
+    return CompletionRequest(
+        messages=(Message(role="user", content="caption please"),),
+        output_schema=SCHEMA,
+        timeout=timeout,
+    )
 
 
 @dataclass(frozen=True)
@@ -42,17 +45,20 @@ class Row:
 
 
 def status(code: int, kind: ErrorKind, *, retryable: bool = False, counts: bool) -> Row:
-    return Row({"kind": "status", "status": code}, kind, code, retryable=retryable,
-               counts=counts)
+    return Row({"kind": "status", "status": code}, kind, code, retryable=retryable, counts=counts)
 
 
 NOT_SENT, REJECTED, UNKNOWN = ErrorKind.NOT_SENT, ErrorKind.REJECTED, ErrorKind.UNKNOWN
 # The classification table of docs/failures.md, row by row, over real HTTP.
 ROWS = {
     "hang past deadline": Row("hang", UNKNOWN, timeout=0.5, says="deadline"),
-    "read timeout (inactivity)": Row({"kind": "delay", "seconds": 3}, UNKNOWN,
-                                     config={"timeout": {"read": 0.4}}, timeout=5,
-                                     says="ReadTimeout"),
+    "read timeout (inactivity)": Row(
+        {"kind": "delay", "seconds": 3},
+        UNKNOWN,
+        config={"timeout": {"read": 0.4}},
+        timeout=5,
+        says="ReadTimeout",
+    ),
     "close before answer": Row("close_before", UNKNOWN, says="ReadError"),
     "drop after compute": Row("drop_after", UNKNOWN, says="ReadError"),
     "reset by peer": Row("reset", UNKNOWN, says="ReadError"),
@@ -63,8 +69,9 @@ ROWS = {
     "404": status(404, NOT_SENT, counts=False),
     "413": status(413, NOT_SENT, counts=False),
     "422": status(422, NOT_SENT, counts=False),
-    "429": Row({"kind": "status", "status": 429, "retry_after": "7"}, NOT_SENT, 429,
-               retryable=True),
+    "429": Row(
+        {"kind": "status", "status": 429, "retry_after": "7"}, NOT_SENT, 429, retryable=True
+    ),
     # a timeout somewhere behind the answer: it may still run
     "408": status(408, UNKNOWN, counts=True),
     "504 gateway timeout": status(504, UNKNOWN, counts=True),
@@ -76,16 +83,23 @@ ROWS = {
     "520 CDN unknown error": status(520, REJECTED, counts=True),
     "522 CDN connect timeout": status(522, REJECTED, counts=True),
     "409 (undocumented 4xx)": status(409, REJECTED, counts=False),
-    "invalid JSON content": Row("answer", REJECTED, content="Sure! {text: hi",
-                                says="not valid JSON", counts=False),
-    "schema-invalid content": Row("answer", REJECTED, content='{"txt": "hi"}',
-                                  says="does not match the output schema", counts=False),
+    "invalid JSON content": Row(
+        "answer", REJECTED, content="Sure! {text: hi", says="not valid JSON", counts=False
+    ),
+    "schema-invalid content": Row(
+        "answer",
+        REJECTED,
+        content='{"txt": "hi"}',
+        says="does not match the output schema",
+        counts=False,
+    ),
 }
 
 
 @pytest.mark.parametrize("row", list(ROWS.values()), ids=list(ROWS))
-async def test_scenario_maps_to_error_kind(row: Row, fault: FaultServer,
-                                           make_provider: MakeProvider) -> None:
+async def test_scenario_maps_to_error_kind(
+    row: Row, fault: FaultServer, make_provider: MakeProvider
+) -> None:
     fault.control(default=row.scenario, **({"content": row.content} if row.content else {}))
     provider = make_provider(retry={"attempts": 1}, **row.config)
     with pytest.raises(ProviderError) as caught:
@@ -100,10 +114,14 @@ async def test_scenario_maps_to_error_kind(row: Row, fault: FaultServer,
     assert fault.stats()["total"] == row.requests
 
 
-@pytest.mark.parametrize("row", [r for r in ROWS.values() if r.status is not None],
-                         ids=[k for k, r in ROWS.items() if r.status is not None])
-async def test_only_retryable_statuses_are_sent_again(row: Row, fault: FaultServer,
-                                                      make_provider: MakeProvider) -> None:
+@pytest.mark.parametrize(
+    "row",
+    [r for r in ROWS.values() if r.status is not None],
+    ids=[k for k, r in ROWS.items() if r.status is not None],
+)
+async def test_only_retryable_statuses_are_sent_again(
+    row: Row, fault: FaultServer, make_provider: MakeProvider
+) -> None:
     """With three tries allowed, only a retryable answer (429) is sent again: nothing that may
     have acted is ever repeated by the retry layer."""
     fault.control(default=row.scenario)
@@ -112,16 +130,18 @@ async def test_only_retryable_statuses_are_sent_again(row: Row, fault: FaultServ
     assert fault.stats()["total"] == (3 if row.retryable else 1)
 
 
-async def test_429_carries_retry_after_seconds(fault: FaultServer,
-                                               make_provider: MakeProvider) -> None:
+async def test_429_carries_retry_after_seconds(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
     fault.control(default={"kind": "status", "status": 429, "retry_after": "7"})
     with pytest.raises(ProviderError) as caught:
         await make_provider(retry={"attempts": 1}).complete(request())
     assert caught.value.retry_after == 7.0
 
 
-async def test_connection_refused_is_not_sent(closed_port: int,
-                                              make_provider: MakeProvider) -> None:
+async def test_connection_refused_is_not_sent(
+    closed_port: int, make_provider: MakeProvider
+) -> None:
     provider = make_provider(api_base=f"http://127.0.0.1:{closed_port}/v1", retry={"attempts": 1})
     with pytest.raises(ProviderError) as caught:
         await provider.complete(request())
@@ -149,10 +169,14 @@ def full_backlog_port() -> Iterator[int]:
         sock.close()
 
 
-async def test_connect_timeout_is_not_sent(full_backlog_port: int,
-                                           make_provider: MakeProvider) -> None:
-    provider = make_provider(api_base=f"http://127.0.0.1:{full_backlog_port}/v1",
-                             timeout={"connect": 0.3, "read": 10}, retry={"attempts": 1})
+async def test_connect_timeout_is_not_sent(
+    full_backlog_port: int, make_provider: MakeProvider
+) -> None:
+    provider = make_provider(
+        api_base=f"http://127.0.0.1:{full_backlog_port}/v1",
+        timeout={"connect": 0.3, "read": 10},
+        retry={"attempts": 1},
+    )
     with pytest.raises(ProviderError) as caught:
         await provider.complete(request())
     assert caught.value.kind is ErrorKind.NOT_SENT

@@ -35,8 +35,12 @@ def status_error(status: int, headers: dict[str, str] | None = None) -> httpx.HT
 @pytest.mark.parametrize(
     ("exc", "kind"),
     [
-        (chained(RuntimeError("wrapper"), httpx.ConnectError("refused"),
-                 ConnectionRefusedError()), ErrorKind.NOT_SENT),
+        (
+            chained(
+                RuntimeError("wrapper"), httpx.ConnectError("refused"), ConnectionRefusedError()
+            ),
+            ErrorKind.NOT_SENT,
+        ),
         (chained(RuntimeError("wrapper"), httpx.ConnectTimeout("slow")), ErrorKind.NOT_SENT),
         (chained(RuntimeError("w"), httpx.PoolTimeout("pool")), ErrorKind.NOT_SENT),
         (chained(RuntimeError("w"), httpx.ReadTimeout("t")), ErrorKind.UNKNOWN),
@@ -47,12 +51,14 @@ def status_error(status: int, headers: dict[str, str] | None = None) -> httpx.HT
         (chained(RuntimeError("w"), aiohttp.ConnectionTimeoutError()), ErrorKind.NOT_SENT),
         (chained(RuntimeError("w"), aiohttp.SocketTimeoutError()), ErrorKind.UNKNOWN),
         (chained(RuntimeError("w"), status_error(400)), ErrorKind.NOT_SENT),
-            (chained(RuntimeError("w"), status_error(502)), ErrorKind.REJECTED),
-            (chained(RuntimeError("w"), status_error(524)), ErrorKind.UNKNOWN),
+        (chained(RuntimeError("w"), status_error(502)), ErrorKind.REJECTED),
+        (chained(RuntimeError("w"), status_error(524)), ErrorKind.UNKNOWN),
         (chained(RuntimeError("w"), status_error(504)), ErrorKind.UNKNOWN),
         # the outermost decisive link is the latest event: an answer after a refused connect
-        (chained(RuntimeError("w"), status_error(500), httpx.ConnectError("first try")),
-         ErrorKind.REJECTED),
+        (
+            chained(RuntimeError("w"), status_error(500), httpx.ConnectError("first try")),
+            ErrorKind.REJECTED,
+        ),
         (ValueError("never seen before"), ErrorKind.UNKNOWN),
         (httpx.TimeoutException("which phase?"), ErrorKind.UNKNOWN),
     ],
@@ -89,8 +95,12 @@ def test_only_from_status_reads_a_status() -> None:
     assert from_status(409, "conflict", "p").counts_against_health is False
     assert Rejected("unusable answer", provider="p").counts_against_health is False
     assert Rejected("as told", provider="p", status=500).counts_against_health is False
-    assert Rejected("as told", provider="p", status=500,
-                    counts_against_health=True).counts_against_health is True
+    assert (
+        Rejected(
+            "as told", provider="p", status=500, counts_against_health=True
+        ).counts_against_health
+        is True
+    )
 
 
 def test_retry_after_is_kept_for_a_timeout_status_and_a_rejection() -> None:
@@ -104,7 +114,10 @@ def test_retry_after_is_kept_for_a_timeout_status_and_a_rejection() -> None:
     assert error.counts_against_health
     error = classify(chained(RuntimeError("w"), status_error(409, {"Retry-After": "5"})), "p")
     assert (error.kind, error.retry_after, error.counts_against_health) == (
-        ErrorKind.REJECTED, 5.0, False)  # fmt: skip
+        ErrorKind.REJECTED,
+        5.0,
+        False,
+    )
 
 
 class LitellmError(RuntimeError):
@@ -139,7 +152,8 @@ def test_the_message_names_the_deciding_link_with_the_first_text_there_is() -> N
     error = classify(chained(RuntimeError(""), httpx.ConnectError("refused  here")), "p")
     assert error.message == "ConnectError: refused here"
     assert classify(chained(RuntimeError(""), httpx.ConnectError("")), "p").message == (
-        "ConnectError")
+        "ConnectError"
+    )
 
 
 def test_only_exception_classes_a_loaded_module_has_are_used(

@@ -25,8 +25,12 @@ def test_defaults() -> None:
 
 @pytest.mark.parametrize(
     "value",
-    ["sk-proj-abcdefghijklmnopqrstuvwxyz0123456789", "sk_live_0123456789abcdef",
-     "AIzaSyA1234567890abcdefghijkl", "ABCDEF0123456789ABCDEF0123456789"],
+    [
+        "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789",
+        "sk_live_0123456789abcdef",
+        "AIzaSyA1234567890abcdefghijkl",
+        "ABCDEF0123456789ABCDEF0123456789",
+    ],
 )
 def test_a_key_in_api_key_env_is_refused_without_echo(value: str) -> None:
     with pytest.raises(ValidationError) as caught:
@@ -43,11 +47,18 @@ def test_api_key_env_must_be_an_env_var_name(value: str) -> None:
 
 @pytest.mark.parametrize(
     "fields",
-    [{"unknown": 1}, {"timeout": {"connect": 0}}, {"max_concurrency": 0},
-     {"structured_output": "grammar"}, {"retry": {"attempts": 0}},
-     {"retry": {"initial": 2, "max": 1}}, {"rate_limit": {"requests_per_minute": 0}},
-     {"extra_params": {"num_retries": 2}}, {"extra_params": {"api_key": "x"}},
-     {"extra_params": {"f": object()}}],
+    [
+        {"unknown": 1},
+        {"timeout": {"connect": 0}},
+        {"max_concurrency": 0},
+        {"structured_output": "grammar"},
+        {"retry": {"attempts": 0}},
+        {"retry": {"initial": 2, "max": 1}},
+        {"rate_limit": {"requests_per_minute": 0}},
+        {"extra_params": {"num_retries": 2}},
+        {"extra_params": {"api_key": "x"}},
+        {"extra_params": {"f": object()}},
+    ],
 )
 def test_invalid_configs_are_refused(fields: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
@@ -73,9 +84,14 @@ def test_fingerprint_is_stable_hex_sha256() -> None:
 
 @pytest.mark.parametrize(
     "change",
-    [{"model": "openai/gpt-4o"}, {"api_base": "http://127.0.0.1:1/v1"},
-     {"structured_output": "none"}, {"chat_format": "gemma"}, {"extra_params": {"top_p": 0.5}},
-     {"accept_unverified": {"rendering": "hosted; accepted by ops"}}],
+    [
+        {"model": "openai/gpt-4o"},
+        {"api_base": "http://127.0.0.1:1/v1"},
+        {"structured_output": "none"},
+        {"chat_format": "gemma"},
+        {"extra_params": {"top_p": 0.5}},
+        {"accept_unverified": {"rendering": "hosted; accepted by ops"}},
+    ],
 )
 def test_behaviour_changes_change_the_fingerprint(change: dict[str, Any]) -> None:
     assert fp(**change) != fp()
@@ -83,9 +99,14 @@ def test_behaviour_changes_change_the_fingerprint(change: dict[str, Any]) -> Non
 
 @pytest.mark.parametrize(
     "change",
-    [{"api_key_env": "OTHER_KEY"}, {"timeout": {"read": 99}}, {"max_concurrency": 2},
-     {"retry": {"attempts": 1}}, {"rate_limit": {"requests_per_minute": 5}},
-     {"context_window": 1000}],
+    [
+        {"api_key_env": "OTHER_KEY"},
+        {"timeout": {"read": 99}},
+        {"max_concurrency": 2},
+        {"retry": {"attempts": 1}},
+        {"rate_limit": {"requests_per_minute": 5}},
+        {"context_window": 1000},
+    ],
 )
 def test_operational_changes_keep_the_fingerprint(change: dict[str, Any]) -> None:
     assert fp(**change) == fp()
@@ -111,23 +132,29 @@ def test_importing_providers_does_not_import_litellm() -> None:
     """Lazy import: the router and the CLI pay for litellm only when a provider is called."""
     import subprocess
 
-    code = ("import sys, providers, providers.config, providers.litellm_provider, "
-            "providers.classify, providers.resilience; print('litellm' in sys.modules)")
+    code = (
+        "import sys, providers, providers.config, providers.litellm_provider, "
+        "providers.classify, providers.resilience; print('litellm' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
 @pytest.mark.parametrize(
     ("extra", "says"),
-    [({"fallbacks": ["openai/gpt-4o"]}, "never certified"),
-     ({"context_window_fallbacks": [{"a": "b"}]}, "never certified"),
-     ({"mock_response": "hi"}, "without calling the provider"),
-     ({"api_key": "x"}, "api_key_env"), ({"extra_headers": {"X": "y"}}, "api_key_env"),
-     ({"num_retries": 2}, "one retry layer"), ({"max_retries": 0}, "one retry layer"),
-     ({"temperature": 0.3}, "from the contract"),
-     ({"metadata": {"x": 1}}, "not an allowed parameter"),
-     ({"top_p": {"nested": 1}}, "must be a int or float"),
-     ({"stop": ["a", {"b": 1}]}, "list of strings")],
+    [
+        ({"fallbacks": ["openai/gpt-4o"]}, "never certified"),
+        ({"context_window_fallbacks": [{"a": "b"}]}, "never certified"),
+        ({"mock_response": "hi"}, "without calling the provider"),
+        ({"api_key": "x"}, "api_key_env"),
+        ({"extra_headers": {"X": "y"}}, "api_key_env"),
+        ({"num_retries": 2}, "one retry layer"),
+        ({"max_retries": 0}, "one retry layer"),
+        ({"temperature": 0.3}, "from the contract"),
+        ({"metadata": {"x": 1}}, "not an allowed parameter"),
+        ({"top_p": {"nested": 1}}, "must be a int or float"),
+        ({"stop": ["a", {"b": 1}]}, "list of strings"),
+    ],
 )
 def test_extra_params_is_an_allow_list_naming_the_key(extra: dict[str, Any], says: str) -> None:
     """Fails on the old code for fallbacks, mock_response, extra_headers, metadata and the

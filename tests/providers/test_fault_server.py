@@ -17,8 +17,9 @@ def post_chat(server: FaultServer, scenario: str | None = None) -> int | None:
     if scenario:
         headers["x-fault-scenario"] = scenario
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
-    request = urllib.request.Request(f"{server.api_base}/chat/completions", data=body,
-                                     headers=headers, method="POST")
+    request = urllib.request.Request(
+        f"{server.api_base}/chat/completions", data=body, headers=headers, method="POST"
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             json.loads(response.read())
@@ -30,8 +31,10 @@ def post_chat(server: FaultServer, scenario: str | None = None) -> int | None:
 
 
 def test_sequence_then_default_and_header_override(fault: FaultServer) -> None:
-    fault.control(sequence=[{"kind": "status", "status": 503}, "drop_after"],
-                  default={"kind": "status", "status": 400})
+    fault.control(
+        sequence=[{"kind": "status", "status": 503}, "drop_after"],
+        default={"kind": "status", "status": 400},
+    )
     assert [post_chat(fault) for _ in range(3)] == [503, None, 400]
     assert post_chat(fault, scenario="answer") == 200
     stats = fault.stats()
@@ -43,8 +46,9 @@ def test_sequence_then_default_and_header_override(fault: FaultServer) -> None:
 
 def test_proxy_drops_a_seeded_share_after_the_upstream_answered(fault: FaultServer) -> None:
     share, seed, n = 0.5, 7, 12
-    with start_fault_server("--upstream", fault.url, "--drop-share", str(share),
-                            "--seed", str(seed)) as proxy:
+    with start_fault_server(
+        "--upstream", fault.url, "--drop-share", str(share), "--seed", str(seed)
+    ) as proxy:
         outcomes = [post_chat(proxy) for _ in range(n)]
         proxy_stats = proxy.stats()
     rng = random.Random(seed)

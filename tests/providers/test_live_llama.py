@@ -24,8 +24,10 @@ pytestmark = [pytest.mark.live, pytest.mark.timeout(900)]  # CPU generation on 2
 
 ALIAS = "gemma-3-270m"
 SCHEMA = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}
-MESSAGES = (Message(role="system", content="You write captions. JSON only."),
-            Message(role="user", content="Product: Saffron tea. Write a short caption."))
+MESSAGES = (
+    Message(role="system", content="You write captions. JSON only."),
+    Message(role="user", content="Product: Saffron tea. Write a short caption."),
+)
 
 
 def _model_path() -> str:
@@ -43,9 +45,25 @@ def llama_api_base() -> Iterator[str]:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     process = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", _model_path(), "--host", "127.0.0.1",
-         "--port", str(port), "--model_alias", ALIAS, "--chat_format", "gemma", "--n_threads", "2"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            _model_path(),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--model_alias",
+            ALIAS,
+            "--chat_format",
+            "gemma",
+            "--n_threads",
+            "2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 120
@@ -64,10 +82,17 @@ def llama_api_base() -> Iterator[str]:
 
 
 def provider(api_base: str, structured_output: str = "json_object_schema") -> LiteLLMProvider:
-    return LiteLLMProvider("local", ProviderConfig(
-        model=f"openai/{ALIAS}", api_base=api_base, chat_format="gemma",
-        structured_output=structured_output, timeout={"read": 600}, retry={"attempts": 1},
-    ))
+    return LiteLLMProvider(
+        "local",
+        ProviderConfig(
+            model=f"openai/{ALIAS}",
+            api_base=api_base,
+            chat_format="gemma",
+            structured_output=structured_output,
+            timeout={"read": 600},
+            retry={"attempts": 1},
+        ),
+    )
 
 
 async def test_inspected_token_count_is_what_the_server_counts(llama_api_base: str) -> None:
@@ -76,8 +101,9 @@ async def test_inspected_token_count_is_what_the_server_counts(llama_api_base: s
     inspection counted, which it would not if the system text had been dropped."""
     async with provider(llama_api_base) as local:
         inspection = await local.inspect_prompt(MESSAGES)
-        completion = await local.complete(CompletionRequest(
-            messages=MESSAGES, temperature=0, max_tokens=8, timeout=600))
+        completion = await local.complete(
+            CompletionRequest(messages=MESSAGES, temperature=0, max_tokens=8, timeout=600)
+        )
     assert inspection.control_tokens_special is True
     assert inspection.system_present is True
     assert inspection.rendered is not None and MESSAGES[0].content in inspection.rendered
@@ -90,8 +116,9 @@ async def test_inspected_token_count_is_what_the_server_counts(llama_api_base: s
 async def test_llama_cpp_refuses_json_schema_response_format(llama_api_base: str) -> None:
     async with provider(llama_api_base, structured_output="json_schema") as local:
         with pytest.raises(ProviderError) as caught:
-            await local.complete(CompletionRequest(messages=MESSAGES, output_schema=SCHEMA,
-                                                   max_tokens=5, timeout=60))
+            await local.complete(
+                CompletionRequest(messages=MESSAGES, output_schema=SCHEMA, max_tokens=5, timeout=60)
+            )
     assert (caught.value.kind, caught.value.status) == (ErrorKind.REJECTED, 500)
 
 
@@ -120,8 +147,9 @@ def test_reproduced_formats_render_exactly_as_the_installed_llama_cpp() -> None:
                 out.append([name, real, ours])
         print(json.dumps(out))
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          check=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300
+    )
     compared = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(compared) == 18
     assert [(name, ours) for name, real, ours in compared if real != ours] == []

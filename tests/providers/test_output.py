@@ -14,8 +14,9 @@ from tests.providers.fault_server import FaultServer
 SCHEMA = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}
 SYSTEM = Message(role="system", content="You write captions.")
 USER = Message(role="user", content="Tea, warm.")
-REQUEST = CompletionRequest(messages=(SYSTEM, USER), output_schema=SCHEMA, temperature=0,
-                            max_tokens=50)
+REQUEST = CompletionRequest(
+    messages=(SYSTEM, USER), output_schema=SCHEMA, temperature=0, max_tokens=50
+)
 
 
 def sent_body(fault: FaultServer) -> dict[str, object]:
@@ -32,8 +33,10 @@ async def test_json_schema_mode_sends_strict_json_schema(
         "type": "json_schema",
         "json_schema": {"name": "output", "schema": SCHEMA, "strict": True},
     }
-    assert body["messages"] == [{"role": "system", "content": SYSTEM.content},
-                                {"role": "user", "content": USER.content}]
+    assert body["messages"] == [
+        {"role": "system", "content": SYSTEM.content},
+        {"role": "user", "content": USER.content},
+    ]
     assert body["temperature"] == 0
     assert body["max_tokens"] == 50
 
@@ -66,8 +69,10 @@ async def test_none_mode_without_system_role_uses_the_last_user_message(
     messages = sent_body(fault)["messages"]
     assert isinstance(messages, list)
     assert all(m["role"] != "system" for m in messages)
-    assert messages[-1] == {"role": "user", "content": (
-        f"{SYSTEM.content}\n\n{USER.content}\n\n{schema_instruction(SCHEMA)}")}
+    assert messages[-1] == {
+        "role": "user",
+        "content": (f"{SYSTEM.content}\n\n{USER.content}\n\n{schema_instruction(SCHEMA)}"),
+    }
 
 
 async def test_no_schema_sends_no_response_format_and_returns_text(
@@ -83,11 +88,16 @@ async def test_no_schema_sends_no_response_format_and_returns_text(
 
 @pytest.mark.parametrize(
     "content",
-    ['```json\n{"text": "hi"}\n```', '```\n{"text": "hi"}\n```', '  {"text": "hi"}  ',
-     '```json {"text": "hi"}```'],
+    [
+        '```json\n{"text": "hi"}\n```',
+        '```\n{"text": "hi"}\n```',
+        '  {"text": "hi"}  ',
+        '```json {"text": "hi"}```',
+    ],
 )
-async def test_fenced_or_padded_json_is_parsed(content: str, fault: FaultServer,
-                                               make_provider: MakeProvider) -> None:
+async def test_fenced_or_padded_json_is_parsed(
+    content: str, fault: FaultServer, make_provider: MakeProvider
+) -> None:
     fault.control(content=content)
     completion = await make_provider().complete(REQUEST)
     assert completion.output == {"text": "hi"}
@@ -100,9 +110,12 @@ def test_strip_fence_leaves_unfenced_text_alone() -> None:
 
 @pytest.mark.parametrize(
     ("content", "says"),
-    [("", "<empty answer>"), ("not json", "not valid JSON"),
-     ('{"text": 3}', "$.text: 3 is not of type 'string'"),
-     ("[1, 2]", "is not of type 'object'")],
+    [
+        ("", "<empty answer>"),
+        ("not json", "not valid JSON"),
+        ('{"text": 3}', "$.text: 3 is not of type 'string'"),
+        ("[1, 2]", "is not of type 'object'"),
+    ],
 )
 async def test_unusable_answers_are_rejected_with_the_reason(
     content: str, says: str, fault: FaultServer, make_provider: MakeProvider
@@ -116,8 +129,9 @@ async def test_unusable_answers_are_rejected_with_the_reason(
     assert fault.stats()["total"] == 1  # an answer is final: no retry
 
 
-async def test_usage_comes_from_the_response(fault: FaultServer,
-                                             make_provider: MakeProvider) -> None:
+async def test_usage_comes_from_the_response(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
     completion = await make_provider().complete(REQUEST)
     # the fault server counts a token per 4 characters of the messages it received
     assert completion.usage.prompt_tokens == (len(SYSTEM.content) + len(USER.content)) // 4
@@ -125,8 +139,9 @@ async def test_usage_comes_from_the_response(fault: FaultServer,
     assert completion.model == "fault-model"
 
 
-async def test_cost_only_for_models_in_litellms_map(fault: FaultServer,
-                                                    make_provider: MakeProvider) -> None:
+async def test_cost_only_for_models_in_litellms_map(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
     unmapped = await make_provider(model="openai/fault-model").complete(REQUEST)
     assert unmapped.usage.cost_usd is None
     mapped = await make_provider(model="openai/gpt-4o-mini").complete(REQUEST)
@@ -154,7 +169,8 @@ async def test_closed_provider_refuses_and_a_new_one_works_on_the_same_loop(
 
 
 async def test_a_server_that_reports_no_usage_gives_no_prompt_count(
-        fault: FaultServer, make_provider: MakeProvider) -> None:
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
     """litellm fills a missing `usage` with zeros; 0 is no count of a non-empty prompt. Passed
     on as a count, it made certification fail `rendering` ("N tokens fewer than meant") where
     the provider merely reported nothing (`unverified`, waivable), docs/certification.md."""
@@ -169,17 +185,26 @@ async def test_a_server_that_reports_no_usage_gives_no_prompt_count(
 
 
 async def test_no_usage_from_the_real_adapter_is_unverified_not_a_rendering_failure(
-        fault: FaultServer, make_provider: MakeProvider) -> None:
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
     from contracts import certify, contract_from_data
 
-    contract = contract_from_data({
-        "name": "ok", "version": 1, "side_effects": "none",
-        "prompt": {"system": "Answer with JSON only.", "user": "Say {{ word }}."},
-        "output_schema": {"type": "object", "required": ["text"],
-                          "properties": {"text": {"type": "string"}}},
-        "sampling": {"max_tokens": 20, "repeats": 1},
-        "cases": [{"name": "ok", "input": {"word": "ok"}}],
-    }, file="ok.yaml")
+    contract = contract_from_data(
+        {
+            "name": "ok",
+            "version": 1,
+            "side_effects": "none",
+            "prompt": {"system": "Answer with JSON only.", "user": "Say {{ word }}."},
+            "output_schema": {
+                "type": "object",
+                "required": ["text"],
+                "properties": {"text": {"type": "string"}},
+            },
+            "sampling": {"max_tokens": 20, "repeats": 1},
+            "cases": [{"name": "ok", "input": {"word": "ok"}}],
+        },
+        file="ok.yaml",
+    )
     fault.control(default={"kind": "answer", "usage": False})
     cert = await certify(make_provider(), contract)
     case = cert.cases[0]

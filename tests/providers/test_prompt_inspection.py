@@ -20,30 +20,48 @@ CONVERSATION = msgs(("system", "S"), ("user", "U1"), ("assistant", "A1"), ("user
 # Expected texts checked against llama-cpp-python 0.3.36's format_gemma / format_chatml /
 # format_llama2 (and pinned against the installed package by test_live_formats.py).
 RENDERINGS = [
-    ("gemma", CONVERSATION,
-     "<start_of_turn>user\nU1<end_of_turn>\n<start_of_turn>model\nA1<end_of_turn>\n"
-     "<start_of_turn>user\nU2<end_of_turn>\n<start_of_turn>model\n"),
-    ("gemma", msgs(("user", ""), ("user", "U")),
-     "<start_of_turn>user\n<start_of_turn>user\nU<end_of_turn>\n<start_of_turn>model\n"),
-    ("chatml", CONVERSATION,
-     "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n"
-     "<|im_start|>assistant\nA1<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n"
-     "<|im_start|>assistant\n"),
-    ("chatml", msgs(("user", "U")),
-     "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"),
-    ("chatml", msgs(("system", "S1"), ("system", "S2"), ("user", "U")),
-     "<|im_start|>system\nS1<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
-     "<|im_start|>assistant\n"),
+    (
+        "gemma",
+        CONVERSATION,
+        "<start_of_turn>user\nU1<end_of_turn>\n<start_of_turn>model\nA1<end_of_turn>\n"
+        "<start_of_turn>user\nU2<end_of_turn>\n<start_of_turn>model\n",
+    ),
+    (
+        "gemma",
+        msgs(("user", ""), ("user", "U")),
+        "<start_of_turn>user\n<start_of_turn>user\nU<end_of_turn>\n<start_of_turn>model\n",
+    ),
+    (
+        "chatml",
+        CONVERSATION,
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n"
+        "<|im_start|>assistant\nA1<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n"
+        "<|im_start|>assistant\n",
+    ),
+    (
+        "chatml",
+        msgs(("user", "U")),
+        "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n",
+    ),
+    (
+        "chatml",
+        msgs(("system", "S1"), ("system", "S2"), ("user", "U")),
+        "<|im_start|>system\nS1<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n",
+    ),
     ("llama-2", CONVERSATION, "[INST] <<SYS>>\nS\n<</SYS>> U1 [/INST]A1 </s><s>[INST]U2  [/INST]"),
     ("llama-2", msgs(("user", "U")), " <s>[INST]U  [/INST]"),
-    ("llama-2", msgs(("system", "S1"), ("system", "S2"), ("user", "U")),
-     "[INST] <<SYS>>\nS1\n<</SYS>> U [/INST]"),
+    (
+        "llama-2",
+        msgs(("system", "S1"), ("system", "S2"), ("user", "U")),
+        "[INST] <<SYS>>\nS1\n<</SYS>> U [/INST]",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("chat_format", "messages", "expected"), RENDERINGS)
-def test_rendering_matches_llama_cpp_python(chat_format: str, messages: tuple[Message, ...],
-                                            expected: str) -> None:
+def test_rendering_matches_llama_cpp_python(
+    chat_format: str, messages: tuple[Message, ...], expected: str
+) -> None:
     rendered = render(chat_format, messages)
     assert rendered is not None
     assert rendered.text == expected
@@ -71,8 +89,12 @@ def fake_token_count(text: str, specials: tuple[str, ...] = DEFAULT_SPECIALS) ->
 
 
 async def test_llama_gemma_inspection(fault: FaultServer, make_provider: MakeProvider) -> None:
-    provider = make_provider(model="openai/gemma-3-270m", chat_format="gemma",
-                             structured_output="json_object_schema", context_window=32768)
+    provider = make_provider(
+        model="openai/gemma-3-270m",
+        chat_format="gemma",
+        structured_output="json_object_schema",
+        context_window=32768,
+    )
     assert isinstance(provider, InspectableProvider) and isinstance(provider, Provider)
     inspection = await provider.inspect_prompt(CONVERSATION)
     # llama.cpp's gemma format drops system messages; the adapter folds them into the first
@@ -99,12 +121,15 @@ async def test_llama_gemma_inspection(fault: FaultServer, make_provider: MakePro
     assert without is not None
     assert inspection.prompt_tokens_without_system == fake_token_count(without.text)
     assert [(m.marker, m.token_ids, m.special) for m in inspection.markers] == [
-        ("<start_of_turn>", (100,), True), ("<end_of_turn>", (101,), True)]
+        ("<start_of_turn>", (100,), True),
+        ("<end_of_turn>", (101,), True),
+    ]
     assert body["total"] == 0  # inspecting generates nothing
 
 
-async def test_markers_that_split_are_not_special(fault: FaultServer,
-                                                  make_provider: MakeProvider) -> None:
+async def test_markers_that_split_are_not_special(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
     """chatml markers on a model whose vocabulary lacks them (as gemma's does) split up."""
     fault.control(tokenizer_specials=["<start_of_turn>", "<end_of_turn>"])
     provider = make_provider(chat_format="chatml")
@@ -113,11 +138,13 @@ async def test_markers_that_split_are_not_special(fault: FaultServer,
     assert inspection.system_present is True
     assert inspection.accepted_roles == frozenset({"system", "user", "assistant"})
     assert inspection.prompt_tokens == fake_token_count(
-        inspection.rendered or "", ("<start_of_turn>", "<end_of_turn>"))
+        inspection.rendered or "", ("<start_of_turn>", "<end_of_turn>")
+    )
 
 
-async def test_unreproduced_chat_format_says_so(fault: FaultServer,
-                                                make_provider: MakeProvider) -> None:
+async def test_unreproduced_chat_format_says_so(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
     inspection = await make_provider(chat_format="mistral-instruct").inspect_prompt(CONVERSATION)
     assert inspection.rendered is None
     assert inspection.system_present is False
@@ -127,11 +154,13 @@ async def test_unreproduced_chat_format_says_so(fault: FaultServer,
 
 
 async def test_llama2_markers_are_split_into_plain_tokens_with_their_ids(
-        fault: FaultServer, make_provider: MakeProvider) -> None:
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
     """The issue's server: no chat template, llama-2 fallback, a Gemma vocabulary. Before,
     llama-2 was not reproduced, the markers check was None, and certification passed it."""
-    fault.control(tokenizer_specials=["<start_of_turn>", "<end_of_turn>"],
-                  tokenizer_ordinary=["<s>"])
+    fault.control(
+        tokenizer_specials=["<start_of_turn>", "<end_of_turn>"], tokenizer_ordinary=["<s>"]
+    )
     inspection = await make_provider(chat_format="llama-2").inspect_prompt(CONVERSATION)
     assert inspection.rendered == RENDERINGS[5][2]
     assert inspection.system_present is True
@@ -147,7 +176,8 @@ async def test_llama2_markers_are_split_into_plain_tokens_with_their_ids(
 
 async def test_hosted_inspection_is_offline(make_provider: MakeProvider) -> None:
     mapped = await make_provider(model="openai/gpt-4o-mini", api_base=None).inspect_prompt(
-        CONVERSATION)
+        CONVERSATION
+    )
     assert mapped.rendered is None
     assert mapped.system_present is True
     assert mapped.accepted_roles == frozenset({"system", "user", "assistant"})
@@ -159,6 +189,7 @@ async def test_hosted_inspection_is_offline(make_provider: MakeProvider) -> None
     assert mapped.tokenizer.startswith("litellm token_counter")
     unmapped = await make_provider(model="openai/some-local-model").inspect_prompt(CONVERSATION)
     assert unmapped.context_window is None
-    configured = await make_provider(model="openai/some-local-model",
-                                     context_window=4096).inspect_prompt(CONVERSATION)
+    configured = await make_provider(
+        model="openai/some-local-model", context_window=4096
+    ).inspect_prompt(CONVERSATION)
     assert configured.context_window == 4096

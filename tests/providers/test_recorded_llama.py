@@ -26,8 +26,12 @@ GROUP = "provider_integration"
 CONFIG = load_config(ROOT / "jobrouter.toml")
 SYSTEM = Message(role="system", content="You write shop titles. Answer with JSON only.")
 USER = Message(role="user", content="Product: Blue ceramic mug, 350 ml")
-SCHEMA = {"type": "object", "required": ["title"], "additionalProperties": False,
-          "properties": {"title": {"type": "string", "minLength": 1}}}
+SCHEMA = {
+    "type": "object",
+    "required": ["title"],
+    "additionalProperties": False,
+    "properties": {"title": {"type": "string", "minLength": 1}},
+}
 
 
 @pytest.fixture
@@ -39,8 +43,12 @@ def recorded(request: pytest.FixtureRequest) -> Iterator[None]:
     with cassette(path, record=RECORD):
         yield
     if RECORD:
-        write_meta(path.parent, provider=provider, contract_fingerprint=None,
-                   provider_fingerprint=provider_fingerprint(provider, CONFIG.providers[provider]))
+        write_meta(
+            path.parent,
+            provider=provider,
+            contract_fingerprint=None,
+            provider_fingerprint=provider_fingerprint(provider, CONFIG.providers[provider]),
+        )
 
 
 @pytest.fixture
@@ -56,8 +64,7 @@ async def chatml() -> AsyncIterator[LiteLLMProvider]:
 
 
 @pytest.mark.provider("primary")
-async def test_gemma_prompt_as_the_server_sees_it(recorded: None,
-                                                  primary: LiteLLMProvider) -> None:
+async def test_gemma_prompt_as_the_server_sees_it(recorded: None, primary: LiteLLMProvider) -> None:
     inspection = await primary.inspect_prompt((SYSTEM, USER))
     assert inspection.rendered is not None
     assert inspection.rendered.startswith("<start_of_turn>user\nYou write shop titles.")
@@ -68,18 +75,21 @@ async def test_gemma_prompt_as_the_server_sees_it(recorded: None,
 
 
 @pytest.mark.provider("gemma_chatml")
-async def test_chatml_markers_are_plain_text_to_gemma(recorded: None,
-                                                      chatml: LiteLLMProvider) -> None:
+async def test_chatml_markers_are_plain_text_to_gemma(
+    recorded: None, chatml: LiteLLMProvider
+) -> None:
     inspection = await chatml.inspect_prompt((SYSTEM, USER))
     assert inspection.rendered is not None and "<|im_start|>system" in inspection.rendered
     assert inspection.control_tokens_special is False
 
 
 @pytest.mark.provider("primary")
-async def test_grammar_constrained_answer_is_schema_valid(recorded: None,
-                                                          primary: LiteLLMProvider) -> None:
-    request = CompletionRequest(messages=(SYSTEM, USER), output_schema=SCHEMA, temperature=0,
-                                max_tokens=40)
+async def test_grammar_constrained_answer_is_schema_valid(
+    recorded: None, primary: LiteLLMProvider
+) -> None:
+    request = CompletionRequest(
+        messages=(SYSTEM, USER), output_schema=SCHEMA, temperature=0, max_tokens=40
+    )
     completion = await primary.complete(request)
     assert isinstance(completion.output, dict) and set(completion.output) == {"title"}
     assert "mug" in completion.output["title"].lower()
@@ -93,14 +103,16 @@ async def llama2() -> AsyncIterator[LiteLLMProvider]:
 
 
 @pytest.mark.provider("gemma_llama2")
-async def test_llama2_markers_are_plain_text_to_gemma(recorded: None,
-                                                      llama2: LiteLLMProvider) -> None:
+async def test_llama2_markers_are_plain_text_to_gemma(
+    recorded: None, llama2: LiteLLMProvider
+) -> None:
     """A server started without --chat_format (llama-2 fallback): reproduced now, so the markers
     are checked and fail with the ids Gemma's tokenizer split them into (before: not checked,
     None, and the provider was certified)."""
     inspection = await llama2.inspect_prompt((SYSTEM, USER))
-    assert inspection.rendered == (f"[INST] <<SYS>>\n{SYSTEM.content}\n<</SYS>> {USER.content} "
-                                   "[/INST]")
+    assert inspection.rendered == (
+        f"[INST] <<SYS>>\n{SYSTEM.content}\n<</SYS>> {USER.content} [/INST]"
+    )
     assert inspection.system_present is True and inspection.count_basis == "exact"
     assert inspection.control_tokens_special is False
     markers = {m.marker: (m.token_ids, m.special) for m in inspection.markers}

@@ -36,14 +36,16 @@ def test_each_credential_shape_is_scrubbed_and_found(name: str, before: str, sec
 
 
 @pytest.mark.parametrize(("name", "before", "secret"), SHAPES, ids=[s[0] for s in SHAPES])
-def test_cassettes_check_finds_each_shape(tmp_path: Path, name: str, before: str,
-                                          secret: str) -> None:
+def test_cassettes_check_finds_each_shape(
+    tmp_path: Path, name: str, before: str, secret: str
+) -> None:
     text = before + secret
     folder = tmp_path / "gemma_native" / "caption"
     folder.mkdir(parents=True)
     (folder / "case.yaml").write_text(
         "interactions:\n- request:\n    headers: {}\n    uri: http://127.0.0.1/v1\n"
-        f"  response:\n    body: {{string: '{text}'}}\n")
+        f"  response:\n    body: {{string: '{text}'}}\n"
+    )
     write_meta(folder, provider="gemma_native", provider_fingerprint="p", contract_fingerprint="c")
     problems = check_cassettes(tmp_path)
     assert problems and {p.kind for p in problems} == {"secret"}, name
@@ -75,8 +77,15 @@ def test_log_lines_and_tracebacks_are_scrubbed() -> None:
     try:
         raise RuntimeError(f"upstream said: bad key {key}")
     except RuntimeError as exc:
-        record = logging.LogRecord("jobrouter", logging.ERROR, __file__, 1, "failed with %s",
-                                   (key,), (type(exc), exc, exc.__traceback__))  # fmt: skip
+        record = logging.LogRecord(
+            "jobrouter",
+            logging.ERROR,
+            __file__,
+            1,
+            "failed with %s",
+            (key,),
+            (type(exc), exc, exc.__traceback__),
+        )
     line = ScrubbingFormatter("%(message)s").format(record)
     assert key not in line and "upstream said" in line and "Traceback" in line
 

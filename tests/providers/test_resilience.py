@@ -64,12 +64,19 @@ R400 = from_status(400, "bad request", "p")  # not sent, and not worth sending a
 
 @pytest.mark.parametrize(
     ("errors", "calls", "result"),
-    [((NOT_SENT, NOT_SENT), 3, "done"), ((R429,), 2, "done"), ((UNKNOWN,), 1, UNKNOWN),
-     ((R500,), 1, R500), ((NOT_SENT, UNKNOWN), 2, UNKNOWN),
-     ((NOT_SENT, NOT_SENT, NOT_SENT), 3, NOT_SENT), ((R400,), 1, R400)],
+    [
+        ((NOT_SENT, NOT_SENT), 3, "done"),
+        ((R429,), 2, "done"),
+        ((UNKNOWN,), 1, UNKNOWN),
+        ((R500,), 1, R500),
+        ((NOT_SENT, UNKNOWN), 2, UNKNOWN),
+        ((NOT_SENT, NOT_SENT, NOT_SENT), 3, NOT_SENT),
+        ((R400,), 1, R400),
+    ],
 )
-async def test_retry_decisions(errors: tuple[ProviderError, ...], calls: int,
-                               result: object) -> None:
+async def test_retry_decisions(
+    errors: tuple[ProviderError, ...], calls: int, result: object
+) -> None:
     script = Script(*errors)
     if isinstance(result, ProviderError):
         with pytest.raises(type(result)) as caught:
@@ -83,8 +90,10 @@ async def test_retry_decisions(errors: tuple[ProviderError, ...], calls: int,
 async def test_backoff_waits_when_not_testing(monkeypatch: pytest.MonkeyPatch) -> None:
     resilience.set_testing(no_backoff=False)
     script = Script(NOT_SENT, NOT_SENT)
-    waits = await recorded_waits(monkeypatch, retrying(
-        script, RetryPolicy(attempts=3, initial=0.05, max=0.05), deadline=far()))
+    waits = await recorded_waits(
+        monkeypatch,
+        retrying(script, RetryPolicy(attempts=3, initial=0.05, max=0.05), deadline=far()),
+    )
     assert script.calls == 3
     assert len(waits) == 2 and all(0.0 <= w <= 0.05 for w in waits), waits  # full jitter
 
@@ -94,8 +103,9 @@ async def test_no_wait_that_would_pass_the_deadline(monkeypatch: pytest.MonkeyPa
     script = Script(from_status(429, "slow", "p", retry_after=600.0))
     deadline = asyncio.get_running_loop().time() + 60
     with pytest.raises(ProviderError):
-        await recorded_waits(monkeypatch, retrying(script, RetryPolicy(attempts=3),
-                                                   deadline=deadline))  # fmt: skip
+        await recorded_waits(
+            monkeypatch, retrying(script, RetryPolicy(attempts=3), deadline=deadline)
+        )
     assert script.calls == 1  # gave up at once: no wait (it would have been 600 s)
 
 

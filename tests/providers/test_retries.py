@@ -41,8 +41,12 @@ async def fail_kind(provider: LiteLLMProvider, request: CompletionRequest = REQU
 
 @pytest.mark.parametrize(
     ("scenario", "kind"),
-    [(STATUS_500, ErrorKind.REJECTED), ({"kind": "status", "status": 400}, ErrorKind.NOT_SENT),
-     ("drop_after", ErrorKind.UNKNOWN), ("close_before", ErrorKind.UNKNOWN)],
+    [
+        (STATUS_500, ErrorKind.REJECTED),
+        ({"kind": "status", "status": 400}, ErrorKind.NOT_SENT),
+        ("drop_after", ErrorKind.UNKNOWN),
+        ("close_before", ErrorKind.UNKNOWN),
+    ],
 )
 async def test_no_retry_on_answers_or_unknown_outcomes(
     scenario: Any, kind: ErrorKind, fault: FaultServer, make_provider: MakeProvider
@@ -52,8 +56,9 @@ async def test_no_retry_on_answers_or_unknown_outcomes(
     assert fault.stats()["total"] == 1  # not 3 (the SDK's default), not 5 (litellm's loop on top)
 
 
-async def test_hang_past_deadline_is_one_request(fault: FaultServer,
-                                                make_provider: MakeProvider) -> None:
+async def test_hang_past_deadline_is_one_request(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
     fault.control(default="hang")
     provider = make_provider(retry={"attempts": 3})
     short = REQUEST.model_copy(update={"timeout": 0.4})
@@ -61,10 +66,12 @@ async def test_hang_past_deadline_is_one_request(fault: FaultServer,
     assert fault.stats()["total"] == 1
 
 
-async def test_connection_refused_is_tried_attempts_times(closed_port: int,
-                                                          fault: FaultServer) -> None:
-    config = ProviderConfig(model="openai/m", api_base=f"http://127.0.0.1:{closed_port}/v1",
-                            retry={"attempts": 4})
+async def test_connection_refused_is_tried_attempts_times(
+    closed_port: int, fault: FaultServer
+) -> None:
+    config = ProviderConfig(
+        model="openai/m", api_base=f"http://127.0.0.1:{closed_port}/v1", retry={"attempts": 4}
+    )
     async with CountingProvider("refused", config) as provider:
         assert await fail_kind(provider) is ErrorKind.NOT_SENT
         assert provider.attempts == 4
@@ -83,16 +90,18 @@ async def test_429_then_answer_is_two_requests_and_succeeds(
     assert fault.stats()["by_scenario"] == {"status_429": 1, "answer": 1}
 
 
-async def test_429_forever_stops_after_attempts(fault: FaultServer,
-                                                make_provider: MakeProvider) -> None:
+async def test_429_forever_stops_after_attempts(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
     fault.control(default=STATUS_429)
     assert await fail_kind(make_provider(retry={"attempts": 3})) is ErrorKind.NOT_SENT
     assert fault.stats()["total"] == 3
 
 
 @pytest.mark.parametrize("scenario", [STATUS_429, STATUS_500, "drop_after", "answer"])
-async def test_one_attempt_means_one_request(scenario: Any, fault: FaultServer,
-                                             make_provider: MakeProvider) -> None:
+async def test_one_attempt_means_one_request(
+    scenario: Any, fault: FaultServer, make_provider: MakeProvider
+) -> None:
     fault.control(default=scenario)
     provider = make_provider(retry={"attempts": 1})
     with contextlib.suppress(ProviderError):
@@ -126,13 +135,19 @@ async def test_litellm_default_has_hidden_retries(fault: FaultServer) -> None:
     litellm = _litellm.load()
     fault.control(default=STATUS_500)
     with pytest.raises(Exception):  # noqa: B017 - litellm's own class; only the count matters
-        await litellm.acompletion(model="openai/m", messages=[{"role": "user", "content": "x"}],
-                                  api_base=fault.api_base, api_key="k", timeout=10)
+        await litellm.acompletion(
+            model="openai/m",
+            messages=[{"role": "user", "content": "x"}],
+            api_base=fault.api_base,
+            api_key="k",
+            timeout=10,
+        )
     assert fault.stats()["total"] > 1
 
 
-async def test_bulkhead_caps_requests_in_flight(fault: FaultServer,
-                                                make_provider: MakeProvider) -> None:
+async def test_bulkhead_caps_requests_in_flight(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
     fault.control(default={"kind": "delay", "seconds": 0.3})
     provider = make_provider(max_concurrency=2)
     results = await asyncio.gather(*(provider.complete(REQUEST) for _ in range(6)))

@@ -76,8 +76,9 @@ asyncio.run(main())
 
 
 def _run(script: str, *args: str) -> dict[str, object]:
-    done = subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=180)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], cwd=ROOT, capture_output=True, text=True, timeout=180
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
@@ -97,8 +98,9 @@ def test_a_fresh_worker_first_attempt_with_a_1s_read_timeout_succeeds(
     """A fresh process with in-process workers is warm before it takes its first job, and that
     job's only attempt (read timeout 1 s, no retry, no fallback) succeeds with one request."""
     config = tmp_path / "jobrouter.toml"
-    config.write_text(CONFIG.format(db=tmp_path / "jobs.db", api_base=fault.api_base,
-                                    contract=CONTRACT))  # fmt: skip
+    config.write_text(
+        CONFIG.format(db=tmp_path / "jobs.db", api_base=fault.api_base, contract=CONTRACT)
+    )
     result = _run(WORKER, str(config))
     assert result["warmed_before_first_job"] is True
     assert result["state"] == "succeeded", result

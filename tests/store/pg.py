@@ -98,8 +98,11 @@ async def empty_database(url: str) -> None:
     name = urlsplit(url).path.lstrip("/")
     admin = await _admin()
     try:
-        await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                            "WHERE datname = $1 AND pid <> pg_backend_pid()", name)  # fmt: skip
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = $1 AND pid <> pg_backend_pid()",
+            name,
+        )
     finally:
         await admin.close()
     conn = await asyncpg.connect(url, timeout=10)

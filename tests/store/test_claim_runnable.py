@@ -20,8 +20,16 @@ SKIPPED = NewEvent(kind="provider.skipped", data={"provider": "c"})
 
 async def submit(store: SqlStore, key: str) -> Job:
     return await create_job(
-        store, owner="shop-1", idempotency_key=key, task="caption", input={"n": key}, params={},
-        deadline_s=60.0, claimed_by=None, claim_s=60.0)  # fmt: skip
+        store,
+        owner="shop-1",
+        idempotency_key=key,
+        task="caption",
+        input={"n": key},
+        params={},
+        deadline_s=60.0,
+        claimed_by=None,
+        claim_s=60.0,
+    )
 
 
 def ignore(_: list[Claimed]) -> None:
@@ -29,8 +37,7 @@ def ignore(_: list[Claimed]) -> None:
 
 
 def start_on(provider: str, worker: str = "w1") -> AttemptStart:
-    return AttemptStart(provider=provider, model="m", worker=worker, lease_s=30.0,
-                        notes=(SKIPPED,))  # fmt: skip
+    return AttemptStart(provider=provider, model="m", worker=worker, lease_s=30.0, notes=(SKIPPED,))
 
 
 async def test_claims_and_starts_first_attempts_in_one_transaction(store: SqlStore) -> None:
@@ -52,7 +59,8 @@ async def test_claims_and_starts_first_attempts_in_one_transaction(store: SqlSto
         assert item.job.state is JobState.RUNNING
         stored = await store.list_attempts(job.id)
         assert [(a.provider, a.worker, a.state) for a in stored] == [
-            ("a", "w1", AttemptState.STARTED)]
+            ("a", "w1", AttemptState.STARTED)
+        ]
         kinds = [e.kind for e in await store.list_events(job.id)]
         assert kinds == ["job.queued", "provider.skipped", "attempt.started"]
     untouched = by_id[jobs[2].id]
@@ -105,10 +113,13 @@ async def test_two_workers_claiming_together_never_take_the_same_job(db_url: str
 
             return first
 
-        got = await asyncio.gather(*(
-            store.claim_runnable(worker, 60.0, 5, chooser(worker), ignore)
-            for _ in range(4)
-            for store, worker in ((first_store, "w1"), (second_store, "w2"))))  # fmt: skip
+        got = await asyncio.gather(
+            *(
+                store.claim_runnable(worker, 60.0, 5, chooser(worker), ignore)
+                for _ in range(4)
+                for store, worker in ((first_store, "w1"), (second_store, "w2"))
+            )
+        )
         taken = [item.job.id for batch in got for item in batch]
         assert len(taken) == len(set(taken)) == len(jobs)
         for job in jobs:

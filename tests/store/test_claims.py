@@ -16,7 +16,8 @@ from tests.store.test_store import attempt_of, job_of, start, submit
 
 async def claim_row(store: SqlStore, job_id: str) -> dict[str, Any]:
     row = await store.connector.fetchone(
-        "SELECT claimed_by, claim_until, next_run_at FROM jobs WHERE id = :id", {"id": job_id})
+        "SELECT claimed_by, claim_until, next_run_at FROM jobs WHERE id = :id", {"id": job_id}
+    )
     assert row is not None
     return row
 
@@ -63,8 +64,13 @@ async def test_a_reopened_job_runs_again_and_is_free_for_any_worker(store: SqlSt
     job = await submit(store)
     assert await store.claim(job.id, "w1", 600.0) is not None
     attempt = await start(store, job, "a", exclusive=True)
-    await store.finish_attempt(attempt.id, AttemptState.UNKNOWN, error_kind="unknown",
-                               error="read timeout", usage=AttemptUsage())  # fmt: skip
+    await store.finish_attempt(
+        attempt.id,
+        AttemptState.UNKNOWN,
+        error_kind="unknown",
+        error="read timeout",
+        usage=AttemptUsage(),
+    )
     unknown = await store.settle_job(job.id, JobState.UNKNOWN, error="needs attention")
     before = time.time()
     reopened = await store.reopen_job(job.id, "resolved failed by an operator")
@@ -82,11 +88,18 @@ async def test_a_reopened_job_runs_again_and_is_free_for_any_worker(store: SqlSt
 
 async def test_a_note_adds_to_the_log_and_changes_nothing_else(store: SqlStore) -> None:
     job = await submit(store)
-    await store.note(job.id, [NewEvent(kind="provider.skipped", data={"provider": "b"}),
-                              NewEvent(kind="job.waiting", data={"until": 12.5})])  # fmt: skip
+    await store.note(
+        job.id,
+        [
+            NewEvent(kind="provider.skipped", data={"provider": "b"}),
+            NewEvent(kind="job.waiting", data={"until": 12.5}),
+        ],
+    )
     after = await job_of(store, job.id)
     assert (after.state, after.version) == (job.state, job.version)
     events = await store.list_events(job.id)
     assert [(e.seq, e.kind, e.data) for e in events[-2:]] == [
-        (2, "provider.skipped", {"provider": "b"}), (3, "job.waiting", {"until": 12.5})]
+        (2, "provider.skipped", {"provider": "b"}),
+        (3, "job.waiting", {"until": 12.5}),
+    ]
     assert all(e.job_state is JobState.QUEUED for e in events)

@@ -79,12 +79,16 @@ def two_in_flight_config() -> RouterConfig:
     job in flight, so SQLite's COMMITs go to a worker thread (group commit) and the loop runs
     other tasks while one is under way, as on a busy router."""
     return RouterConfig(
-        tasks={"post": TaskConfig(providers=["a"], side_effects="external", attempt_timeout=30.0,
-                                  certification="none"),
-               "load": TaskConfig(providers=["h"], side_effects="none", attempt_timeout=60.0,
-                                  certification="none")},
+        tasks={
+            "post": TaskConfig(
+                providers=["a"], side_effects="external", attempt_timeout=30.0, certification="none"
+            ),
+            "load": TaskConfig(
+                providers=["h"], side_effects="none", attempt_timeout=60.0, certification="none"
+            ),
+        },
         engine=EngineConfig(poll_interval=0.05, sweep_interval=0.1, claim=30.0, lease=30.0),
-    )  # fmt: skip
+    )
 
 
 async def test_the_provider_is_called_only_after_its_attempt_row_is_committed(

@@ -22,8 +22,16 @@ async def create(
     store: SqlStore, key: str = "k1", product: str = "tea"
 ) -> tuple[Job, Attempt | None]:
     return await store.create_and_start(
-        owner="shop-1", idempotency_key=key, task="caption", input={"product": product},
-        params={}, deadline_s=60.0, claimed_by="w1", claim_s=60.0, first=FIRST)  # fmt: skip
+        owner="shop-1",
+        idempotency_key=key,
+        task="caption",
+        input={"product": product},
+        params={},
+        deadline_s=60.0,
+        claimed_by="w1",
+        claim_s=60.0,
+        first=FIRST,
+    )
 
 
 async def test_creates_the_job_running_with_its_attempt_in_one_transaction(
@@ -39,8 +47,10 @@ async def test_creates_the_job_running_with_its_attempt_in_one_transaction(
     assert [(a.provider, a.worker, a.seq) for a in stored] == [("a", "w1", 1)]
     events = await store.list_events(job.id)
     assert [(e.seq, e.kind, e.job_state) for e in events] == [
-        (1, "job.queued", JobState.QUEUED), (2, "provider.skipped", JobState.RUNNING),
-        (3, "attempt.started", JobState.RUNNING)]  # fmt: skip
+        (1, "job.queued", JobState.QUEUED),
+        (2, "provider.skipped", JobState.RUNNING),
+        (3, "attempt.started", JobState.RUNNING),
+    ]
 
 
 async def test_a_found_job_gets_no_attempt_and_a_new_payload_is_refused(store: SqlStore) -> None:

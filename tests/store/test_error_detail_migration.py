@@ -35,14 +35,34 @@ def _quoted(text: str) -> str:
 
 def _old_rows() -> list[str]:
     """The rows the code before 0011 wrote for a job failed on a 401, and a cancelled one."""
-    event = json.dumps({"attempt_id": "a1", "error": OLD_ERROR + " \u0000", "error_kind":
-                        "not_sent", "provider": "echoing"}, separators=(",", ":"))  # fmt: skip
+    event = json.dumps(
+        {
+            "attempt_id": "a1",
+            "error": OLD_ERROR + " \u0000",
+            "error_kind": "not_sent",
+            "provider": "echoing",
+        },
+        separators=(",", ":"),
+    )
     failed = json.dumps({"error": OLD_JOB_ERROR}, separators=(",", ":"))
-    payload = json.dumps({"error": OLD_JOB_ERROR, "event": "job.failed", "idempotency_key": "k1",
-                          "job_id": "j1", "owner": "shop", "result": None, "state": "failed",
-                          "task": "t", "version": 4}, separators=(",", ":"))  # fmt: skip
-    job = ("INSERT INTO jobs (id, owner, idempotency_key, fingerprint, task, input, params, state,"
-           " version, error, created_at, updated_at, next_run_at, event_seq) VALUES ")
+    payload = json.dumps(
+        {
+            "error": OLD_JOB_ERROR,
+            "event": "job.failed",
+            "idempotency_key": "k1",
+            "job_id": "j1",
+            "owner": "shop",
+            "result": None,
+            "state": "failed",
+            "task": "t",
+            "version": 4,
+        },
+        separators=(",", ":"),
+    )
+    job = (
+        "INSERT INTO jobs (id, owner, idempotency_key, fingerprint, task, input, params, state,"
+        " version, error, created_at, updated_at, next_run_at, event_seq) VALUES "
+    )
     return [
         job + f"('j1', 'shop', 'k1', 'f', 't', '{{}}', '{{}}', 'failed', 4, "
         f"{_quoted(OLD_JOB_ERROR)}, 1, 2, 2, 2)",
@@ -74,8 +94,10 @@ async def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
 
 async def _at_v10(url: str) -> None:
     """The database as the code of schema v10 left it, with its rows."""
-    statements = "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT " \
-        "NULL, applied_at DOUBLE PRECISION NOT NULL)"  # fmt: skip
+    statements = (
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT "
+        "NULL, applied_at DOUBLE PRECISION NOT NULL)"
+    )
     if url.startswith("sqlite"):
         with sqlite3.connect(urlsplit(url).path) as db:
             db.execute(statements)
@@ -108,8 +130,12 @@ async def test_old_rows_keep_the_provider_words_as_operator_detail_only(empty_ur
         [attempt] = await store.list_attempts("j1")
         [kept] = await store.list_attempts("j2")
         events = await store.list_events("j1")
-        payloads = [row["payload"] for row in await store.connector.fetchall(
-            "SELECT payload FROM outbox UNION ALL SELECT payload FROM outbox_dead", {})]
+        payloads = [
+            row["payload"]
+            for row in await store.connector.fetchall(
+                "SELECT payload FROM outbox UNION ALL SELECT payload FROM outbox_dead", {}
+            )
+        ]
     finally:
         await store.close()
     assert failed is not None and cancelled is not None
@@ -117,14 +143,21 @@ async def test_old_rows_keep_the_provider_words_as_operator_detail_only(empty_ur
     assert (failed.error_detail, attempt.error_detail) == (OLD_JOB_ERROR, OLD_ERROR)
     # the summaries: our words only
     assert failed.error == "no provider produced a usable answer (each attempt says how it ended)"
-    assert attempt.error == ("provider echoing did not act on the request (it refused it "
-                             "unprocessed, or it was not reached)")  # fmt: skip
+    assert attempt.error == (
+        "provider echoing did not act on the request (it refused it "
+        "unprocessed, or it was not reached)"
+    )
     shown = [json.dumps(e.data) for e in events] + payloads
     assert len(shown) == 4 and all("PROVIDER-WORDS" not in text for text in shown), shown
-    assert events[0].data == {"attempt_id": "a1", "error": attempt.error,
-                              "error_kind": "not_sent", "provider": "echoing"}  # fmt: skip
-    assert all(json.loads(p)["error"] == failed.error and json.loads(p)["version"] == 4
-               for p in payloads)  # fmt: skip
+    assert events[0].data == {
+        "attempt_id": "a1",
+        "error": attempt.error,
+        "error_kind": "not_sent",
+        "provider": "echoing",
+    }
+    assert all(
+        json.loads(p)["error"] == failed.error and json.loads(p)["version"] == 4 for p in payloads
+    )
     # our own words stay where they were, with nothing behind them
     assert (cancelled.error, cancelled.error_detail) == ("changed my mind", None)
     assert (kept.error, kept.error_detail) == ("changed my mind", None)

@@ -12,22 +12,44 @@ from router.states import JOB_TRANSITIONS, EventKind, JobState
 from router.store import SqlStore
 from router.store.claims import AttemptStart
 
-FIRST = AttemptStart(provider="a", model="m", worker="w1", lease_s=30.0,
-                     notes=(NewEvent(kind=EventKind.PROVIDER_SKIPPED, data={"provider": "c"}),))
+FIRST = AttemptStart(
+    provider="a",
+    model="m",
+    worker="w1",
+    lease_s=30.0,
+    notes=(NewEvent(kind=EventKind.PROVIDER_SKIPPED, data={"provider": "c"}),),
+)
 
 
 async def test_a_table_without_queued_to_running_refuses_the_first_attempt(
     store: SqlStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(JOB_TRANSITIONS, JobState.QUEUED,
-                        JOB_TRANSITIONS[JobState.QUEUED] - {JobState.RUNNING})
+    monkeypatch.setitem(
+        JOB_TRANSITIONS, JobState.QUEUED, JOB_TRANSITIONS[JobState.QUEUED] - {JobState.RUNNING}
+    )
     with pytest.raises(InvalidTransition):
         await store.create_and_start(
-            owner="shop-1", idempotency_key="k1", task="caption", input={"product": "tea"},
-            params={}, deadline_s=60.0, claimed_by="w1", claim_s=60.0, first=FIRST)  # fmt: skip
+            owner="shop-1",
+            idempotency_key="k1",
+            task="caption",
+            input={"product": "tea"},
+            params={},
+            deadline_s=60.0,
+            claimed_by="w1",
+            claim_s=60.0,
+            first=FIRST,
+        )
     assert await store.find_job("shop-1", "k1") is None  # rolled back: nothing written
     monkeypatch.undo()
     job, attempt = await store.create_and_start(
-        owner="shop-1", idempotency_key="k1", task="caption", input={"product": "tea"},
-        params={}, deadline_s=60.0, claimed_by="w1", claim_s=60.0, first=FIRST)  # fmt: skip
+        owner="shop-1",
+        idempotency_key="k1",
+        task="caption",
+        input={"product": "tea"},
+        params={},
+        deadline_s=60.0,
+        claimed_by="w1",
+        claim_s=60.0,
+        first=FIRST,
+    )
     assert job.state is JobState.RUNNING and attempt is not None

@@ -144,7 +144,8 @@ async def test_one_leader_and_hand_over_when_its_session_dies(
                 "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
                 "AND granted AND objid = $1 AND database = "
                 "(SELECT oid FROM pg_database WHERE datname = current_database())",
-                LEADER_LOCK)  # fmt: skip
+                LEADER_LOCK,
+            )
         finally:
             await admin.close()
         assert killed

@@ -68,7 +68,8 @@ async def test_owner_task_and_state_filters(store: SqlStore) -> None:
 
 @pytest.mark.parametrize("rare_below", [listing.RARE_PROVIDER_ATTEMPTS, 1])
 async def test_provider_filter_finds_jobs_with_an_attempt_there(
-        store: SqlStore, rare_below: int, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    store: SqlStore, rare_below: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Both ways of reading a provider's jobs (its id list when rare, a walk when common:
     `rare_below=1` makes every provider common) find the same jobs and count them alike."""
     monkeypatch.setattr(listing, "RARE_PROVIDER_ATTEMPTS", rare_below)
@@ -111,13 +112,20 @@ def test_id_bounds_bracket_the_ids_of_their_moment() -> None:
     assert attention_states() == (JobState.UNKNOWN,)
 
 
-@pytest.mark.parametrize("where", [
-    JobFilter(), JobFilter(owner="shop-1"), JobFilter(states=(JobState.UNKNOWN,)),
-    JobFilter(owner="shop-1", states=(JobState.UNKNOWN,)), JobFilter(task="caption"),
-    JobFilter(owner="shop-1", task="caption"), JobFilter(provider="openai"),
-    JobFilter(owner="shop-1", provider="openai"),
-    JobFilter(created_after=1.0e9, created_before=2.0e9),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "where",
+    [
+        JobFilter(),
+        JobFilter(owner="shop-1"),
+        JobFilter(states=(JobState.UNKNOWN,)),
+        JobFilter(owner="shop-1", states=(JobState.UNKNOWN,)),
+        JobFilter(task="caption"),
+        JobFilter(owner="shop-1", task="caption"),
+        JobFilter(provider="openai"),
+        JobFilter(owner="shop-1", provider="openai"),
+        JobFilter(created_after=1.0e9, created_before=2.0e9),
+    ],
+)
 async def test_sqlite_plan_seeks_an_index_and_never_sorts(tmp_path: Path, where: JobFilter) -> None:
     """A page must not cost a sort of every matching job: with 10^6 jobs that is the
     difference between a millisecond and a second (docs/benchmarks.md). Fails without
@@ -139,12 +147,19 @@ async def test_sqlite_plan_seeks_an_index_and_never_sorts(tmp_path: Path, where:
         assert "SCAN" not in plan and "attempts_by_provider" in plan, plan
 
 
-@pytest.mark.parametrize("where", [
-    JobFilter(owner="shop-1"), JobFilter(task="caption"), JobFilter(owner="shop-1", task="x"),
-    JobFilter(provider="openai"), JobFilter(owner="shop-1", provider="openai"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "where",
+    [
+        JobFilter(owner="shop-1"),
+        JobFilter(task="caption"),
+        JobFilter(owner="shop-1", task="x"),
+        JobFilter(provider="openai"),
+        JobFilter(owner="shop-1", provider="openai"),
+    ],
+)
 async def test_sqlite_counts_of_a_filter_never_walk_every_job(
-        tmp_path: Path, where: JobFilter) -> None:  # fmt: skip
+    tmp_path: Path, where: JobFilter
+) -> None:
     """The counts by state (the console shows them) seek the filter's index like the page does;
     only the counts of every job may walk them all. Fails without migration 0010."""
     store = await open_store(f"sqlite:///{tmp_path}/plan.db")
@@ -163,13 +178,17 @@ async def _plan(store: SqlStore, query: str, where: JobFilter, **extra: object) 
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize(("where", "index"), [
-    (JobFilter(task="caption"), "jobs_by_task"),
-    (JobFilter(owner="shop-1", task="caption"), "jobs_by_owner_task"),
-    (JobFilter(provider="openai"), "attempts_by_provider"),
-])  # fmt: skip
-async def test_postgres_plan_can_seek_the_listing_indexes(tmp_path: Path, where: JobFilter,
-                                                          index: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("where", "index"),
+    [
+        (JobFilter(task="caption"), "jobs_by_task"),
+        (JobFilter(owner="shop-1", task="caption"), "jobs_by_owner_task"),
+        (JobFilter(provider="openai"), "attempts_by_provider"),
+    ],
+)
+async def test_postgres_plan_can_seek_the_listing_indexes(
+    tmp_path: Path, where: JobFilter, index: str
+) -> None:
     """PostgreSQL plans by statistics (a small table is read whole), so this asks what it does
     once a walk is dear (`enable_seqscan` off): seek the filter's index (migration 0010), not
     walk the primary key filtering each job. Fails without migration 0010."""

@@ -48,8 +48,7 @@ async def big_store(tmp_path: Path) -> Any:
 
 
 @pytest.mark.parametrize("listing", list(LISTINGS))
-async def test_the_event_loop_runs_while_a_listing_reads(big_store: SqlStore,
-                                                          listing: str) -> None:  # fmt: skip
+async def test_the_event_loop_runs_while_a_listing_reads(big_store: SqlStore, listing: str) -> None:
     """A task that is ready when the listing starts runs before the listing ends: the read
     goes to a thread and the loop goes on. Decided by events, not time: inline (the old
     code) the read never yields, so the ready task cannot run until it is over and counts

@@ -28,17 +28,27 @@ def break_outbox_insert(store: SqlStore, monkeypatch: pytest.MonkeyPatch) -> Non
     """The outbox INSERT fails in the database, like a full disk or a lost constraint would."""
     queries = dict(store._q)
     queries["insert_outbox"] = queries["insert_outbox"].replace(
-        "INSERT INTO outbox ", f"INSERT INTO {FAULT_TABLE} ")
+        "INSERT INTO outbox ", f"INSERT INTO {FAULT_TABLE} "
+    )
     assert queries["insert_outbox"] != store._q["insert_outbox"]
     monkeypatch.setattr(store, "_q", queries)
 
 
 async def running_job(store: SqlStore, key: str) -> tuple[Job, Attempt]:
     job = await create_job(
-        store, owner="shop", idempotency_key=key, task="caption", input={"product": "tea"},
-        params={}, deadline_s=None, claimed_by=None, claim_s=60.0)  # fmt: skip
-    job, attempt = await store.start_attempt(job.id, provider="a", model=None, worker="w1",
-                                             lease_s=30.0, exclusive=False)  # fmt: skip
+        store,
+        owner="shop",
+        idempotency_key=key,
+        task="caption",
+        input={"product": "tea"},
+        params={},
+        deadline_s=None,
+        claimed_by=None,
+        claim_s=60.0,
+    )
+    job, attempt = await store.start_attempt(
+        job.id, provider="a", model=None, worker="w1", lease_s=30.0, exclusive=False
+    )
     return job, attempt
 
 
@@ -46,9 +56,11 @@ async def snapshot(store: SqlStore, job_id: str) -> tuple[Any, ...]:
     job = await store.get_job(job_id)
     attempts = await store.list_attempts(job_id)
     events = await store.connector.fetchall(
-        "SELECT seq, kind FROM job_events WHERE job_id = :id ORDER BY seq", {"id": job_id})
+        "SELECT seq, kind FROM job_events WHERE job_id = :id ORDER BY seq", {"id": job_id}
+    )
     outbox = await store.connector.fetchall(
-        "SELECT kind FROM outbox WHERE job_id = :id", {"id": job_id})
+        "SELECT kind FROM outbox WHERE job_id = :id", {"id": job_id}
+    )
     return job, attempts, events, outbox
 
 
@@ -66,13 +78,15 @@ async def nothing_first(store: SqlStore, job: Job, attempt: Attempt) -> None:
 
 async def attempt_failed(store: SqlStore, job: Job, attempt: Attempt) -> None:
     """The attempt's outcome is its own transaction; the job's settlement comes after."""
-    await store.finish_attempt(attempt.id, AttemptState.FAILED, error_kind="rejected",
-                               error="HTTP 500", usage=NO_USAGE)  # fmt: skip
+    await store.finish_attempt(
+        attempt.id, AttemptState.FAILED, error_kind="rejected", error="HTTP 500", usage=NO_USAGE
+    )
 
 
 async def needs_attention(store: SqlStore, job: Job, attempt: Attempt) -> None:
-    await store.finish_attempt(attempt.id, AttemptState.UNKNOWN, error_kind="unknown",
-                               error="read timeout", usage=NO_USAGE)  # fmt: skip
+    await store.finish_attempt(
+        attempt.id, AttemptState.UNKNOWN, error_kind="unknown", error="read timeout", usage=NO_USAGE
+    )
     await store.settle_job(job.id, JobState.UNKNOWN, error="needs attention")
 
 
@@ -89,15 +103,20 @@ Step = Callable[[SqlStore, Job, Attempt], Awaitable[Any]]
 PATHS = [
     pytest.param(nothing_first, succeed, JobState.SUCCEEDED, id="success-cas"),
     pytest.param(attempt_failed, fail, JobState.FAILED, id="failure-settle"),
-    pytest.param(needs_attention, resolve_unknown_succeeded, JobState.SUCCEEDED,
-                 id="unknown-resolved"),
+    pytest.param(
+        needs_attention, resolve_unknown_succeeded, JobState.SUCCEEDED, id="unknown-resolved"
+    ),
     pytest.param(needs_attention, cancel_unknown, JobState.CANCELLED, id="unknown-cancelled"),
 ]
 
 
 @pytest.mark.parametrize(("first", "end", "terminal"), PATHS)
 async def test_a_failed_outbox_insert_rolls_the_terminal_change_back(
-    store: SqlStore, monkeypatch: pytest.MonkeyPatch, first: Step, end: Step, terminal: JobState,
+    store: SqlStore,
+    monkeypatch: pytest.MonkeyPatch,
+    first: Step,
+    end: Step,
+    terminal: JobState,
 ) -> None:
     job, attempt = await running_job(store, "k1")
     await first(store, job, attempt)

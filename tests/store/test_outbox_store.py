@@ -54,9 +54,12 @@ async def test_concurrent_claims_from_two_connections_are_disjoint(
         await job_in(store, JobState.CANCELLED, key=f"k{n}")
     other = await open_store(db_url)
     try:
-        batches = await asyncio.gather(*(
-            (store if n % 2 else other).claim_outbox(OWNERS, f"w{n}", claim_s=30, limit=3)
-            for n in range(10)))  # fmt: skip
+        batches = await asyncio.gather(
+            *(
+                (store if n % 2 else other).claim_outbox(OWNERS, f"w{n}", claim_s=30, limit=3)
+                for n in range(10)
+            )
+        )
     finally:
         await other.close()
     ids = [event.id for batch in batches for event in batch]
@@ -93,8 +96,9 @@ async def test_claimed_events_come_oldest_due_first(store: SqlStore) -> None:
     """Kills mutant `claim_outbox` 25 (sorted by id alone: `next_attempt_at and 0.0`)."""
     await job_in(store, JobState.SUCCEEDED, key="k1")
     await job_in(store, JobState.FAILED, key="k2")
-    first, second = sorted(await store.claim_outbox(OWNERS, "w1", claim_s=30, limit=10),
-                           key=lambda event: event.id)  # fmt: skip
+    first, second = sorted(
+        await store.claim_outbox(OWNERS, "w1", claim_s=30, limit=10), key=lambda event: event.id
+    )
     now = time.time()
     assert await store.outbox_retry(first.id, "w1", error="HTTP 500", next_attempt_at=now - 1)
     assert await store.outbox_retry(second.id, "w1", error="HTTP 500", next_attempt_at=now - 60)
@@ -168,12 +172,17 @@ async def test_purge_in_batches_keeps_unfinished_and_undelivered_jobs(store: Sql
         delivered.append(job)
     undelivered = await job_in(store, JobState.SUCCEEDED, key="undelivered")
     dead = await job_in(store, JobState.FAILED, key="dead")
-    [dead_event] = [e for e in await store.claim_outbox(OWNERS, "w1", claim_s=30, limit=10)
-                    if e.job_id == dead.id]  # fmt: skip
+    [dead_event] = [
+        e
+        for e in await store.claim_outbox(OWNERS, "w1", claim_s=30, limit=10)
+        if e.job_id == dead.id
+    ]
     await store.outbox_bury(dead_event.id, "w1", error="gone")
     await store.release_outbox_claims("w1")
-    unfinished = [await job_in(store, state, key=f"open-{state}")
-                  for state in (JobState.QUEUED, JobState.RUNNING, JobState.UNKNOWN)]  # fmt: skip
+    unfinished = [
+        await job_in(store, state, key=f"open-{state}")
+        for state in (JobState.QUEUED, JobState.RUNNING, JobState.UNKNOWN)
+    ]
     await age_jobs(store, 30 * DAY_S)
     cutoff = time.time() - 7 * DAY_S
 
@@ -200,15 +209,22 @@ async def test_purge_in_batches_keeps_unfinished_and_undelivered_jobs(store: Sql
 async def test_without_webhooks_old_terminal_jobs_are_purged_with_their_parked_events(
     store: SqlStore,
 ) -> None:
-    finished = [await job_in(store, state, key=f"done-{state}")
-                for state in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)]  # fmt: skip
+    finished = [
+        await job_in(store, state, key=f"done-{state}")
+        for state in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+    ]
     dead = await job_in(store, JobState.FAILED, key="dead")  # a webhook existed once, and failed
-    [dead_event] = [e for e in await store.claim_outbox(OWNERS, "w1", claim_s=30, limit=10)
-                    if e.job_id == dead.id]  # fmt: skip
+    [dead_event] = [
+        e
+        for e in await store.claim_outbox(OWNERS, "w1", claim_s=30, limit=10)
+        if e.job_id == dead.id
+    ]
     assert await store.outbox_bury(dead_event.id, "w1", error="gone")
     await store.release_outbox_claims("w1")
-    unfinished = [await job_in(store, state, key=f"open-{state}")
-                  for state in (JobState.QUEUED, JobState.RUNNING, JobState.UNKNOWN)]  # fmt: skip
+    unfinished = [
+        await job_in(store, state, key=f"open-{state}")
+        for state in (JobState.QUEUED, JobState.RUNNING, JobState.UNKNOWN)
+    ]
     await age_jobs(store, 30 * DAY_S)
     cutoff = time.time() - 7 * DAY_S
 
@@ -238,8 +254,11 @@ async def test_an_undelivered_event_keeps_its_job_only_when_its_owner_has_a_webh
     with_hook = await job_in(store, JobState.SUCCEEDED, owner="a", key="k1")
     without = await job_in(store, JobState.SUCCEEDED, owner="b", key="k1")
     retrying = await job_in(store, JobState.CANCELLED, owner="a", key="k2")
-    [event] = [e for e in await store.claim_outbox(["a"], "w1", claim_s=30, limit=10)
-               if e.job_id == retrying.id]  # fmt: skip
+    [event] = [
+        e
+        for e in await store.claim_outbox(["a"], "w1", claim_s=30, limit=10)
+        if e.job_id == retrying.id
+    ]
     assert await store.outbox_retry(event.id, "w1", error="HTTP 503", next_attempt_at=0.0)
     await store.release_outbox_claims("w1")
     await age_jobs(store, 30 * DAY_S)
@@ -271,8 +290,9 @@ async def test_a_tried_event_keeps_its_job_even_when_its_webhook_is_gone(
     retrying = await job_in(store, JobState.SUCCEEDED, owner="a", key="k1")
     claimed = await job_in(store, JobState.FAILED, owner="a", key="k2")
     events = {e.job_id: e for e in await store.claim_outbox(["a"], "w1", claim_s=30, limit=10)}
-    assert await store.outbox_retry(events[retrying.id].id, "w1", error="HTTP 503",
-                                    next_attempt_at=0.0)  # fmt: skip
+    assert await store.outbox_retry(
+        events[retrying.id].id, "w1", error="HTTP 503", next_attempt_at=0.0
+    )
     # the other stays claimed by w1 (a send in flight, not counted as tried yet)
     await age_jobs(store, 30 * DAY_S)
     cutoff = time.time() - 7 * DAY_S

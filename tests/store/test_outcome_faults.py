@@ -69,8 +69,16 @@ async def run(url: str, **kwargs: Any) -> Router:
 async def test_a_retried_cas_that_already_won_reports_the_win(faulty: FaultyConnector) -> None:
     store = SqlStore(faulty)
     job, attempt = await store.create_and_start(
-        owner="o", idempotency_key="k", task="post", input={}, params={}, deadline_s=60,
-        claimed_by="w", claim_s=60, first=AttemptStart("a", None, "w", 60.0))  # fmt: skip
+        owner="o",
+        idempotency_key="k",
+        task="post",
+        input={},
+        params={},
+        deadline_s=60,
+        claimed_by="w",
+        claim_s=60,
+        first=AttemptStart("a", None, "w", 60.0),
+    )
     assert attempt is not None
     faulty.fail("finish_job_cas", "after")
     with pytest.raises(StoreError, match="acknowledgement lost"):
@@ -167,6 +175,8 @@ async def test_a_failure_record_is_retried_too(db_url: str, faulty: FaultyConnec
         job = await r.wait(job.id, SETTLE)
         attempts = await r.attempts(job.id)
     assert faulty.injected["finish_attempt"] == 2
-    assert [(a.provider, a.state) for a in attempts] == [("a", AttemptState.FAILED),
-                                                         ("b", AttemptState.SUCCEEDED)]
+    assert [(a.provider, a.state) for a in attempts] == [
+        ("a", AttemptState.FAILED),
+        ("b", AttemptState.SUCCEEDED),
+    ]
     assert job.state is JobState.SUCCEEDED

@@ -20,18 +20,34 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 async def save(store: SqlStore, provider: str, expires_in: timedelta, passed: bool) -> None:
-    case = CaseEvidence(name="tea", passed=passed, verdict="pass" if passed else "fail",
-                        rendering=RenderingEvidence(ok=True), runs=1)  # fmt: skip
+    case = CaseEvidence(
+        name="tea",
+        passed=passed,
+        verdict="pass" if passed else "fail",
+        rendering=RenderingEvidence(ok=True),
+        runs=1,
+    )
     record = Certification(
-        provider=provider, provider_fingerprint="p", contract="caption", contract_version=1,
-        contract_fingerprint="c", passed=passed, cases=(case,),
-        certified_at=NOW - timedelta(days=5), expires_at=NOW + expires_in,
-    )  # fmt: skip
+        provider=provider,
+        provider_fingerprint="p",
+        contract="caption",
+        contract_version=1,
+        contract_fingerprint="c",
+        passed=passed,
+        cases=(case,),
+        certified_at=NOW - timedelta(days=5),
+        expires_at=NOW + expires_in,
+    )
     await store.save_certification(
-        provider=provider, contract="caption", provider_fingerprint="p", contract_fingerprint="c",
-        passed=passed, record=record.model_dump_json(),
-        certified_at=record.certified_at.timestamp(), expires_at=record.expires_at.timestamp(),
-    )  # fmt: skip
+        provider=provider,
+        contract="caption",
+        provider_fingerprint="p",
+        contract_fingerprint="c",
+        passed=passed,
+        record=record.model_dump_json(),
+        certified_at=record.certified_at.timestamp(),
+        expires_at=record.expires_at.timestamp(),
+    )
 
 
 async def test_certifications_close_to_expiry_are_warned_about_and_measured(
@@ -63,12 +79,21 @@ async def test_the_reclaim_frees_only_expired_claims(store: SqlStore) -> None:
 def test_the_config_decides_which_tasks_run() -> None:
     hooks = {"shop": WebhookConfig(url="http://127.0.0.1:9/h", secret_env="X")}
     plain = periodic_tasks(None, RouterConfig(), wake_engine=lambda: None)  # type: ignore[arg-type]
-    full = periodic_tasks(None, RouterConfig(webhooks=hooks,  # type: ignore[arg-type]
-                                             retention=RetentionConfig(purge_interval=24)),
-                          wake_engine=lambda: None)  # fmt: skip
+    full = periodic_tasks(
+        None,
+        RouterConfig(
+            webhooks=hooks,  # type: ignore[arg-type]
+            retention=RetentionConfig(purge_interval=24),
+        ),
+        wake_engine=lambda: None,
+    )
     assert [t.name for t in plain] == ["sweep", "certification-expiry"]
-    assert [t.name for t in full] == ["sweep", "certification-expiry", "outbox-reclaim",
-                                      "retention-purge"]  # fmt: skip
+    assert [t.name for t in full] == [
+        "sweep",
+        "certification-expiry",
+        "outbox-reclaim",
+        "retention-purge",
+    ]
     assert {t.name: t.interval_s for t in full}["retention-purge"] == 24 * 3600.0
 
 
@@ -80,10 +105,14 @@ async def test_the_purge_task_deletes_what_the_retention_allows(store: SqlStore)
     fresh = await job_in(store, JobState.SUCCEEDED, key="fresh")
 
     def purge_task(drop_parked: bool) -> PeriodicTask:
-        config = RouterConfig(retention=RetentionConfig(days=7, purge_interval=1,
-                                                        drop_parked=drop_parked))
-        (task,) = [t for t in periodic_tasks(store, config, wake_engine=lambda: None)
-                   if t.name == "retention-purge"]  # fmt: skip
+        config = RouterConfig(
+            retention=RetentionConfig(days=7, purge_interval=1, drop_parked=drop_parked)
+        )
+        (task,) = [
+            t
+            for t in periodic_tasks(store, config, wake_engine=lambda: None)
+            if t.name == "retention-purge"
+        ]
         return task
 
     assert await purge_task(drop_parked=False).run() == 0

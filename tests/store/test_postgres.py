@@ -64,9 +64,16 @@ async def connection(url: str) -> AsyncIterator[Conn]:
 
 async def submit(store: SqlStore, key: str = "order-42", claimed_by: str | None = None) -> Job:
     return await create_job(
-        store, owner="shop-1", idempotency_key=key, task="caption", input={"product": "tea"},
-        params={}, deadline_s=None, claimed_by=claimed_by, claim_s=60.0,
-    )  # fmt: skip
+        store,
+        owner="shop-1",
+        idempotency_key=key,
+        task="caption",
+        input={"product": "tea"},
+        params={},
+        deadline_s=None,
+        claimed_by=claimed_by,
+        claim_s=60.0,
+    )
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], what: str, within: float = 60.0) -> None:
@@ -113,8 +120,12 @@ async def schema_of(conn: Conn) -> dict[str, list[tuple[Any, ...]]]:
 
 
 async def test_migrations_run_once_when_three_routers_start_together() -> None:
-    async with fresh_database() as url, connection(url) as a, connection(url) as b, \
-            connection(url) as c:  # fmt: skip
+    async with (
+        fresh_database() as url,
+        connection(url) as a,
+        connection(url) as b,
+        connection(url) as c,
+    ):
         applied = await asyncio.gather(migrate(a), migrate(b), migrate(c))
         numbers = [number for number, _, _ in load_migrations("postgres")]
         assert sorted(applied, key=len) == [[], [], numbers]
@@ -142,10 +153,12 @@ def sqlite_schema(path: Path) -> dict[str, list[tuple[str, bool]]]:
     with sqlite3.connect(path) as db:
         tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
         return {
-            table: [(col[1], bool(col[3] or col[5])) for col in db.execute(
-                f"PRAGMA table_info({table})")]  # (name, not null or primary key)
+            table: [
+                (col[1], bool(col[3] or col[5]))
+                for col in db.execute(f"PRAGMA table_info({table})")
+            ]  # (name, not null or primary key)
             for table in tables
-        }  # fmt: skip
+        }
 
 
 async def test_postgres_schema_has_the_tables_and_columns_of_the_sqlite_schema(
@@ -184,16 +197,24 @@ async def test_every_named_query_prepares_with_typed_parameters(pg_url: str) -> 
 
 def _listings(store: SqlStore) -> dict[str, str]:
     """The listing's statements with every fragment in use (router/store/listing.py)."""
-    every = JobFilter(owner="o", states=(JobState.UNKNOWN,), task="t", provider="p",
-                      created_after=1.0, created_before=2.0)  # fmt: skip
+    every = JobFilter(
+        owner="o",
+        states=(JobState.UNKNOWN,),
+        task="t",
+        provider="p",
+        created_after=1.0,
+        created_before=2.0,
+    )
     several = JobFilter(states=(JobState.QUEUED, JobState.RUNNING))
     found = {}
     for label, where in (("every filter", every), ("several states", several)):
         clause, _ = store._where(where)
         found[f"list_jobs({label})"] = store._q["list_jobs"].replace(
-            "{where}", clause + " " + store._q["list_jobs_cursor"])
+            "{where}", clause + " " + store._q["list_jobs_cursor"]
+        )
         found[f"count_jobs_by_state({label})"] = store._q["count_jobs_by_state"].replace(
-            "{where}", clause)
+            "{where}", clause
+        )
     return found
 
 
@@ -203,8 +224,9 @@ def _listings(store: SqlStore) -> dict[str, str]:
 async def test_double_submit_across_two_stores_makes_one_job(pg_url: str) -> None:
     async with stores(pg_url, 2) as (first, second):
         for key in ("a", "b", "c"):
-            jobs = await asyncio.gather(*(submit(first if i % 2 else second, key)
-                                          for i in range(20)))  # fmt: skip
+            jobs = await asyncio.gather(
+                *(submit(first if i % 2 else second, key) for i in range(20))
+            )
             assert len({job.id for job in jobs}) == 1
             assert sum(job.created for job in jobs) == 1
         assert await count_jobs(first) == 3
@@ -213,18 +235,22 @@ async def test_double_submit_across_two_stores_makes_one_job(pg_url: str) -> Non
 async def test_two_attempts_finishing_at_once_in_two_stores_have_one_winner(pg_url: str) -> None:
     async with stores(pg_url, 2) as (first, second), connection(pg_url) as watch:
         job = await submit(first)
-        _, one = await first.start_attempt(job.id, provider="a", model=None, worker="w1",
-                                           lease_s=30, exclusive=False)  # fmt: skip
-        _, two = await second.start_attempt(job.id, provider="b", model=None, worker="w2",
-                                            lease_s=30, exclusive=False)  # fmt: skip
+        _, one = await first.start_attempt(
+            job.id, provider="a", model=None, worker="w1", lease_s=30, exclusive=False
+        )
+        _, two = await second.start_attempt(
+            job.id, provider="b", model=None, worker="w2", lease_s=30, exclusive=False
+        )
         async with first.connector.write() as tx:  # hold the job row: both finishers queue up
             await tx.fetchone(first.connector.queries["lock_job"], {"id": job.id})
             finishes = [
-                asyncio.create_task(first.finish_attempt_cas(one.id, {"text": "a"},
-                                                             AttemptUsage())),
-                asyncio.create_task(second.finish_attempt_cas(two.id, {"text": "b"},
-                                                              AttemptUsage())),
-            ]  # fmt: skip
+                asyncio.create_task(
+                    first.finish_attempt_cas(one.id, {"text": "a"}, AttemptUsage())
+                ),
+                asyncio.create_task(
+                    second.finish_attempt_cas(two.id, {"text": "b"}, AttemptUsage())
+                ),
+            ]
             await after_both_wait_on_a_lock(watch, *finishes)
         outcomes = await asyncio.gather(*finishes)
         assert sorted(o.won for o in outcomes) == [False, True]
@@ -245,9 +271,10 @@ async def test_claim_waits_for_the_other_claim_and_then_gets_nothing(pg_url: str
     async with stores(pg_url, 2) as (first, second), connection(pg_url) as watch:
         job = await submit(first)
         async with first.connector.write() as tx:
-            row = await tx.fetchone(first.connector.queries["claim_job"], {
-                "id": job.id, "worker": "w1", "now": time.time(),
-                "claim_until": time.time() + 60})  # fmt: skip
+            row = await tx.fetchone(
+                first.connector.queries["claim_job"],
+                {"id": job.id, "worker": "w1", "now": time.time(), "claim_until": time.time() + 60},
+            )
             assert row is not None and row["claimed_by"] == "w1"
             late = asyncio.create_task(second.claim(job.id, "w2", 60))
             await after_both_wait_on_a_lock(watch, late)
@@ -259,8 +286,9 @@ async def test_racing_claims_from_two_stores_give_each_job_to_exactly_one(pg_url
     async with stores(pg_url, 2) as (first, second):
         jobs = [await submit(first, f"k{i}") for i in range(30)]
         for job in jobs:
-            got = await asyncio.gather(first.claim(job.id, "w1", 60),
-                                       second.claim(job.id, "w2", 60))  # fmt: skip
+            got = await asyncio.gather(
+                first.claim(job.id, "w1", 60), second.claim(job.id, "w2", 60)
+            )
             assert sum(claim is not None for claim in got) == 1, got
 
 
@@ -312,8 +340,10 @@ async def test_watchers_wake_again_after_the_listen_connection_was_killed(pg_url
         woken = asyncio.Event()
         second.on_runnable(woken.set)
         await second.follow("runnable")
-        listeners = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() " \
-                    "AND application_name LIKE 'jobrouter-listen%'"  # fmt: skip
+        listeners = (
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name LIKE 'jobrouter-listen%'"
+        )
         killed = {row[0] for row in await admin.fetch(listeners)}
         assert len(killed) == 2
         await admin.execute("SELECT pg_terminate_backend(pid) FROM (" + listeners + ") l")
@@ -367,7 +397,8 @@ async def test_a_pooled_connection_is_not_reset_after_each_statement(pg_url: str
         assert await store.get_job(job.id) is not None
         last = await admin.fetch(
             "SELECT query FROM pg_stat_activity WHERE datname = current_database() "
-            "AND application_name = 'jobrouter' AND state = 'idle'")
+            "AND application_name = 'jobrouter' AND state = 'idle'"
+        )
         assert last and all("RESET ALL" not in row["query"] for row in last), last
 
 

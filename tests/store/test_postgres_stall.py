@@ -49,8 +49,9 @@ class StallProxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer),
-                             return_exceptions=True)  # fmt: skip
+        await asyncio.gather(
+            self._pump(reader, up_writer), self._pump(up_reader, writer), return_exceptions=True
+        )
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, OSError):
@@ -81,8 +82,17 @@ async def test_a_stalled_server_fails_requests_and_readiness_instead_of_hanging(
     url, proxy = proxied_url
     store = await open_store(url, command_timeout=1.0, acquire_timeout=1.0)
     try:
-        job = await create_job(store, owner="o", idempotency_key="k", task="t", input={},
-                               params={}, deadline_s=None, claimed_by=None, claim_s=0)
+        job = await create_job(
+            store,
+            owner="o",
+            idempotency_key="k",
+            task="t",
+            input={},
+            params={},
+            deadline_s=None,
+            claimed_by=None,
+            claim_s=0,
+        )
         await store.prove_write()
         proxy.stall()
         async with asyncio.timeout(CEILING_S):

@@ -28,8 +28,10 @@ if TYPE_CHECKING:  # asyncpg's classes are generic only in its stubs
     Conn: TypeAlias = asyncpg.Connection[asyncpg.Record]
 
 GUARD_S = 60.0  # against a hang only
-LISTENERS = ("SELECT application_name FROM pg_stat_activity WHERE datname = current_database() "
-             "AND application_name LIKE 'jobrouter-listen:%' ORDER BY 1")  # fmt: skip
+LISTENERS = (
+    "SELECT application_name FROM pg_stat_activity WHERE datname = current_database() "
+    "AND application_name LIKE 'jobrouter-listen:%' ORDER BY 1"
+)
 IDLE = "jobrouter-listen:"  # the submitter's connection, which follows nothing
 
 
@@ -49,8 +51,17 @@ async def opened(url: str) -> AsyncIterator[SqlStore]:
 
 
 async def submit(store: SqlStore, key: str) -> None:
-    await create_job(store, owner="shop", idempotency_key=key, task="caption", input={"k": key},
-                     params={}, deadline_s=None, claimed_by=None, claim_s=30.0)  # fmt: skip
+    await create_job(
+        store,
+        owner="shop",
+        idempotency_key=key,
+        task="caption",
+        input={"k": key},
+        params={},
+        deadline_s=None,
+        claimed_by=None,
+        claim_s=30.0,
+    )
 
 
 async def quiet_commits(url: str) -> int:
@@ -58,13 +69,18 @@ async def quiet_commits(url: str) -> int:
     certain), minus this reading's own statements."""
     conn = await asyncpg.connect(url)
     try:
-        others = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() " \
-                 "AND pid <> pg_backend_pid()"  # fmt: skip
+        others = (
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        )
         async with asyncio.timeout(GUARD_S):
             while await conn.fetchval(others):  # noqa: ASYNC110 (the server has no event for it)
                 await asyncio.sleep(0.05)
-        return int(await conn.fetchval(
-            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"))
+        return int(
+            await conn.fetchval(
+                "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+            )
+        )
     finally:
         await conn.close()
 
@@ -109,8 +125,16 @@ async def test_a_paused_worker_is_not_named_and_hears_again_once_resumed(pg_url:
             worker.on_runnable(woken.set)
             await worker.follow("runnable")
             marker = await create_job(
-                submitter, owner="shop", idempotency_key="marker", task="caption", input={},
-                params={}, deadline_s=None, claimed_by="w1", claim_s=30.0)  # claimed: no wake-up
+                submitter,
+                owner="shop",
+                idempotency_key="marker",
+                task="caption",
+                input={},
+                params={},
+                deadline_s=None,
+                claimed_by="w1",
+                claim_s=30.0,
+            )  # claimed: no wake-up
             names = [r[0] for r in await admin.fetch(LISTENERS)]
             assert names == [IDLE, "jobrouter-listen:runnable"]
             await worker.pause("runnable", True)
@@ -136,10 +160,12 @@ async def test_a_paused_worker_is_not_named_and_hears_again_once_resumed(pg_url:
 
 
 def _fleet_config() -> RouterConfig:
-    task = TaskConfig(providers=["a"], side_effects="none", certification="none",
-                      attempt_timeout=30.0)  # fmt: skip
-    return RouterConfig(tasks={"caption": task},
-                        engine=EngineConfig(poll_interval=0.05, claim=30.0, lease=30.0))
+    task = TaskConfig(
+        providers=["a"], side_effects="none", certification="none", attempt_timeout=30.0
+    )
+    return RouterConfig(
+        tasks={"caption": task}, engine=EngineConfig(poll_interval=0.05, claim=30.0, lease=30.0)
+    )
 
 
 async def test_a_job_submitted_while_the_worker_is_deaf_is_claimed_by_its_poll(
@@ -147,9 +173,12 @@ async def test_a_job_submitted_while_the_worker_is_deaf_is_claimed_by_its_poll(
 ) -> None:
     """A worker that hears no wake-ups (busy or backing off) still takes what nobody takes."""
     cfg = _fleet_config()
-    async with Router.open(pg_url, cfg, providers={"a": FakeProvider("a")}) as worker, \
-            Router.open(pg_url, cfg, providers={"a": FakeProvider("a")},
-                        run_workers=False) as submitter:  # fmt: skip
+    async with (
+        Router.open(pg_url, cfg, providers={"a": FakeProvider("a")}) as worker,
+        Router.open(
+            pg_url, cfg, providers={"a": FakeProvider("a")}, run_workers=False
+        ) as submitter,
+    ):
         await worker.store.pause("runnable", True)
         job = await submitter.submit("shop", "deaf", "caption", {"product": "tea"})
         done = await submitter.wait(job.id, GUARD_S)
@@ -163,10 +192,13 @@ async def test_two_workers_and_a_submitter_finish_every_job_whatever_their_modes
     every job is claimed and settles, and each wait returns its job."""
     cfg = _fleet_config()
     slow = Step(delay=0.02, output={"text": "ok"})
-    async with Router.open(pg_url, cfg, providers={"a": FakeProvider("a", default=slow)}), \
-            Router.open(pg_url, cfg, providers={"a": FakeProvider("a", default=slow)}), \
-            Router.open(pg_url, cfg, providers={"a": FakeProvider("a")},
-                        run_workers=False) as submitter:  # fmt: skip
+    async with (
+        Router.open(pg_url, cfg, providers={"a": FakeProvider("a", default=slow)}),
+        Router.open(pg_url, cfg, providers={"a": FakeProvider("a", default=slow)}),
+        Router.open(
+            pg_url, cfg, providers={"a": FakeProvider("a")}, run_workers=False
+        ) as submitter,
+    ):
 
         async def run(key: str) -> JobState:
             job = await submitter.submit("shop", key, "caption", {"product": key})

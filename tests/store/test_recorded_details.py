@@ -28,8 +28,10 @@ async def test_a_cancel_records_why_on_every_open_attempt_and_in_the_log(store: 
     assert (cancelled.error_kind, cancelled.error) == ("cancelled", why)
     assert cancelled.finished_at is not None and cancelled.finished_at >= cancelled.started_at
     events = {event.kind: event.data for event in await store.list_events(job.id)}
-    assert events["attempt.cancelled"] == {"attempt_id": attempt.id,
-                                           "error": "the customer withdrew the order"}
+    assert events["attempt.cancelled"] == {
+        "attempt_id": attempt.id,
+        "error": "the customer withdrew the order",
+    }
     assert events["job.cancelled"] == {"reason": "the customer withdrew the order"}
 
 
@@ -40,8 +42,9 @@ async def test_a_cancel_after_an_unknown_attempt_still_cancels_the_later_ones(
     cancelled. Kills mutant `cancel_job` 21 (`continue` -> `break`)."""
     job = await submit(store)
     unknown = await start(store, job, "a")
-    await store.finish_attempt(unknown.id, AttemptState.UNKNOWN, error_kind="unknown",
-                               error="read timeout", usage=NO_USAGE)  # fmt: skip
+    await store.finish_attempt(
+        unknown.id, AttemptState.UNKNOWN, error_kind="unknown", error="read timeout", usage=NO_USAGE
+    )
     later = await start(store, job, "b")
     await store.cancel_job(job.id, "withdrawn")
     assert (await attempt_of(store, unknown.id)).state is AttemptState.UNKNOWN
@@ -60,8 +63,7 @@ async def test_a_settlement_logs_its_error_and_no_error_when_there_is_none(store
     await store.settle_job(attention.id, JobState.UNKNOWN, error=None)
     [failed_event] = [e for e in await store.list_events(failed.id) if e.kind == "job.failed"]
     assert failed_event.data == {"error": "a: HTTP 500; b: HTTP 503"}
-    [unknown_event] = [e for e in await store.list_events(attention.id)
-                       if e.kind == "job.unknown"]  # fmt: skip
+    [unknown_event] = [e for e in await store.list_events(attention.id) if e.kind == "job.unknown"]
     assert unknown_event.data == {}
 
 
@@ -71,16 +73,25 @@ async def test_an_ended_attempt_records_when_why_and_the_answer_kept(store: SqlS
     (no finished_at), 27 and 35 (the answer dropped), 37-44 and 58 (the event's data)."""
     job = await submit(store)
     attempt = await start(store, job, "a", exclusive=True)
-    done = await store.finish_attempt(attempt.id, AttemptState.UNKNOWN, error_kind="rejected",
-                                      error="answer is not JSON", usage=NO_USAGE,
-                                      output={"text": "{garbled"})  # fmt: skip
+    done = await store.finish_attempt(
+        attempt.id,
+        AttemptState.UNKNOWN,
+        error_kind="rejected",
+        error="answer is not JSON",
+        usage=NO_USAGE,
+        output={"text": "{garbled"},
+    )
     stored = await attempt_of(store, attempt.id)
     assert stored == done
     assert stored.finished_at is not None and stored.finished_at >= attempt.started_at
     assert stored.output == {"text": "{garbled"}
     [event] = [e for e in await store.list_events(job.id) if e.kind == "attempt.unknown"]
-    assert event.data == {"attempt_id": attempt.id, "provider": "a", "error_kind": "rejected",
-                          "error": "answer is not JSON"}  # fmt: skip
+    assert event.data == {
+        "attempt_id": attempt.id,
+        "provider": "a",
+        "error_kind": "rejected",
+        "error": "answer is not JSON",
+    }
 
 
 async def test_a_refused_end_names_the_state_asked_for(store: SqlStore) -> None:
@@ -90,21 +101,32 @@ async def test_a_refused_end_names_the_state_asked_for(store: SqlStore) -> None:
     job = await submit(store)
     attempt = await start(store, job, "a")
     with pytest.raises(InvalidTransition) as refused:
-        await store.finish_attempt(attempt.id, AttemptState.FAILED, error_kind="resolved",
-                                   error="note", usage=NO_USAGE,
-                                   only_from=AttemptState.UNKNOWN)  # fmt: skip
+        await store.finish_attempt(
+            attempt.id,
+            AttemptState.FAILED,
+            error_kind="resolved",
+            error="note",
+            usage=NO_USAGE,
+            only_from=AttemptState.UNKNOWN,
+        )
     assert (refused.value.src, refused.value.dst) == (AttemptState.STARTED, AttemptState.FAILED)
-    assert str(refused.value) == (f"attempt {attempt.id} cannot go from started to failed: "
-                                  "only an attempt in state unknown may")  # fmt: skip
+    assert str(refused.value) == (
+        f"attempt {attempt.id} cannot go from started to failed: "
+        "only an attempt in state unknown may"
+    )
     with pytest.raises(ValueError) as success:
-        await store.finish_attempt(attempt.id, AttemptState.SUCCEEDED, error_kind=None,
-                                   error=None, usage=NO_USAGE)  # fmt: skip
+        await store.finish_attempt(
+            attempt.id, AttemptState.SUCCEEDED, error_kind=None, error=None, usage=NO_USAGE
+        )
     assert str(success.value) == "a success goes through finish_attempt_cas"
     with pytest.raises(InvalidTransition) as refused_win:
-        await store.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE,
-                                       only_from=AttemptState.UNKNOWN)  # fmt: skip
+        await store.finish_attempt_cas(
+            attempt.id, {"text": "ok"}, NO_USAGE, only_from=AttemptState.UNKNOWN
+        )
     assert (refused_win.value.src, refused_win.value.dst) == (
-        AttemptState.STARTED, AttemptState.SUCCEEDED)  # fmt: skip
+        AttemptState.STARTED,
+        AttemptState.SUCCEEDED,
+    )
 
 
 async def test_a_finished_job_refuses_a_new_attempt_saying_so(store: SqlStore) -> None:
@@ -114,9 +136,14 @@ async def test_a_finished_job_refuses_a_new_attempt_saying_so(store: SqlStore) -
     with pytest.raises(InvalidTransition) as refused:
         await start(store, cancelled, "a")
     assert (refused.value.entity, refused.value.src, refused.value.dst) == (
-        "job", JobState.CANCELLED, "new attempt")  # fmt: skip
-    assert str(refused.value) == (f"job {job.id} cannot go from cancelled to new attempt: "
-                                  "only a queued or running job starts attempts")  # fmt: skip
+        "job",
+        JobState.CANCELLED,
+        "new attempt",
+    )
+    assert str(refused.value) == (
+        f"job {job.id} cannot go from cancelled to new attempt: "
+        "only a queued or running job starts attempts"
+    )
 
 
 async def test_a_refused_job_move_names_the_job_and_both_states(store: SqlStore) -> None:
@@ -126,8 +153,12 @@ async def test_a_refused_job_move_names_the_job_and_both_states(store: SqlStore)
     await store.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
     with pytest.raises(InvalidTransition) as refused:
         await store.settle_job(job.id, JobState.FAILED, error="too late")
-    assert (refused.value.entity, refused.value.entity_id, refused.value.src,
-            refused.value.dst) == ("job", job.id, JobState.SUCCEEDED, JobState.FAILED)  # fmt: skip
+    assert (
+        refused.value.entity,
+        refused.value.entity_id,
+        refused.value.src,
+        refused.value.dst,
+    ) == ("job", job.id, JobState.SUCCEEDED, JobState.FAILED)
     assert str(refused.value) == f"job {job.id} cannot go from succeeded to failed"
 
 
@@ -135,8 +166,9 @@ async def test_an_unknown_id_is_named_in_the_refusal(store: SqlStore) -> None:
     """Kills mutants `router.store.transitions.x_lock_attempt` 11 (the attempt's id not
     named; found on main's layout, after the store's split); the job's twin is checked too."""
     with pytest.raises(AttemptNotFound) as no_attempt:
-        await store.finish_attempt("att-missing", AttemptState.FAILED, error_kind="rejected",
-                                   error="x", usage=NO_USAGE)  # fmt: skip
+        await store.finish_attempt(
+            "att-missing", AttemptState.FAILED, error_kind="rejected", error="x", usage=NO_USAGE
+        )
     assert no_attempt.value.attempt_id == "att-missing"
     assert str(no_attempt.value) == "no attempt att-missing"
     with pytest.raises(JobNotFound) as no_job:
@@ -148,12 +180,16 @@ async def test_a_resolution_keeps_the_operators_note(store: SqlStore) -> None:
     """Kills the resolve_attempt mutant that drops the note."""
     job = await submit(store)
     attempt = await start(store, job, "a", exclusive=True)
-    await store.finish_attempt(attempt.id, AttemptState.UNKNOWN, error_kind="unknown",
-                               error="read timeout", usage=NO_USAGE)  # fmt: skip
-    _, resolved = await store.resolve_attempt(attempt.id, AttemptState.FAILED, None,
-                                              "checked the shop: nothing was posted")  # fmt: skip
+    await store.finish_attempt(
+        attempt.id, AttemptState.UNKNOWN, error_kind="unknown", error="read timeout", usage=NO_USAGE
+    )
+    _, resolved = await store.resolve_attempt(
+        attempt.id, AttemptState.FAILED, None, "checked the shop: nothing was posted"
+    )
     assert (resolved.error_kind, resolved.error) == (
-        "resolved", "checked the shop: nothing was posted")
+        "resolved",
+        "checked the shop: nothing was posted",
+    )
 
 
 async def test_an_expired_lease_says_which_worker_stopped(store: SqlStore) -> None:
@@ -208,8 +244,13 @@ async def test_a_change_of_one_job_wakes_no_other_jobs_watchers(
     other = await submit(store, key="other")
     attempt = await start(store, job, "a", exclusive=True)
     if change == "reopen":
-        await store.finish_attempt(attempt.id, AttemptState.UNKNOWN, error_kind="unknown",
-                                   error="read timeout", usage=NO_USAGE)  # fmt: skip
+        await store.finish_attempt(
+            attempt.id,
+            AttemptState.UNKNOWN,
+            error_kind="unknown",
+            error="read timeout",
+            usage=NO_USAGE,
+        )
         await store.settle_job(job.id, JobState.UNKNOWN, error="needs attention")
     with store.watching(job.id) as changed, store.watching(other.id) as unrelated:
         if change == "note":
@@ -223,8 +264,13 @@ async def test_a_change_of_one_job_wakes_no_other_jobs_watchers(
         elif change == "start":
             await start(store, job, "b")
         elif change == "end":
-            await store.finish_attempt(attempt.id, AttemptState.FAILED, error_kind="rejected",
-                                       error="HTTP 500", usage=NO_USAGE)  # fmt: skip
+            await store.finish_attempt(
+                attempt.id,
+                AttemptState.FAILED,
+                error_kind="rejected",
+                error="HTTP 500",
+                usage=NO_USAGE,
+            )
         else:
             await store.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
         assert changed.event.is_set()
@@ -261,8 +307,14 @@ async def test_an_attempt_records_its_model_and_the_notes_of_its_start(store: Sq
     skipped = NewEvent(kind="provider.skipped", data={"provider": "b", "why": "circuit open"})
     with store.watching(job.id) as changed:
         running, attempt = await store.start_attempt(
-            job.id, provider="a", model="llama-3-8b", worker="w1", lease_s=30.0,
-            exclusive=False, notes=[skipped])  # fmt: skip
+            job.id,
+            provider="a",
+            model="llama-3-8b",
+            worker="w1",
+            lease_s=30.0,
+            exclusive=False,
+            notes=[skipped],
+        )
         assert changed.take() == running
     assert attempt.model == "llama-3-8b"
     assert (await attempt_of(store, attempt.id)).model == "llama-3-8b"
@@ -289,5 +341,8 @@ async def test_a_lost_race_names_the_winner_and_the_winner_its_finish(store: Sql
     events = {event.kind: event.data for event in await store.list_events(job.id)}
     assert events["attempt.succeeded"] == {"attempt_id": second.id, "provider": "b"}
     assert events["job.succeeded"] == {"winner_attempt_id": second.id}
-    assert events["attempt.lost"] == {"attempt_id": first.id, "provider": "a",
-                                      "winner_attempt_id": second.id}
+    assert events["attempt.lost"] == {
+        "attempt_id": first.id,
+        "provider": "a",
+        "winner_attempt_id": second.id,
+    }

@@ -19,10 +19,19 @@ OUTCOMES = [AttemptState.SUCCEEDED, AttemptState.FAILED, AttemptState.CANCELLED]
 
 async def started(store: SqlStore, key: str) -> Attempt:
     job = await create_job(
-        store, owner="shop", idempotency_key=key, task="post", input={"text": "hi"}, params={},
-        deadline_s=None, claimed_by=None, claim_s=60.0)  # fmt: skip
-    _, attempt = await store.start_attempt(job.id, provider="a", model=None, worker="w1",
-                                           lease_s=30.0, exclusive=True)  # fmt: skip
+        store,
+        owner="shop",
+        idempotency_key=key,
+        task="post",
+        input={"text": "hi"},
+        params={},
+        deadline_s=None,
+        claimed_by=None,
+        claim_s=60.0,
+    )
+    _, attempt = await store.start_attempt(
+        job.id, provider="a", model=None, worker="w1", lease_s=30.0, exclusive=True
+    )
     return attempt
 
 
@@ -47,8 +56,9 @@ async def test_a_finished_attempt_stays_as_it_ended(
     if ended is AttemptState.SUCCEEDED:
         await store.finish_attempt_cas(attempt.id, {"text": "real"}, NO_USAGE)
     else:
-        await store.finish_attempt(attempt.id, ended, error_kind="rejected", error="HTTP 500",
-                                   usage=NO_USAGE)  # fmt: skip
+        await store.finish_attempt(
+            attempt.id, ended, error_kind="rejected", error="HTTP 500", usage=NO_USAGE
+        )
     before = await store.get_attempt(attempt.id)
     job_before = await store.get_job(attempt.job_id)
     with pytest.raises(InvalidTransition, match=f"cannot go from {ended}"):
@@ -59,8 +69,10 @@ async def test_a_finished_attempt_stays_as_it_ended(
 
 async def test_an_unknown_attempt_is_resolved(store: SqlStore) -> None:
     attempt = await started(store, "k1")
-    await store.finish_attempt(attempt.id, AttemptState.UNKNOWN, error_kind="unknown",
-                               error="read timeout", usage=NO_USAGE)  # fmt: skip
-    job, resolved = await store.resolve_attempt(attempt.id, AttemptState.SUCCEEDED,
-                                                {"text": "it ran"}, "seen")  # fmt: skip
+    await store.finish_attempt(
+        attempt.id, AttemptState.UNKNOWN, error_kind="unknown", error="read timeout", usage=NO_USAGE
+    )
+    job, resolved = await store.resolve_attempt(
+        attempt.id, AttemptState.SUCCEEDED, {"text": "it ran"}, "seen"
+    )
     assert resolved.state is AttemptState.SUCCEEDED and job.result == {"text": "it ran"}

@@ -22,8 +22,17 @@ from tests.support.store_jobs import count_jobs, create_job
 
 
 async def _create(store: SqlStore, key: str) -> None:
-    await create_job(store, owner="o", idempotency_key=key, task="t", input={"n": key},
-                     params={}, deadline_s=None, claimed_by=None, claim_s=0)
+    await create_job(
+        store,
+        owner="o",
+        idempotency_key=key,
+        task="t",
+        input={"n": key},
+        params={},
+        deadline_s=None,
+        claimed_by=None,
+        claim_s=0,
+    )
 
 
 async def _filled(path: Path, jobs: int) -> None:
@@ -72,8 +81,9 @@ async def test_a_damaged_file_is_refused_at_open(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:  # the WAL into the main file, so the damage sticks
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = "
-                            "'sqlite_autoindex_jobs_2'").fetchone()[0]  # fmt: skip
+        root = conn.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'sqlite_autoindex_jobs_2'"
+        ).fetchone()[0]
     with path.open("r+b") as file:  # garbage over the key index's root page
         file.seek((root - 1) * page_size)
         file.write(b"\xa5" * page_size)

@@ -89,8 +89,7 @@ async def test_a_failing_writer_alone_rolls_back_and_the_next_commits(
             await tx.execute("INSERT INTO schema_migrations VALUES (998, 'x', 0)", {})
             raise ValueError("this writer changes its mind")
     assert (await submit(sqlite_store, key="next")).created
-    row = await conn.fetchone("SELECT count(*) AS n FROM schema_migrations WHERE version = 998",
-                              {})
+    row = await conn.fetchone("SELECT count(*) AS n FROM schema_migrations WHERE version = 998", {})
     assert row == {"n": 0}
     assert await count_jobs(sqlite_store) == 1
 
@@ -110,8 +109,11 @@ async def test_a_failed_commit_fails_every_member(sqlite_store: SqlStore) -> Non
     conn = connector(sqlite_store)
     before = conn.stats.commits
     primer, *results = await asyncio.gather(
-        submit(sqlite_store, key="primer"), submit(sqlite_store, key="a"), orphan_event(conn),
-        return_exceptions=True)  # fmt: skip
+        submit(sqlite_store, key="primer"),
+        submit(sqlite_store, key="a"),
+        orphan_event(conn),
+        return_exceptions=True,
+    )
     assert conn.stats.commits - before == 2, "the primer's COMMIT, then one for the other two"
     assert not isinstance(primer, BaseException)
     assert all(isinstance(r, sqlite3.IntegrityError) for r in results), results
@@ -212,13 +214,15 @@ async def test_a_write_that_makes_sqlite_roll_everything_back_fails_its_batch_on
             if interrupt:
                 writer.set_progress_handler(lambda: 1, 1)
             try:
-                await tx.execute("INSERT INTO schema_migrations VALUES (:v, 'x', 0)",
-                                 {"v": version})
+                await tx.execute(
+                    "INSERT INTO schema_migrations VALUES (:v, 'x', 0)", {"v": version}
+                )
             finally:
                 writer.set_progress_handler(None, 1)
 
-    results = await asyncio.gather(insert(900), insert(901), insert(902, interrupt=True),
-                                   insert(903), return_exceptions=True)  # fmt: skip
+    results = await asyncio.gather(
+        insert(900), insert(901), insert(902, interrupt=True), insert(903), return_exceptions=True
+    )
     assert results[0] is None  # the primer, in its own batch
     assert isinstance(results[1], StoreError)  # its batch was rolled back under it
     assert isinstance(results[2], sqlite3.OperationalError)  # interrupted
@@ -228,7 +232,9 @@ async def test_a_write_that_makes_sqlite_roll_everything_back_fails_its_batch_on
 
 
 async def test_a_writer_cancelled_twice_while_waiting_for_the_lock_leaves_no_transaction(
-    sqlite_store: SqlStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    sqlite_store: SqlStore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Waiting on a thread for another process's write lock, the writer is cancelled twice:
     its BEGIN must still be undone once it gets the lock, or every later write would fail.

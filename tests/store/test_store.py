@@ -27,17 +27,26 @@ async def submit(
     params: dict[str, Any] | None = None,
 ) -> Job:
     return await create_job(
-        store, owner=owner, idempotency_key=key, task=task,
+        store,
+        owner=owner,
+        idempotency_key=key,
+        task=task,
         input={"product": "tea"} if input is None else input,
         params={} if params is None else params,
-        deadline_s=None, claimed_by=None, claim_s=60.0,
-    )  # fmt: skip
+        deadline_s=None,
+        claimed_by=None,
+        claim_s=60.0,
+    )
 
 
 async def start(
-    store: SqlStore, job: Job, provider: str = "a", *, exclusive: bool = False,
+    store: SqlStore,
+    job: Job,
+    provider: str = "a",
+    *,
+    exclusive: bool = False,
     lease_s: float = 30.0,
-) -> Attempt:  # fmt: skip
+) -> Attempt:
     _, attempt = await store.start_attempt(
         job.id, provider=provider, model=None, worker="w1", lease_s=lease_s, exclusive=exclusive
     )
@@ -191,8 +200,9 @@ async def test_concurrent_finishes_have_exactly_one_winner(store: SqlStore) -> N
 async def test_unknown_attempt_that_answers_late_can_still_win(store: SqlStore) -> None:
     job = await submit(store)
     first = await start(store, job, "a")
-    await store.finish_attempt(first.id, AttemptState.UNKNOWN, error_kind="unknown",
-                               error="timeout", usage=NO_USAGE)  # fmt: skip
+    await store.finish_attempt(
+        first.id, AttemptState.UNKNOWN, error_kind="unknown", error="timeout", usage=NO_USAGE
+    )
     outcome = await store.finish_attempt_cas(first.id, {"text": "late"}, NO_USAGE)
     assert outcome.won
     assert (await job_of(store, job.id)).result == {"text": "late"}
@@ -213,8 +223,9 @@ async def test_exclusive_start_refused_while_an_attempt_is_started(store: SqlSto
 async def test_exclusive_start_refused_while_an_attempt_is_unknown(store: SqlStore) -> None:
     job = await submit(store)
     first = await start(store, job, "a", exclusive=True)
-    await store.finish_attempt(first.id, AttemptState.UNKNOWN, error_kind="unknown",
-                               error="timeout", usage=NO_USAGE)  # fmt: skip
+    await store.finish_attempt(
+        first.id, AttemptState.UNKNOWN, error_kind="unknown", error="timeout", usage=NO_USAGE
+    )
     with pytest.raises(InvalidTransition):
         await start(store, job, "b", exclusive=True)
     assert len(await store.list_attempts(job.id)) == 1
@@ -223,8 +234,9 @@ async def test_exclusive_start_refused_while_an_attempt_is_unknown(store: SqlSto
 async def test_exclusive_start_allowed_after_resolve_failed(store: SqlStore) -> None:
     job = await submit(store)
     first = await start(store, job, "a", exclusive=True)
-    await store.finish_attempt(first.id, AttemptState.UNKNOWN, error_kind="unknown",
-                               error="timeout", usage=NO_USAGE)  # fmt: skip
+    await store.finish_attempt(
+        first.id, AttemptState.UNKNOWN, error_kind="unknown", error="timeout", usage=NO_USAGE
+    )
     _, resolved = await store.resolve_attempt(first.id, AttemptState.FAILED, None, "checked")
     assert resolved.state is AttemptState.FAILED
     assert resolved.error_kind == "resolved"
@@ -235,8 +247,9 @@ async def test_exclusive_start_allowed_after_resolve_failed(store: SqlStore) -> 
 async def test_exclusive_start_allowed_after_resolve_cancelled(store: SqlStore) -> None:
     job = await submit(store)
     first = await start(store, job, "a", exclusive=True)
-    await store.finish_attempt(first.id, AttemptState.UNKNOWN, error_kind="unknown",
-                               error="timeout", usage=NO_USAGE)  # fmt: skip
+    await store.finish_attempt(
+        first.id, AttemptState.UNKNOWN, error_kind="unknown", error="timeout", usage=NO_USAGE
+    )
     await store.resolve_attempt(first.id, AttemptState.CANCELLED, None, "checked")
     second = await start(store, job, "b", exclusive=True)
     assert second.state is AttemptState.STARTED
@@ -247,8 +260,9 @@ async def test_exclusive_start_allowed_after_a_started_attempt_is_cancelled(
 ) -> None:
     job = await submit(store)
     first = await start(store, job, "a", exclusive=True)
-    await store.finish_attempt(first.id, AttemptState.CANCELLED, error_kind="cancelled",
-                               error="stopped", usage=NO_USAGE)  # fmt: skip
+    await store.finish_attempt(
+        first.id, AttemptState.CANCELLED, error_kind="cancelled", error="stopped", usage=NO_USAGE
+    )
     second = await start(store, job, "b", exclusive=True)
     assert second.state is AttemptState.STARTED
 
@@ -270,10 +284,12 @@ async def test_cancel_job_cancels_open_attempts_and_emits_one_outbox_row(
     running = await start(store, job, "a")
     unknown = await start(store, job, "b")
     failed = await start(store, job, "c")
-    await store.finish_attempt(unknown.id, AttemptState.UNKNOWN, error_kind="unknown",
-                               error="timeout", usage=NO_USAGE)  # fmt: skip
-    await store.finish_attempt(failed.id, AttemptState.FAILED, error_kind="rejected",
-                               error="HTTP 400", usage=NO_USAGE)  # fmt: skip
+    await store.finish_attempt(
+        unknown.id, AttemptState.UNKNOWN, error_kind="unknown", error="timeout", usage=NO_USAGE
+    )
+    await store.finish_attempt(
+        failed.id, AttemptState.FAILED, error_kind="rejected", error="HTTP 400", usage=NO_USAGE
+    )
     cancelled = await store.cancel_job(job.id, "owner changed their mind")
     assert cancelled.state is JobState.CANCELLED
     assert cancelled.error == "owner changed their mind"
@@ -341,8 +357,9 @@ async def test_event_seq_is_gapless_per_job(store: SqlStore) -> None:
     two = await submit(store, key="two")
     a1 = await start(store, one, "a")
     a2 = await start(store, two, "a")
-    await store.finish_attempt(a1.id, AttemptState.FAILED, error_kind="rejected", error="x",
-                               usage=NO_USAGE)  # fmt: skip
+    await store.finish_attempt(
+        a1.id, AttemptState.FAILED, error_kind="rejected", error="x", usage=NO_USAGE
+    )
     b1 = await start(store, one, "b")
     await store.finish_attempt_cas(a2.id, {"text": "two"}, NO_USAGE)
     await store.finish_attempt_cas(b1.id, {"text": "one"}, NO_USAGE)
@@ -382,8 +399,9 @@ async def test_every_terminal_job_has_exactly_one_outbox_row(store: SqlStore) ->
 
     unknown = await submit(store, key="u")
     u_attempt = await start(store, unknown)
-    await store.finish_attempt(u_attempt.id, AttemptState.UNKNOWN, error_kind="unknown",
-                               error="timeout", usage=NO_USAGE)  # fmt: skip
+    await store.finish_attempt(
+        u_attempt.id, AttemptState.UNKNOWN, error_kind="unknown", error="timeout", usage=NO_USAGE
+    )
     await store.settle_job(unknown.id, JobState.UNKNOWN, error="needs a person")
 
     running = await submit(store, key="r")
@@ -414,8 +432,13 @@ async def test_everything_survives_a_restart(db_url: str) -> None:
     store = await open_store(db_url)
     done = await submit(store, key="done")
     a = await start(store, done, "a")
-    await store.finish_attempt(a.id, AttemptState.FAILED, error_kind="rejected",
-                               error="HTTP 500", usage=AttemptUsage(latency_ms=12.5))  # fmt: skip
+    await store.finish_attempt(
+        a.id,
+        AttemptState.FAILED,
+        error_kind="rejected",
+        error="HTTP 500",
+        usage=AttemptUsage(latency_ms=12.5),
+    )
     b = await start(store, done, "b")
     await store.finish_attempt_cas(
         b.id,
@@ -427,10 +450,13 @@ async def test_everything_survives_a_restart(db_url: str) -> None:
     pending = await submit(store, key="pending", params={"tone": "warm"})
     await start(store, pending, "a")
     before = {
-        job.id: (await job_of(store, job.id), await store.list_attempts(job.id),
-                 await store.list_events(job.id))
+        job.id: (
+            await job_of(store, job.id),
+            await store.list_attempts(job.id),
+            await store.list_events(job.id),
+        )
         for job in (done, pending)
-    }  # fmt: skip
+    }
     await store.close()
 
     reopened = await open_store(db_url)
@@ -470,10 +496,12 @@ async def test_expired_lease_makes_an_attempt_unknown(store: SqlStore) -> None:
 async def test_finish_attempt_keeps_the_first_record(store: SqlStore) -> None:
     job = await submit(store)
     attempt = await start(store, job)
-    first = await store.finish_attempt(attempt.id, AttemptState.FAILED, error_kind="rejected",
-                                       error="HTTP 400", usage=NO_USAGE)  # fmt: skip
-    second = await store.finish_attempt(attempt.id, AttemptState.UNKNOWN, error_kind="unknown",
-                                        error="timeout", usage=NO_USAGE)  # fmt: skip
+    first = await store.finish_attempt(
+        attempt.id, AttemptState.FAILED, error_kind="rejected", error="HTTP 400", usage=NO_USAGE
+    )
+    second = await store.finish_attempt(
+        attempt.id, AttemptState.UNKNOWN, error_kind="unknown", error="timeout", usage=NO_USAGE
+    )
     assert second == first
     assert (await attempt_of(store, attempt.id)).state is AttemptState.FAILED
 
@@ -482,5 +510,6 @@ async def test_finish_attempt_refuses_succeeded(store: SqlStore) -> None:
     job = await submit(store)
     attempt = await start(store, job)
     with pytest.raises(ValueError, match="finish_attempt_cas"):
-        await store.finish_attempt(attempt.id, AttemptState.SUCCEEDED, error_kind=None,
-                                   error=None, usage=NO_USAGE)  # fmt: skip
+        await store.finish_attempt(
+            attempt.id, AttemptState.SUCCEEDED, error_kind=None, error=None, usage=NO_USAGE
+        )

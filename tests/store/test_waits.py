@@ -32,9 +32,17 @@ async def other_store(url: str) -> AsyncIterator[SqlStore]:
 
 
 async def submit(store: SqlStore, key: str = "k1") -> Any:
-    return await create_job(store, owner="shop", idempotency_key=key, task="caption",
-                            input={"x": key}, params={}, deadline_s=None, claimed_by=None,
-                            claim_s=30.0)  # fmt: skip
+    return await create_job(
+        store,
+        owner="shop",
+        idempotency_key=key,
+        task="caption",
+        input={"x": key},
+        params={},
+        deadline_s=None,
+        claimed_by=None,
+        claim_s=30.0,
+    )
 
 
 async def test_a_settle_committed_elsewhere_wakes_the_wait_with_the_job(
@@ -113,12 +121,17 @@ async def test_no_wait_open_no_read(store: SqlStore, db_url: str) -> None:
 
 
 def _config(tmp_path: Path, url: str) -> RouterConfig:
-    return RouterConfig.model_validate({
-        "database": {"url": url},
-        "providers": {"fake": {"model": "fake/model"}},
-        "tasks": {"caption": TaskConfig(providers=["fake"], side_effects="none",
-                                        certification="none").model_dump()},
-    })
+    return RouterConfig.model_validate(
+        {
+            "database": {"url": url},
+            "providers": {"fake": {"model": "fake/model"}},
+            "tasks": {
+                "caption": TaskConfig(
+                    providers=["fake"], side_effects="none", certification="none"
+                ).model_dump()
+            },
+        }
+    )
 
 
 async def test_router_wait_returns_when_another_router_settles_the_job(
@@ -126,8 +139,10 @@ async def test_router_wait_returns_when_another_router_settles_the_job(
 ) -> None:
     """Two routers on one database, neither running workers: one waits, the other cancels."""
     config = _config(tmp_path, db_url)
-    async with Router.open(db_url, config, run_workers=False) as waiter, \
-            Router.open(db_url, config, run_workers=False) as other:  # fmt: skip
+    async with (
+        Router.open(db_url, config, run_workers=False) as waiter,
+        Router.open(db_url, config, run_workers=False) as other,
+    ):
         job = await waiter.submit("shop", "wait-1", "caption", {"product": "tea"})
         waiting = asyncio.create_task(waiter.wait(job.id, GUARD_S))
         await asyncio.sleep(0)  # the wait is open (or about to be): either way it must end

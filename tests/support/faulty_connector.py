@@ -97,8 +97,10 @@ class FaultyConnector:
                 raise StoreError(f"injected: connection lost before COMMIT ({fault.query})")
         fault = self._take(spy.ran, "after")
         if fault is not None:
-            raise StoreError(f"injected: COMMIT acknowledgement lost ({fault.query}); the "
-                             "transaction may or may not have committed")
+            raise StoreError(
+                f"injected: COMMIT acknowledgement lost ({fault.query}); the "
+                "transaction may or may not have committed"
+            )
         for callback in spy.callbacks:
             callback()
 

@@ -77,8 +77,10 @@ class FlakyProxy:
             writer.transport.abort()
             return
         link = _Link(client=writer, upstream=up_writer)
-        tasks = [asyncio.create_task(self._pump(link, reader, up_writer, request=True)),
-                 asyncio.create_task(self._pump(link, up_reader, writer, request=False))]
+        tasks = [
+            asyncio.create_task(self._pump(link, reader, up_writer, request=True)),
+            asyncio.create_task(self._pump(link, up_reader, writer, request=False)),
+        ]
         self._tasks.update(tasks)
         try:
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -87,9 +89,13 @@ class FlakyProxy:
             link.cut()
 
     async def _pump(
-        self, link: _Link, source: asyncio.StreamReader, sink: asyncio.StreamWriter, *,
+        self,
+        link: _Link,
+        source: asyncio.StreamReader,
+        sink: asyncio.StreamWriter,
+        *,
         request: bool,
-    ) -> None:  # fmt: skip
+    ) -> None:
         with contextlib.suppress(ConnectionError, OSError):
             while not link.closed:
                 data = await source.read(CHUNK)

@@ -13,9 +13,16 @@ DAY_S = 86_400.0
 
 async def new_job(store: SqlStore, *, owner: str = "shop", key: str = "k1") -> Job:
     return await create_job(
-        store, owner=owner, idempotency_key=key, task="caption", input={"product": "tea"},
-        params={}, deadline_s=None, claimed_by=None, claim_s=60.0,
-    )  # fmt: skip
+        store,
+        owner=owner,
+        idempotency_key=key,
+        task="caption",
+        input={"product": "tea"},
+        params={},
+        deadline_s=None,
+        claimed_by=None,
+        claim_s=60.0,
+    )
 
 
 async def job_in(store: SqlStore, state: JobState, *, owner: str = "shop", key: str) -> Job:
@@ -23,16 +30,18 @@ async def job_in(store: SqlStore, state: JobState, *, owner: str = "shop", key: 
     job = await new_job(store, owner=owner, key=key)
     if state is JobState.QUEUED:
         return job
-    _, attempt = await store.start_attempt(job.id, provider="a", model=None, worker="w1",
-                                           lease_s=30.0, exclusive=False)  # fmt: skip
+    _, attempt = await store.start_attempt(
+        job.id, provider="a", model=None, worker="w1", lease_s=30.0, exclusive=False
+    )
     if state is JobState.SUCCEEDED:
         return (await store.finish_attempt_cas(attempt.id, {"text": key}, AttemptUsage())).job
     if state is JobState.CANCELLED:
         return await store.cancel_job(job.id, "test")
     if state in (JobState.FAILED, JobState.UNKNOWN):
         ended = AttemptState.FAILED if state is JobState.FAILED else AttemptState.UNKNOWN
-        await store.finish_attempt(attempt.id, ended, error_kind=str(ended), error="test",
-                                   usage=AttemptUsage())  # fmt: skip
+        await store.finish_attempt(
+            attempt.id, ended, error_kind=str(ended), error="test", usage=AttemptUsage()
+        )
         return await store.settle_job(job.id, state, error="test")
     assert state is JobState.RUNNING
     fresh = await store.get_job(job.id)
@@ -43,8 +52,9 @@ async def job_in(store: SqlStore, state: JobState, *, owner: str = "shop", key: 
 async def outbox_event_of_job(store: SqlStore, job_id: str) -> OutboxEvent | None:
     """The job's completion event while in the outbox (pending or delivered; not a dead
     letter), read through the store's own read by event id."""
-    row = await store.connector.fetchone("SELECT id FROM outbox WHERE job_id = :job_id",
-                                         {"job_id": job_id})  # fmt: skip
+    row = await store.connector.fetchone(
+        "SELECT id FROM outbox WHERE job_id = :job_id", {"job_id": job_id}
+    )
     return await store.outbox_event(str(row["id"])) if row else None
 
 
@@ -62,7 +72,8 @@ async def age_jobs(store: SqlStore, seconds: float) -> None:
 
 async def count(store: SqlStore, table: str, job_id: str | None = None) -> int:
     where = " WHERE job_id = :job_id" if job_id else ""
-    row = await store.connector.fetchone(f"SELECT COUNT(*) AS n FROM {table}{where}",
-                                         {"job_id": job_id} if job_id else {})  # fmt: skip
+    row = await store.connector.fetchone(
+        f"SELECT COUNT(*) AS n FROM {table}{where}", {"job_id": job_id} if job_id else {}
+    )
     assert row is not None
     return int(row["n"])

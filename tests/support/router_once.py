@@ -24,11 +24,13 @@ async def run_once(db: str, config: RouterConfig, task: str, key: str, wait_s: f
         job = await router.wait(job.id, timeout=wait_s)
         attempts = await router.attempts(job.id)
         events = await router.events(job.id)
-    return json.dumps({
-        "job": job.model_dump(mode="json"),
-        "attempts": [attempt.model_dump(mode="json") for attempt in attempts],
-        "events": [event.model_dump(mode="json") for event in events],
-    })  # fmt: skip
+    return json.dumps(
+        {
+            "job": job.model_dump(mode="json"),
+            "attempts": [attempt.model_dump(mode="json") for attempt in attempts],
+            "events": [event.model_dump(mode="json") for event in events],
+        }
+    )
 
 
 def main() -> None:

@@ -9,14 +9,29 @@ from router.store import SqlStore
 
 
 async def create_job(
-    store: SqlStore, *, owner: str, idempotency_key: str, task: str, input: JsonObject,
-    params: JsonObject, deadline_s: float | None, claimed_by: str | None, claim_s: float,
-) -> Job:  # fmt: skip
+    store: SqlStore,
+    *,
+    owner: str,
+    idempotency_key: str,
+    task: str,
+    input: JsonObject,
+    params: JsonObject,
+    deadline_s: float | None,
+    claimed_by: str | None,
+    claim_s: float,
+) -> Job:
     """The job (queued), or the one already under the key: `create_and_start` with no first
     attempt."""
     job, _ = await store.create_and_start(
-        owner=owner, idempotency_key=idempotency_key, task=task, input=input, params=params,
-        deadline_s=deadline_s, claimed_by=claimed_by, claim_s=claim_s)  # fmt: skip
+        owner=owner,
+        idempotency_key=idempotency_key,
+        task=task,
+        input=input,
+        params=params,
+        deadline_s=deadline_s,
+        claimed_by=claimed_by,
+        claim_s=claim_s,
+    )
     return job
 
 

@@ -84,16 +84,26 @@ class WebhookReceiver:
             return
         failing = self.always_fail or number < self.fail_first
         status = 500 if failing else 200
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"text/plain")]})  # fmt: skip
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"text/plain")],
+            }
+        )
         await send({"type": "http.response.body", "body": b"no" if failing else b"ok"})
 
     async def _send_endless(self, receive: Receive, send: Send) -> None:
         """500, then 64 KiB chunks until the sender disconnects (uvicorn then drops what is
         sent without waiting, so the disconnect is watched for) or 1 GiB went out."""
         left = asyncio.ensure_future(receive())  # completes with http.disconnect
-        await send({"type": "http.response.start", "status": 500,
-                    "headers": [(b"content-type", b"text/plain")]})  # fmt: skip
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 500,
+                "headers": [(b"content-type", b"text/plain")],
+            }
+        )
         chunk = b"x" * 65536
         try:
             while not left.done() and self.endless_sent < 2**30:
@@ -108,8 +118,9 @@ class WebhookReceiver:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/hook"
-        config = uvicorn.Config(self, lifespan="off", log_config=None, access_log=False,
-                                timeout_graceful_shutdown=1)  # fmt: skip
+        config = uvicorn.Config(
+            self, lifespan="off", log_config=None, access_log=False, timeout_graceful_shutdown=1
+        )
         server = uvicorn.Server(config)
         task = asyncio.create_task(server.serve(sockets=[sock]))
         try:

@@ -26,7 +26,7 @@ CHROMIUM = os.environ.get("JOBROUTER_CHROMIUM", "/usr/bin/chromium")
 QUOTE = Path(__file__).with_name("contracts") / "quote.yaml"
 EXTRA = f"""
 [tasks.gated]
-contract = "{Path(__file__).parents[1] / 'acceptance' / 'contracts' / 'echo.yaml'}"
+contract = "{Path(__file__).parents[1] / "acceptance" / "contracts" / "echo.yaml"}"
 providers = ["gated"]
 
 [tasks.quote]
@@ -81,8 +81,13 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
             os.environ["JOBROUTER_TEST_GATE"] = before
     try:
         certify_quote(server)
-        yield Console(server, gate, server.token("alice"), server.token("bob"),
-                      server.token("ops", operator=True))
+        yield Console(
+            server,
+            gate,
+            server.token("alice"),
+            server.token("bob"),
+            server.token("ops", operator=True),
+        )
     finally:
         stop_server(server)
 
@@ -93,19 +98,23 @@ def browser() -> Iterator[Browser]:
     main thread while it is started, and every later `asyncio.run` (other test modules'
     fixtures) would fail."""
     if shutil.which(CHROMIUM) is None and not Path(CHROMIUM).exists():
-        pytest.fail(f"no Chromium at {CHROMIUM}: `apt-get install -y chromium` (as .ci/run does) "
-                    "or point $JOBROUTER_CHROMIUM at one")
+        pytest.fail(
+            f"no Chromium at {CHROMIUM}: `apt-get install -y chromium` (as .ci/run does) "
+            "or point $JOBROUTER_CHROMIUM at one"
+        )
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                              args=["--no-sandbox"])
+        launched = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
+        )
         try:
             yield launched
         finally:
             launched.close()
 
 
-def signed_in(browser: Browser, console: Console, token: str, *,
-              width: int = 1280, height: int = 900) -> Page:  # fmt: skip
+def signed_in(
+    browser: Browser, console: Console, token: str, *, width: int = 1280, height: int = 900
+) -> Page:
     """A fresh browser context signed in through the login form."""
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()

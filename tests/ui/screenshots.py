@@ -22,9 +22,14 @@ OUT = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
 def _jobs(console: Console) -> dict[str, str]:
-    made = {name: submit(console, console.alice, task, text)["id"] for name, task, text in (
-        ("succeeded", "echo", "Saffron tea, 100 g"), ("unknown", "hang", "post to the shop"),
-        ("other", "echo", "Blue ceramic mug"))}  # fmt: skip
+    made = {
+        name: submit(console, console.alice, task, text)["id"]
+        for name, task, text in (
+            ("succeeded", "echo", "Saffron tea, 100 g"),
+            ("unknown", "hang", "post to the shop"),
+            ("other", "echo", "Blue ceramic mug"),
+        )
+    }
     for job_id in made.values():
         settle(console, console.alice, job_id)
     return made
@@ -39,8 +44,13 @@ def main() -> None:
         server = start_server(Path(tmp), extra_config=EXTRA)
         try:
             certify_quote(server)
-            console = Console(server, gate, server.token("alice"), server.token("bob"),
-                              server.token("ops", operator=True))
+            console = Console(
+                server,
+                gate,
+                server.token("alice"),
+                server.token("bob"),
+                server.token("ops", operator=True),
+            )
             jobs = _jobs(console)
             _shoot(console, jobs)
         finally:
@@ -54,9 +64,15 @@ def _shoot(console: Console, jobs: dict[str, str]) -> None:
         login.goto(f"{console.url}/ui/login")
         login.screenshot(path=OUT / "login.png")
         ops = signed_in(browser, console, console.operator)
-        pages = {"jobs": "/ui/jobs", "job-unknown": f"/ui/jobs/{jobs['unknown']}",
-                 "job-succeeded": f"/ui/jobs/{jobs['succeeded']}", "attention": "/ui/attention",
-                 "matrix": "/ui/matrix", "circuits": "/ui/circuits", "outbox": "/ui/outbox"}
+        pages = {
+            "jobs": "/ui/jobs",
+            "job-unknown": f"/ui/jobs/{jobs['unknown']}",
+            "job-succeeded": f"/ui/jobs/{jobs['succeeded']}",
+            "attention": "/ui/attention",
+            "matrix": "/ui/matrix",
+            "circuits": "/ui/circuits",
+            "outbox": "/ui/outbox",
+        }
         for name, path in pages.items():
             ops.goto(console.url + path)
             ops.screenshot(path=OUT / f"{name}.png", full_page=True)

@@ -16,9 +16,12 @@ from tests.ui.conftest import Console, signed_in
 
 
 def submit(console: Console, token: str, task: str, text: str) -> dict[str, Any]:
-    answer = httpx.post(f"{console.url}/v1/jobs", json={"task": task, "input": {"text": text}},
-                        headers={"Authorization": f"Bearer {token}",
-                                 "Idempotency-Key": str(uuid.uuid4())}, timeout=10)
+    answer = httpx.post(
+        f"{console.url}/v1/jobs",
+        json={"task": task, "input": {"text": text}},
+        headers={"Authorization": f"Bearer {token}", "Idempotency-Key": str(uuid.uuid4())},
+        timeout=10,
+    )
     assert answer.status_code == 202, answer.text
     body: dict[str, Any] = answer.json()
     return body
@@ -26,8 +29,12 @@ def submit(console: Console, token: str, task: str, text: str) -> dict[str, Any]
 
 def settle(console: Console, token: str, job_id: str) -> None:
     """Until the job settles: its event stream ends then (an event, not a sleep)."""
-    with httpx.stream("GET", f"{console.url}/v1/jobs/{job_id}/events", timeout=30,
-                      headers={"Authorization": f"Bearer {token}"}) as events:
+    with httpx.stream(
+        "GET",
+        f"{console.url}/v1/jobs/{job_id}/events",
+        timeout=30,
+        headers={"Authorization": f"Bearer {token}"},
+    ) as events:
         for _ in events.iter_lines():
             pass
 
@@ -106,7 +113,8 @@ def test_resolve_on_the_job_page_needs_a_note(browser: Browser, console: Console
     attempt = ops.locator(".timeline li").first.get_attribute("id") or ""
     answer = ops.request.post(
         f"{console.url}/ui/attempts/{attempt.removeprefix('attempt-')}/resolve",
-        form={"csrf": csrf or "", "outcome": "cancelled", "note": " "})
+        form={"csrf": csrf or "", "outcome": "cancelled", "note": " "},
+    )
     assert answer.status == 422 and "Write what you checked" in answer.text()
     form.get_by_label("Note: what you checked (required)").fill("customer asked to drop it")
     form.get_by_role("button", name="Resolve attempt #1").click()
@@ -138,9 +146,13 @@ def test_matrix_shows_the_failing_check(page: Page, console: Console) -> None:
 def test_a_post_without_the_csrf_field_is_refused(page: Page, console: Console) -> None:
     """A cross-site form carries the cookie but cannot know the CSRF field."""
     job = submit(console, console.alice, "hang", "keep")
-    answer = page.request.post(f"{console.url}/ui/jobs/{job['id']}/cancel",
-                               form={"reason": "forged"})
+    answer = page.request.post(
+        f"{console.url}/ui/jobs/{job['id']}/cancel", form={"reason": "forged"}
+    )
     assert answer.status == 403
-    state = httpx.get(f"{console.url}/v1/jobs/{job['id']}", timeout=10,
-                      headers={"Authorization": f"Bearer {console.alice}"}).json()["state"]
+    state = httpx.get(
+        f"{console.url}/v1/jobs/{job['id']}",
+        timeout=10,
+        headers={"Authorization": f"Bearer {console.alice}"},
+    ).json()["state"]
     assert state != "cancelled"

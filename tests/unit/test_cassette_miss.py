@@ -33,8 +33,11 @@ async def test_a_cassette_miss_is_recorded_and_raised_not_failed_over(
     it in JobDriver removed: the driver then goes on to provider b, and this test fails)."""
     a, b = FakeProvider("a", on_call=not_recorded), FakeProvider("b")
     # A long claim: the job is not picked up again while the test looks.
-    cfg = config(caption=shared()).model_copy(update={"engine": EngineConfig(
-        poll_interval=0.05, sweep_interval=0.1, claim=600.0, lease=600.0)})  # fmt: skip
+    cfg = config(caption=shared()).model_copy(
+        update={
+            "engine": EngineConfig(poll_interval=0.05, sweep_interval=0.1, claim=600.0, lease=600.0)
+        }
+    )
     caplog.set_level(logging.ERROR, logger="jobrouter")
 
     def driver_failed() -> bool:

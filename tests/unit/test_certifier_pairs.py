@@ -19,25 +19,47 @@ REASON = "hosted API, template not visible; accepted by ops 2026-12-01"
 def test_pairs_carry_the_providers_waiver() -> None:
     config = RouterConfig(
         database=DatabaseConfig(url="sqlite:///unused.db"),
-        providers={"hosted": ProviderConfig(model="openai/gpt-4o-mini",
-                                            accept_unverified={"rendering": REASON}),
-                   "local": ProviderConfig(model="openai/gemma-3-270m")},
-        tasks={"title": TaskConfig(contract=str(CONTRACTS / "product_title.yaml"),
-                                   providers=["hosted", "local"])},
-    )  # fmt: skip
+        providers={
+            "hosted": ProviderConfig(
+                model="openai/gpt-4o-mini", accept_unverified={"rendering": REASON}
+            ),
+            "local": ProviderConfig(model="openai/gemma-3-270m"),
+        },
+        tasks={
+            "title": TaskConfig(
+                contract=str(CONTRACTS / "product_title.yaml"), providers=["hosted", "local"]
+            )
+        },
+    )
     pairs = {pair.provider: pair for pair in pairs_to_certify(config, build_tasks(config))}
     assert dict(pairs["hosted"].accept_unverified) == {"rendering": REASON}
     assert dict(pairs["local"].accept_unverified) == {}
 
 
 # A record as the version before verdicts stored it: failures as plain lines, no verdicts.
-OLD_RECORD = json.dumps({
-    "provider": "hosted", "provider_fingerprint": "p", "contract": "product_title",
-    "contract_version": 2, "contract_fingerprint": "c", "passed": True,
-    "cases": [{"name": "tea", "passed": True, "rendering": {"ok": True}, "runs": 3,
-               "failures": [], "agreement": 1.0}],
-    "failures": [], "certified_at": "2026-11-29T10:00:00Z", "expires_at": "2099-01-01T00:00:00Z",
-})
+OLD_RECORD = json.dumps(
+    {
+        "provider": "hosted",
+        "provider_fingerprint": "p",
+        "contract": "product_title",
+        "contract_version": 2,
+        "contract_fingerprint": "c",
+        "passed": True,
+        "cases": [
+            {
+                "name": "tea",
+                "passed": True,
+                "rendering": {"ok": True},
+                "runs": 3,
+                "failures": [],
+                "agreement": 1.0,
+            }
+        ],
+        "failures": [],
+        "certified_at": "2026-11-29T10:00:00Z",
+        "expires_at": "2099-01-01T00:00:00Z",
+    }
+)
 
 
 @dataclass
@@ -60,11 +82,16 @@ async def test_a_record_from_before_the_verdicts_is_stale_not_a_pass() -> None:
     config = RouterConfig(
         database=DatabaseConfig(url="sqlite:///unused.db"),
         providers={"hosted": ProviderConfig(model="openai/gpt-4o-mini")},
-        tasks={"title": TaskConfig(contract=str(CONTRACTS / "product_title.yaml"),
-                                   providers=["hosted"])},
-    )  # fmt: skip
+        tasks={
+            "title": TaskConfig(
+                contract=str(CONTRACTS / "product_title.yaml"), providers=["hosted"]
+            )
+        },
+    )
     pairs = pairs_to_certify(config, build_tasks(config))
     providers = build_providers(config, None)
     [cell] = await matrix(OldStore(), providers, pairs)  # type: ignore[arg-type]
-    assert (cell.status, cell.detail) == ("stale", "stale: recorded by an older jobrouter; "
-                                                   "certify again")
+    assert (cell.status, cell.detail) == (
+        "stale",
+        "stale: recorded by an older jobrouter; certify again",
+    )

@@ -43,14 +43,22 @@ def test_demo_and_printing_do_not_import_the_cli() -> None:
 
 def test_every_command_module_is_registered() -> None:
     """A module added under router/cli/ but never registered would be a command nobody sees."""
-    registered = {info.callback.__module__ for info in router.cli.app.registered_commands
-                  if info.callback is not None}
-    registered |= {info.typer_instance.registered_commands[0].callback.__module__
-                   for info in router.cli.app.registered_groups
-                   if info.typer_instance is not None and info.typer_instance.registered_commands
-                   and info.typer_instance.registered_commands[0].callback is not None}
-    modules = {f"router.cli.{p.stem}" for p in CLI.glob("*.py")} - {"router.cli.__init__",
-                                                                      "router.cli.common"}
+    registered = {
+        info.callback.__module__
+        for info in router.cli.app.registered_commands
+        if info.callback is not None
+    }
+    registered |= {
+        info.typer_instance.registered_commands[0].callback.__module__
+        for info in router.cli.app.registered_groups
+        if info.typer_instance is not None
+        and info.typer_instance.registered_commands
+        and info.typer_instance.registered_commands[0].callback is not None
+    }
+    modules = {f"router.cli.{p.stem}" for p in CLI.glob("*.py")} - {
+        "router.cli.__init__",
+        "router.cli.common",
+    }
     assert registered == modules
 
 
@@ -62,8 +70,10 @@ def test_every_package_of_the_checkout_is_listed_for_the_wheel() -> None:
 
     root = CLI.parents[1]
     setuptools = tomllib.loads((root / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]
-    found = {".".join(init.parent.relative_to(root).parts)
-             for top in ("router", "providers", "contracts")
-             for init in (root / top).rglob("__init__.py")}  # fmt: skip
+    found = {
+        ".".join(init.parent.relative_to(root).parts)
+        for top in ("router", "providers", "contracts")
+        for init in (root / top).rglob("__init__.py")
+    }
     assert found | {"router.cassettes"} == set(setuptools["packages"])
     assert setuptools["package-dir"] == {"router.cassettes": "cassettes"}

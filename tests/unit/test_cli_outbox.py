@@ -68,8 +68,11 @@ async def fill(store: SqlStore) -> str:
     await store.outbox_delivered((await event_of(store, done)).id)
     await job_in(store, JobState.CANCELLED, owner="nohook", key="parked")
     event = await event_of(store, dead)
-    [claimed] = [e for e in await store.claim_outbox(["shop"], "w1", claim_s=30, limit=10)
-                 if e.id == event.id]  # fmt: skip
+    [claimed] = [
+        e
+        for e in await store.claim_outbox(["shop"], "w1", claim_s=30, limit=10)
+        if e.id == event.id
+    ]
     await store.outbox_bury(claimed.id, "w1", error="HTTP 500: receiver down")
     await store.release_outbox_claims("w1")
     return event.id
@@ -135,8 +138,9 @@ def test_purge_dry_run_then_purge_in_batches(tmp_path: Path, config: Path) -> No
     assert "were dropped" not in out
     assert with_store(tmp_path, lambda s: count(s, "jobs")) == 8
 
-    code, out = invoke("purge", "--batch", "2", "--older-than", "9", "--drop-parked",
-                       "--config", str(config))
+    code, out = invoke(
+        "purge", "--batch", "2", "--older-than", "9", "--drop-parked", "--config", str(config)
+    )
     assert code == 0, out
     assert "purged 2 of 6" in out and "purged 4 of 6" in out and "purged 6 jobs" in out
     assert "1 parked events of owners without a webhook were dropped with their jobs" in out
@@ -177,15 +181,18 @@ def test_purge_without_webhooks_deletes_old_finished_jobs_and_their_parked_event
 def test_purge_refuses_to_run_without_a_configuration_file(tmp_path: Path) -> None:
     """Issue 14: without a file, built-in defaults have no webhooks, and purge deleted jobs
     whose events were still being retried (this fails on that code: exit 0, jobs gone)."""
+
     async def old_jobs(store: SqlStore) -> None:
         job = await job_in(store, JobState.SUCCEEDED, key="k1")
         await store.outbox_delivered((await event_of(store, job)).id)
         await age_jobs(store, 10 * DAY_S)
 
     with_store(tmp_path, old_jobs)
-    result = runner.invoke(app, ["purge", "--database", f"sqlite:///{tmp_path / 'jobs.db'}"],
-                           env={"COLUMNS": "200",
-                                "JOBROUTER_CONFIG": str(tmp_path / "none.toml")})  # fmt: skip
+    result = runner.invoke(
+        app,
+        ["purge", "--database", f"sqlite:///{tmp_path / 'jobs.db'}"],
+        env={"COLUMNS": "200", "JOBROUTER_CONFIG": str(tmp_path / "none.toml")},
+    )
     assert result.exit_code == 2 and "no configuration file" in result.output
     assert with_store(tmp_path, lambda s: count(s, "jobs")) == 1
 

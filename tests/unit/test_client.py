@@ -26,15 +26,35 @@ Handler = Callable[[httpx.Request], httpx.Response]
 
 
 def job_body(state: str = "queued", **extra: Any) -> dict[str, Any]:
-    return {"id": "j1", "owner": "o", "idempotency_key": "k", "fingerprint": "f", "task": "t",
-            "input": {}, "params": {}, "state": state, "version": 1, "winner_attempt_id": None,
-            "result": None, "error": None, "created_at": NOW, "updated_at": NOW,
-            "deadline_at": None, "url": "http://x/v1/jobs/j1", **extra}  # fmt: skip
+    return {
+        "id": "j1",
+        "owner": "o",
+        "idempotency_key": "k",
+        "fingerprint": "f",
+        "task": "t",
+        "input": {},
+        "params": {},
+        "state": state,
+        "version": 1,
+        "winner_attempt_id": None,
+        "result": None,
+        "error": None,
+        "created_at": NOW,
+        "updated_at": NOW,
+        "deadline_at": None,
+        "url": "http://x/v1/jobs/j1",
+        **extra,
+    }
 
 
 def problem(status: int, slug: str, **extra: Any) -> httpx.Response:
-    body = {"type": f"urn:jobrouter:problem:{slug}", "title": "t", "status": status,
-            "detail": "what to fix", **extra}  # fmt: skip
+    body = {
+        "type": f"urn:jobrouter:problem:{slug}",
+        "title": "t",
+        "status": status,
+        "detail": "what to fix",
+        **extra,
+    }
     return httpx.Response(status, json=body, headers={"content-type": "application/problem+json"})
 
 
@@ -44,8 +64,9 @@ def event(seq: int, kind: str, state: str) -> str:
 
 
 def client(handler: Handler, retry: RetryPolicy = QUICK) -> JobClient:
-    return JobClient("http://jobrouter.test", "token", retry=retry,
-                     transport=httpx.MockTransport(handler))
+    return JobClient(
+        "http://jobrouter.test", "token", retry=retry, transport=httpx.MockTransport(handler)
+    )
 
 
 class Script:
@@ -64,9 +85,12 @@ class Script:
 
 
 async def test_retries_send_the_same_key_and_a_replay_is_not_created() -> None:
-    script = Script(httpx.ConnectError("refused"), httpx.ReadError("reset"),
-                    httpx.Response(503, headers={"Retry-After": "0"}),
-                    httpx.Response(202, json=job_body(), headers={"Idempotent-Replayed": "true"}))
+    script = Script(
+        httpx.ConnectError("refused"),
+        httpx.ReadError("reset"),
+        httpx.Response(503, headers={"Retry-After": "0"}),
+        httpx.Response(202, json=job_body(), headers={"Idempotent-Replayed": "true"}),
+    )
     intent = JobIntent("t", {"n": 1}, idempotency_key="order-42")
     async with client(script) as jobs:
         job = await jobs.submit(intent)
@@ -122,15 +146,17 @@ def test_backoff_is_full_jitter_under_a_cap() -> None:
 
 
 async def test_events_resume_after_the_last_seen_event() -> None:
-    streams = [event(1, "job.queued", "queued") + event(2, "attempt.started", "running"),
-               event(3, "attempt.succeeded", "succeeded") + event(4, "job.succeeded",
-                                                                   "succeeded")]  # fmt: skip
+    streams = [
+        event(1, "job.queued", "queued") + event(2, "attempt.started", "running"),
+        event(3, "attempt.succeeded", "succeeded") + event(4, "job.succeeded", "succeeded"),
+    ]
     seen: list[str | None] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request.headers.get("Last-Event-ID"))
-        return httpx.Response(200, text=streams.pop(0),
-                              headers={"content-type": "text/event-stream"})
+        return httpx.Response(
+            200, text=streams.pop(0), headers={"content-type": "text/event-stream"}
+        )
 
     async with client(handler) as jobs:
         events = [item async for item in jobs.events("j1")]
@@ -155,8 +181,11 @@ async def test_wait_returns_the_record_read_after_the_settling_event() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         nonlocal reads
         if request.url.path.endswith("/events"):
-            return httpx.Response(200, text=event(1, "job.succeeded", "succeeded"),
-                                  headers={"content-type": "text/event-stream"})
+            return httpx.Response(
+                200,
+                text=event(1, "job.succeeded", "succeeded"),
+                headers={"content-type": "text/event-stream"},
+            )
         reads += 1
         return httpx.Response(200, json=job_body("succeeded", version=3))
 
@@ -166,17 +195,24 @@ async def test_wait_returns_the_record_read_after_the_settling_event() -> None:
 
 
 def sse(text: str) -> httpx.Response:
-    return httpx.Response(200, text=f"retry: 1000\n\n{text}",
-                          headers={"content-type": "text/event-stream"})
+    return httpx.Response(
+        200, text=f"retry: 1000\n\n{text}", headers={"content-type": "text/event-stream"}
+    )
 
 
 async def test_events_follow_a_resolved_unknown_job_to_its_end() -> None:
     """The stream ends where the server's watch does: not on a `job.unknown` that a later
     event already moved on from (the client once stopped there: a bug fixed with issue 17)."""
-    log = [(1, "job.queued", "queued"), (2, "attempt.started", "running"),
-           (3, "attempt.unknown", "running"), (4, "job.unknown", "unknown"),
-           (5, "job.reopened", "running"), (6, "attempt.started", "running"),
-           (7, "attempt.succeeded", "succeeded"), (8, "job.succeeded", "succeeded")]  # fmt: skip
+    log = [
+        (1, "job.queued", "queued"),
+        (2, "attempt.started", "running"),
+        (3, "attempt.unknown", "running"),
+        (4, "job.unknown", "unknown"),
+        (5, "job.reopened", "running"),
+        (6, "attempt.started", "running"),
+        (7, "attempt.succeeded", "succeeded"),
+        (8, "job.succeeded", "succeeded"),
+    ]
     script = Script(sse("".join(event(*entry) for entry in log)))
     async with client(script) as jobs:
         kinds = [item.kind async for item in jobs.events("j1")]
@@ -200,16 +236,18 @@ async def test_events_after_the_end_of_a_settled_job_end_without_reconnecting() 
         items = [item async for item in jobs.events("j1", after=4)]
     assert items == []
     assert [request.url.path for request in script.requests] == [
-        "/v1/jobs/j1/events", "/v1/jobs/j1"]  # fmt: skip
+        "/v1/jobs/j1/events",
+        "/v1/jobs/j1",
+    ]
     assert script.requests[0].headers["Last-Event-ID"] == "4"
 
 
 async def test_events_of_a_running_job_reconnect_when_the_stream_ends_early() -> None:
     """A stream closed before the job settled (a proxy, say) is resumed, not taken as the end."""
-    script = Script(sse(event(1, "job.queued", "queued")), sse(""),
-                    sse(event(2, "job.succeeded", "succeeded")))
+    script = Script(
+        sse(event(1, "job.queued", "queued")), sse(""), sse(event(2, "job.succeeded", "succeeded"))
+    )
     async with client(script) as jobs:
         seqs = [item.seq async for item in jobs.events("j1")]
     assert seqs == [1, 2]
-    assert [request.headers.get("Last-Event-ID") for request in script.requests] == [
-        "0", "1", "1"]  # fmt: skip
+    assert [request.headers.get("Last-Event-ID") for request in script.requests] == ["0", "1", "1"]

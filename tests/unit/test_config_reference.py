@@ -13,10 +13,13 @@ PAGE = Path(__file__).resolve().parents[2] / "docs" / "config-reference.md"
 def test_the_checked_in_reference_is_current() -> None:
     assert PAGE.read_text("utf-8") == render_reference(), (
         "docs/config-reference.md is stale: run `jobrouter config reference > "
-        "docs/config-reference.md`")
+        "docs/config-reference.md`"
+    )
 
 
 def test_every_key_is_described() -> None:
     missing = [key for key, info in keys() if not description(key, info)]
-    assert missing == [], ("describe these keys (a Field description or an entry in "
-                           f"router/config_doc.NOTES): {missing}")
+    assert missing == [], (
+        "describe these keys (a Field description or an entry in "
+        f"router/config_doc.NOTES): {missing}"
+    )

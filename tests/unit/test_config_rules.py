@@ -48,33 +48,62 @@ def test_saying_certification_none_runs_it_and_status_shows_it(tmp_path: Path) -
 
 
 def test_certification_none_beside_a_contract_is_refused(tmp_path: Path) -> None:
-    path = write(tmp_path, f'[tasks.post]\nproviders = ["a"]\ncontract = "{contract(tmp_path)}"'
-                 '\ncertification = "none"\n')
+    path = write(
+        tmp_path,
+        f'[tasks.post]\nproviders = ["a"]\ncontract = "{contract(tmp_path)}"'
+        '\ncertification = "none"\n',
+    )
     with pytest.raises(ConfigError, match="remove one of the two"):
         load_config(path)
 
 
 def test_a_task_may_tighten_side_effects_but_never_loosen_them(tmp_path: Path) -> None:
-    loosen = write(tmp_path, f'[tasks.post]\nproviders = ["a"]\nside_effects = "none"\n'
-                   f'contract = "{contract(tmp_path, "external")}"\n')
+    loosen = write(
+        tmp_path,
+        f'[tasks.post]\nproviders = ["a"]\nside_effects = "none"\n'
+        f'contract = "{contract(tmp_path, "external")}"\n',
+    )
     with pytest.raises(ConfigError) as caught:
         build_tasks(load_config(loosen))
     assert caught.value.key == "tasks.post.side_effects"
     assert "only tighten" in str(caught.value)
-    tighten = write(tmp_path, f'[tasks.post]\nproviders = ["a"]\nside_effects = "external"\n'
-                    f'contract = "{contract(tmp_path, "none")}"\n')
+    tighten = write(
+        tmp_path,
+        f'[tasks.post]\nproviders = ["a"]\nside_effects = "external"\n'
+        f'contract = "{contract(tmp_path, "none")}"\n',
+    )
     assert build_tasks(load_config(tighten))["post"].policy.exclusive
-    inherit = write(tmp_path, f'[tasks.post]\nproviders = ["a"]\n'
-                    f'contract = "{contract(tmp_path, "external")}"\n')
+    inherit = write(
+        tmp_path,
+        f'[tasks.post]\nproviders = ["a"]\ncontract = "{contract(tmp_path, "external")}"\n',
+    )
     assert build_tasks(load_config(inherit))["post"].policy.exclusive
 
 
 def test_the_cli_submit_gets_the_door_too(tmp_path: Path) -> None:
     """`jobrouter submit` calls `Router.submit`: the same refusal, one line, exit code 5."""
-    path = write(tmp_path, f'[certification]\nrequired = false\n[tasks.post]\nproviders = ["a"]\n'
-                 f'contract = "{contract(tmp_path)}"\n')
-    result = CliRunner().invoke(app, [
-        "submit", "--config", str(path), "--task", "post", "--key", "k1", "--wait", "0",
-        "--input", '{"product": {"name": "tea"}}', "--params", '{"seed": 1}'])  # fmt: skip
+    path = write(
+        tmp_path,
+        f'[certification]\nrequired = false\n[tasks.post]\nproviders = ["a"]\n'
+        f'contract = "{contract(tmp_path)}"\n',
+    )
+    result = CliRunner().invoke(
+        app,
+        [
+            "submit",
+            "--config",
+            str(path),
+            "--task",
+            "post",
+            "--key",
+            "k1",
+            "--wait",
+            "0",
+            "--input",
+            '{"product": {"name": "tea"}}',
+            "--params",
+            '{"seed": 1}',
+        ],
+    )
     assert result.exit_code == 5, result.output  # refused: nothing was run
     assert "params.seed: fixed by the contract's certification" in result.output

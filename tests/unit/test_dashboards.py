@@ -21,9 +21,16 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "grafana"
 NAME = re.compile(r"\bjobrouter_[a-z_]+\b")
 BY = re.compile(r"\bby \(([^)]*)\)")
 # What operators must see (issue 19), each a word of some panel's title.
-TOPICS = ["Delivery outcomes", "Outbox depth", "Dead letters", "latency by provider",
-          "Error rate by provider", "Circuits", "Certifications close to expiry",
-          "Unknown jobs waiting"]  # fmt: skip
+TOPICS = [
+    "Delivery outcomes",
+    "Outbox depth",
+    "Dead letters",
+    "latency by provider",
+    "Error rate by provider",
+    "Circuits",
+    "Certifications close to expiry",
+    "Unknown jobs waiting",
+]
 
 
 def scrape_series() -> set[str]:
@@ -62,8 +69,10 @@ def panels(file: str) -> list[dict[str, Any]]:
     return found
 
 
-@pytest.mark.parametrize(("file", "series"), [("jobrouter-prometheus.json", scrape_series()),
-                                              ("jobrouter-otlp.json", otlp_series())])
+@pytest.mark.parametrize(
+    ("file", "series"),
+    [("jobrouter-prometheus.json", scrape_series()), ("jobrouter-otlp.json", otlp_series())],
+)
 def test_every_query_names_exported_series_and_labels(file: str, series: set[str]) -> None:
     labels = label_names()
     for panel in panels(file):

@@ -55,13 +55,15 @@ def contract(tmp_path: Path, side_effects: str = "external") -> Path:
 
 
 def config(tmp_path: Path, side_effects: str = "external", **submit: Any) -> RouterConfig:
-    task = TaskConfig(contract=str(contract(tmp_path, side_effects)), providers=["a", "b"],
-                      attempt_timeout=5.0)
+    task = TaskConfig(
+        contract=str(contract(tmp_path, side_effects)), providers=["a", "b"], attempt_timeout=5.0
+    )
     return RouterConfig(
-        tasks={"post": task}, certification=CertificationConfig(required=False),
+        tasks={"post": task},
+        certification=CertificationConfig(required=False),
         submit=SubmitConfig(**submit),
         engine=EngineConfig(poll_interval=0.05, sweep_interval=0.1, claim=5.0, lease=5.0),
-    )  # fmt: skip
+    )
 
 
 async def refused(router: Router, input: Any, params: Any = None) -> JobRefused:
@@ -145,12 +147,20 @@ async def test_a_stored_job_whose_request_cannot_be_built_fails_with_no_attempt(
     sat `started` until its lease ran out and the job ended `unknown`."""
     a, b = FakeProvider("a"), FakeProvider("b")
     cfg = config(tmp_path)
-    async with Router.open(url(tmp_path), cfg, providers={"a": a, "b": b},
-                           run_workers=False) as router:  # fmt: skip
+    async with Router.open(
+        url(tmp_path), cfg, providers={"a": a, "b": b}, run_workers=False
+    ) as router:
         job = await create_job(
-            router.store, owner="shop", idempotency_key="old", task="post",
-            input={"product": {"name": "t"}}, params={}, deadline_s=60, claimed_by=None,
-            claim_s=1)  # fmt: skip
+            router.store,
+            owner="shop",
+            idempotency_key="old",
+            task="post",
+            input={"product": {"name": "t"}},
+            params={},
+            deadline_s=60,
+            claimed_by=None,
+            claim_s=1,
+        )
     async with Router.open(url(tmp_path), cfg, providers={"a": a, "b": b}) as router:
         done = await router.wait(job.id, SETTLE)
         attempts = await router.attempts(job.id)
@@ -167,8 +177,9 @@ async def test_closing_with_a_call_in_flight_says_it_may_have_acted(tmp_path: Pa
     async with Router.open(url(tmp_path), cfg, providers={"a": a, "b": a}) as router:
         job = await router.submit("shop", "k1", "post", GOOD)
         await until(lambda: a.in_flight == 1)
-    async with Router.open(url(tmp_path), cfg, providers={"a": a, "b": a},
-                           run_workers=False) as reader:  # fmt: skip
+    async with Router.open(
+        url(tmp_path), cfg, providers={"a": a, "b": a}, run_workers=False
+    ) as reader:
         [attempt] = await reader.attempts(job.id)
     assert attempt.state is AttemptState.UNKNOWN
     assert "in flight; the provider may have acted" in (attempt.error or "")
@@ -187,9 +198,16 @@ async def test_a_started_attempt_this_worker_never_called_is_called_not_left_to_
         assert r.engine is not None
         me = r.engine.worker_id
         job, orphan = await r.store.create_and_start(
-            owner="shop", idempotency_key="k1", task="post", input=GOOD, params={},
-            deadline_s=60, claimed_by=me, claim_s=60,
-            first=AttemptStart("a", None, me, 600.0))  # fmt: skip
+            owner="shop",
+            idempotency_key="k1",
+            task="post",
+            input=GOOD,
+            params={},
+            deadline_s=60,
+            claimed_by=me,
+            claim_s=60,
+            first=AttemptStart("a", None, me, 600.0),
+        )
         assert orphan is not None
         r.engine.hand_over(job)  # as a poll (or a replayed submit) hands it to a driver
         done = await r.wait(job.id, SETTLE)

@@ -36,8 +36,7 @@ def config(**tasks: TaskConfig) -> RouterConfig:
 
 def exclusive(**extra: Any) -> TaskConfig:
     values: dict[str, Any] = {"attempt_timeout": TIMEOUT, **extra}
-    return TaskConfig(providers=["a", "b"], side_effects="external", certification="none",
-                      **values)
+    return TaskConfig(providers=["a", "b"], side_effects="external", certification="none", **values)
 
 
 def shared(**extra: Any) -> TaskConfig:
@@ -50,9 +49,12 @@ def url(tmp_path: Path) -> str:
 
 
 def open_router(
-    tmp_path: Path, cfg: RouterConfig, providers: Mapping[str, FakeProvider],
-    *, run_workers: bool = True,
-) -> Any:  # fmt: skip
+    tmp_path: Path,
+    cfg: RouterConfig,
+    providers: Mapping[str, FakeProvider],
+    *,
+    run_workers: bool = True,
+) -> Any:
     every = {PROBE: FakeProvider(PROBE), **providers} if PROBE in cfg.tasks else dict(providers)
     return Router.open(url(tmp_path), cfg, providers=every, run_workers=run_workers)
 
@@ -67,8 +69,16 @@ async def a_later_job_ran(router: Router) -> None:
     outside any worker, is found by the poller and run to the end, so every runnable job has
     been looked at since (needs `with_probe`)."""
     job = await create_job(
-        router.store, owner=PROBE, idempotency_key=uuid.uuid4().hex, task=PROBE, input={},
-        params={}, deadline_s=None, claimed_by=None, claim_s=5.0)  # fmt: skip
+        router.store,
+        owner=PROBE,
+        idempotency_key=uuid.uuid4().hex,
+        task=PROBE,
+        input={},
+        params={},
+        deadline_s=None,
+        claimed_by=None,
+        claim_s=5.0,
+    )
     assert (await router.wait(job.id, timeout=SETTLE)).state is JobState.SUCCEEDED
 
 
@@ -409,10 +419,12 @@ async def test_restart_after_close_in_flight_does_not_start_a_second_exclusive_a
 ) -> None:
     a = FakeProvider("a", default=Step(hang=True))
     b = FakeProvider("b")
-    cfg = with_probe(RouterConfig(
-        tasks={"post": exclusive(attempt_timeout=30.0)},
-        engine=EngineConfig(poll_interval=0.05, sweep_interval=0.1, claim=0.2, lease=5.0),
-    ))  # fmt: skip
+    cfg = with_probe(
+        RouterConfig(
+            tasks={"post": exclusive(attempt_timeout=30.0)},
+            engine=EngineConfig(poll_interval=0.05, sweep_interval=0.1, claim=0.2, lease=5.0),
+        )
+    )
     async with open_router(tmp_path, cfg, {"a": a, "b": b}) as router:
         job = await submit(router, "post")
         await until(lambda: a.in_flight == 1)

@@ -39,20 +39,33 @@ def test_each_kind_announces_its_job_state(kind: str) -> None:
     assert EventKind(kind).job_state == (None if expected is None else JobState(expected))
 
 
-@pytest.mark.parametrize(("state", "kind"), [
-    ("queued", "job.queued"), ("running", "job.running"), ("succeeded", "job.succeeded"),
-    ("failed", "job.failed"), ("unknown", "job.unknown"), ("cancelled", "job.cancelled"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("state", "kind"),
+    [
+        ("queued", "job.queued"),
+        ("running", "job.running"),
+        ("succeeded", "job.succeeded"),
+        ("failed", "job.failed"),
+        ("unknown", "job.unknown"),
+        ("cancelled", "job.cancelled"),
+    ],
+)
 def test_a_job_move_is_recorded_under_the_same_string_as_before(state: str, kind: str) -> None:
     moved = EventKind.job_moved(JobState(state))
     assert moved.value == kind and str(moved) == kind and f"{moved}" == kind
     assert moved.job_state is JobState(state)
 
 
-@pytest.mark.parametrize(("state", "kind"), [
-    ("succeeded", "attempt.succeeded"), ("failed", "attempt.failed"),
-    ("unknown", "attempt.unknown"), ("lost", "attempt.lost"), ("cancelled", "attempt.cancelled"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("state", "kind"),
+    [
+        ("succeeded", "attempt.succeeded"),
+        ("failed", "attempt.failed"),
+        ("unknown", "attempt.unknown"),
+        ("lost", "attempt.lost"),
+        ("cancelled", "attempt.cancelled"),
+    ],
+)
 def test_an_attempt_end_is_recorded_under_the_same_string_as_before(state: str, kind: str) -> None:
     assert EventKind.attempt_ended(AttemptState(state)).value == kind
 
@@ -64,19 +77,29 @@ def test_a_started_attempt_has_no_end_event() -> None:
 
 def test_circuit_states_are_the_stored_strings() -> None:
     assert {state.value: state.passes_all for state in CircuitState} == {
-        "closed": True, "open": False, "half_open": False}  # fmt: skip
+        "closed": True,
+        "open": False,
+        "half_open": False,
+    }
 
 
 # (announced, caught_up) -> the watch ends. Terminal at once; unknown only when caught up.
 WATCH_ENDS = {
-    (None, False): False, (None, True): False,
-    ("queued", False): False, ("queued", True): False,
-    ("running", False): False, ("running", True): False,
-    ("unknown", False): False, ("unknown", True): True,
-    ("succeeded", False): True, ("succeeded", True): True,
-    ("failed", False): True, ("failed", True): True,
-    ("cancelled", False): True, ("cancelled", True): True,
-}  # fmt: skip
+    (None, False): False,
+    (None, True): False,
+    ("queued", False): False,
+    ("queued", True): False,
+    ("running", False): False,
+    ("running", True): False,
+    ("unknown", False): False,
+    ("unknown", True): True,
+    ("succeeded", False): True,
+    ("succeeded", True): True,
+    ("failed", False): True,
+    ("failed", True): True,
+    ("cancelled", False): True,
+    ("cancelled", True): True,
+}
 
 
 @pytest.mark.parametrize(("announced", "caught_up"), list(WATCH_ENDS))

@@ -26,8 +26,7 @@ from tests.unit.test_engine import SETTLE, config, open_router, shared, submit
 
 
 def one_worker(cfg: RouterConfig) -> RouterConfig:
-    engine = EngineConfig(workers=1, poll_interval=0.05, sweep_interval=0.1, claim=5.0,
-                          lease=5.0)  # fmt: skip
+    engine = EngineConfig(workers=1, poll_interval=0.05, sweep_interval=0.1, claim=5.0, lease=5.0)
     return cfg.model_copy(update={"engine": engine})
 
 
@@ -44,7 +43,11 @@ async def test_the_first_attempt_rides_in_the_creating_transaction(tmp_path: Pat
         assert connector.stats.write_transactions - before == 2  # create + start, CAS finish
         events = await router.events(job.id)
         assert [e.kind for e in events] == [
-            "job.queued", "attempt.started", "attempt.succeeded", "job.succeeded"]
+            "job.queued",
+            "attempt.started",
+            "attempt.succeeded",
+            "job.succeeded",
+        ]
         assert [e.seq for e in events] == [1, 2, 3, 4]
         [attempt] = await router.attempts(job.id)
         assert attempt.provider == "a" and attempt.state is AttemptState.SUCCEEDED
@@ -106,8 +109,11 @@ async def test_a_half_open_circuit_keeps_its_probe_out_of_the_creating_transacti
     claimed fleet-wide in a transaction of its own, so the next job is created queued and its
     driver claims the probe, then starts the attempt."""
     a = FakeProvider("a", steps=[Step(error=NotSent("refused", provider="a"))])
-    cfg = config(caption=TaskConfig(providers=["a"], side_effects="none", attempt_timeout=1.0,
-                                    certification="none"))
+    cfg = config(
+        caption=TaskConfig(
+            providers=["a"], side_effects="none", attempt_timeout=1.0, certification="none"
+        )
+    )
     cfg = cfg.model_copy(update={"breaker": BreakerConfig(failure_threshold=1, cooldown=0.2)})
     async with open_router(tmp_path, cfg, {"a": a}) as router:
         failed = await submit(router, "caption", key="k1")
@@ -124,16 +130,25 @@ async def test_a_job_committed_but_never_handed_over_is_taken_up_again(tmp_path:
     first attempt recorded but never sent. The heartbeat renews only jobs in hand, so the claim
     and the lease expire, the sweeper records the attempt unknown (I7) and the job fails over."""
     a, b = FakeProvider("a"), FakeProvider("b")
-    cfg = config(caption=shared()).model_copy(update={"engine": EngineConfig(
-        poll_interval=0.05, sweep_interval=0.1, claim=0.5, lease=0.3)})  # fmt: skip
+    cfg = config(caption=shared()).model_copy(
+        update={
+            "engine": EngineConfig(poll_interval=0.05, sweep_interval=0.1, claim=0.5, lease=0.3)
+        }
+    )
     async with open_router(tmp_path, cfg, {"a": a, "b": b}) as router:
         assert router.engine is not None
-        first = AttemptStart(provider="a", model=None, worker=router.engine.worker_id,
-                             lease_s=0.3)  # fmt: skip
+        first = AttemptStart(provider="a", model=None, worker=router.engine.worker_id, lease_s=0.3)
         job, attempt = await router.store.create_and_start(
-            owner="shop-1", idempotency_key="lost", task="caption", input={"product": "tea"},
-            params={}, deadline_s=None, claimed_by=router.engine.worker_id, claim_s=0.5,
-            first=first)  # fmt: skip
+            owner="shop-1",
+            idempotency_key="lost",
+            task="caption",
+            input={"product": "tea"},
+            params={},
+            deadline_s=None,
+            claimed_by=router.engine.worker_id,
+            claim_s=0.5,
+            first=first,
+        )
         assert attempt is not None
         done = await router.wait(job.id, timeout=SETTLE)
         assert done.state is JobState.SUCCEEDED
@@ -165,7 +180,8 @@ def held_commit(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldCommit]:
 
     def slow_commit(self: SqliteConnector, broken: BaseException | None) -> None:
         mine = self._writer.execute(  # the transaction's own, uncommitted rows are visible here
-            "SELECT 1 FROM jobs WHERE idempotency_key = ?", (held.key,)).fetchone()
+            "SELECT 1 FROM jobs WHERE idempotency_key = ?", (held.key,)
+        ).fetchone()
         if mine is not None and not held.entered.is_set():
             held.entered.set()
             held.release.wait(SETTLE)
@@ -179,14 +195,19 @@ def held_commit(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldCommit]:
 def post_and_load() -> RouterConfig:
     """`post` (exclusive, provider a) and `load` (provider h, which never answers): two load
     jobs keep more than one job in flight, so COMMITs go to a thread (group commit)."""
-    return config(post=TaskConfig(providers=["a"], side_effects="external", attempt_timeout=5.0,
-                                  certification="none"),
-                  load=TaskConfig(providers=["h"], side_effects="none", attempt_timeout=60.0,
-                                  certification="none"))
+    return config(
+        post=TaskConfig(
+            providers=["a"], side_effects="external", attempt_timeout=5.0, certification="none"
+        ),
+        load=TaskConfig(
+            providers=["h"], side_effects="none", attempt_timeout=60.0, certification="none"
+        ),
+    )
 
 
 async def test_a_submit_cancelled_during_its_commit_still_runs_the_job(
-    tmp_path: Path, held_commit: HeldCommit,
+    tmp_path: Path,
+    held_commit: HeldCommit,
 ) -> None:
     """The caller gives up while the COMMIT is on its thread (held there, a slow disk):
     the job and its first attempt are durable, so the job must reach a worker all the same,
@@ -210,7 +231,8 @@ async def test_a_submit_cancelled_during_its_commit_still_runs_the_job(
 
 
 async def test_close_waits_for_a_submit_still_committing_and_stops_its_job(
-    tmp_path: Path, held_commit: HeldCommit,
+    tmp_path: Path,
+    held_commit: HeldCommit,
 ) -> None:
     """close() while a submit's COMMIT is on its thread: close waits for it, the job created
     meanwhile is stopped like any job in hand, and no driver outlives close()."""

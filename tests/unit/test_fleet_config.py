@@ -49,8 +49,10 @@ async def test_the_environment_variable_moves_delivery_onto_nats(
 
 
 async def test_a_claim_longer_than_the_dedupe_window_is_refused(store: SqlStore) -> None:
-    config = RouterConfig(webhooks=HOOKS, delivery=DeliveryConfig(
-        nats_url="nats://127.0.0.1:4222", dedupe_window=30.0))  # fmt: skip
+    config = RouterConfig(
+        webhooks=HOOKS,
+        delivery=DeliveryConfig(nats_url="nats://127.0.0.1:4222", dedupe_window=30.0),
+    )
     with pytest.raises(ConfigError, match="dedupe_window"):
         build_delivery(store, config)
 
@@ -61,10 +63,26 @@ def test_a_nats_url_must_be_one() -> None:
 
 
 def test_a_replayed_dead_letter_gets_a_message_id_of_its_own() -> None:
-    fresh = OutboxEvent(id="e1", job_id="j", owner="o", kind="job.succeeded", payload="{}",
-                        created_at=10.0, tries=0, next_attempt_at=10.0)  # fmt: skip
-    replayed = OutboxEvent(id="e1", job_id="j", owner="o", kind="job.succeeded", payload="{}",
-                           created_at=10.0, tries=0, next_attempt_at=99.5)  # fmt: skip
+    fresh = OutboxEvent(
+        id="e1",
+        job_id="j",
+        owner="o",
+        kind="job.succeeded",
+        payload="{}",
+        created_at=10.0,
+        tries=0,
+        next_attempt_at=10.0,
+    )
+    replayed = OutboxEvent(
+        id="e1",
+        job_id="j",
+        owner="o",
+        kind="job.succeeded",
+        payload="{}",
+        created_at=10.0,
+        tries=0,
+        next_attempt_at=99.5,
+    )
     assert message_id(fresh) == "e1"
     assert message_id(replayed) == "e1:replay:99.5"
 
@@ -78,11 +96,17 @@ from router import Router
 from router.config import RouterConfig, WebhookConfig
 hooks = {{"shop": WebhookConfig(url="http://127.0.0.1:9/hook", secret_env="SHOP_SECRET")}}
 async def main():
-    async with Router.open("sqlite:///{tmp_path / 'r.db'}", RouterConfig(webhooks=hooks)):
+    async with Router.open("sqlite:///{tmp_path / "r.db"}", RouterConfig(webhooks=hooks)):
         pass
 asyncio.run(main())
 print(sorted(m for m in sys.modules if m == "nats" or m.startswith("nats.")))
 """
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert done.stdout.strip() == "[]", done.stderr

@@ -11,12 +11,27 @@ FULL = -1  # no free slot: nothing claimed, nothing tried
 
 # (mode, claimed, woken) -> next mode
 TABLE = {
-    (L, FULL, False): L, (L, FULL, True): L, (L, 0, False): L, (L, 0, True): K,
-    (L, 1, False): L, (L, 1, True): L, (L, 2, False): B, (L, 5, True): B,
-    (B, FULL, False): B, (B, 0, False): L, (B, 0, True): L, (B, 1, False): B, (B, 3, True): B,
-    (K, FULL, False): K, (K, 0, False): K, (K, 0, True): K, (K, 1, False): L, (K, 1, True): L,
-    (K, 2, False): B, (K, 7, True): B,
-}  # fmt: skip
+    (L, FULL, False): L,
+    (L, FULL, True): L,
+    (L, 0, False): L,
+    (L, 0, True): K,
+    (L, 1, False): L,
+    (L, 1, True): L,
+    (L, 2, False): B,
+    (L, 5, True): B,
+    (B, FULL, False): B,
+    (B, 0, False): L,
+    (B, 0, True): L,
+    (B, 1, False): B,
+    (B, 3, True): B,
+    (K, FULL, False): K,
+    (K, 0, False): K,
+    (K, 0, True): K,
+    (K, 1, False): L,
+    (K, 1, True): L,
+    (K, 2, False): B,
+    (K, 7, True): B,
+}
 
 
 @pytest.mark.parametrize(("mode", "claimed", "woken"), list(TABLE))

@@ -28,6 +28,7 @@ def test_the_driver_imports_neither_the_engine_nor_the_router() -> None:
 
 
 def test_only_the_step_asks_the_policy_to_decide() -> None:
-    deciders = {path.stem for path in ROUTER.glob("*.py")
-                if "router.policy.decide" in imported(path.stem)}
+    deciders = {
+        path.stem for path in ROUTER.glob("*.py") if "router.policy.decide" in imported(path.stem)
+    }
     assert deciders == {"step"}

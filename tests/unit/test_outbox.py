@@ -47,8 +47,15 @@ SECRET = b"s3cret-for-tests"
 INITIAL = 0.05  # backoff of the first retry, seconds; doubles per try
 # Short waits between tries, but a try's own timeout (and the claim, longer than it) generous: a
 # receiver answering late on a loaded machine must not turn into an extra, unexpected send.
-FAST = DeliverySettings(max_tries=8, backoff_initial_s=INITIAL, backoff_max_s=1.0, timeout_s=30.0,
-                        claim_s=60.0, poll_s=0.02, batch=16)  # fmt: skip
+FAST = DeliverySettings(
+    max_tries=8,
+    backoff_initial_s=INITIAL,
+    backoff_max_s=1.0,
+    timeout_s=30.0,
+    claim_s=60.0,
+    poll_s=0.02,
+    batch=16,
+)
 
 
 def no_jitter(bound: float) -> float:
@@ -122,9 +129,18 @@ def test_signature_at_the_edge_of_the_tolerance_is_accepted() -> None:
     assert not verify_signature(SECRET, b"{}", header, now=1_000_000 + 300.5, tolerance_s=300.0)
 
 
-@pytest.mark.parametrize(("value", "seconds"), [
-    ("0", 0.0), ("0.5", 0.5), ("120", 120.0), ("-1", None), ("soon", None), (None, None),
-    ("Wed, 21 Oct 2026 07:28:00 GMT", None)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("0", 0.0),
+        ("0.5", 0.5),
+        ("120", 120.0),
+        ("-1", None),
+        ("soon", None),
+        (None, None),
+        ("Wed, 21 Oct 2026 07:28:00 GMT", None),
+    ],
+)
 def test_a_receivers_retry_after_is_read_in_seconds(
     value: str | None, seconds: float | None
 ) -> None:
@@ -364,6 +380,7 @@ async def test_an_endless_answer_is_read_only_up_to_the_cap(
     sender = deliverer(store, receiver, timeout_s=5.0)  # the default cap, 4096 bytes
     sender.start()
     try:
+
         async def tried() -> bool:
             return (await event_of(store, job)).tries >= 1
 
@@ -384,8 +401,10 @@ def sample(name: str, **labels: str) -> float:
 
 async def test_delivery_outcomes_are_counted(store: SqlStore, receiver: WebhookReceiver) -> None:
     receiver.fail_first = 1
-    before = {o: sample("jobrouter_outbox_deliveries_total", outcome=o)
-              for o in ("delivered", "retry", "dead")}  # fmt: skip
+    before = {
+        o: sample("jobrouter_outbox_deliveries_total", outcome=o)
+        for o in ("delivered", "retry", "dead")
+    }
     job = await job_in(store, JobState.SUCCEEDED, key="order-1")
     sender = deliverer(store, receiver)
     sender.start()
@@ -393,15 +412,16 @@ async def test_delivery_outcomes_are_counted(store: SqlStore, receiver: WebhookR
         await until(lambda: delivered(store, job.id))
     finally:
         await sender.stop()
-    after = {o: sample("jobrouter_outbox_deliveries_total", outcome=o)
-             for o in before}  # fmt: skip
+    after = {o: sample("jobrouter_outbox_deliveries_total", outcome=o) for o in before}
     assert {o: after[o] - before[o] for o in before} == {"delivered": 1, "retry": 1, "dead": 0}
 
 
 async def test_a_round_that_fails_does_not_stop_the_delivery_loop(
-    store: SqlStore, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+    store: SqlStore,
+    receiver: WebhookReceiver,
+    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+) -> None:
     """The store fails once while claiming (a dropped connection): the loop logs it and goes
     on. Kills the `_run` mutant that leaves the round's count unset when the round raises."""
     job = await job_in(store, JobState.SUCCEEDED, key="order-1")
@@ -458,9 +478,12 @@ async def test_stop_between_the_delivered_write_and_the_counter_still_counts(
 
 
 def test_depth_gauges_follow_the_store_and_drop_to_zero() -> None:
-    set_outbox_gauges(OutboxCounts(pending=[OwnerDepth("g1", 3, 1, 0.0, 0.0),
-                                            OwnerDepth("g2", 1, 0, 0.0, 0.0)],
-                                   dead={"g1": 2}))  # fmt: skip
+    set_outbox_gauges(
+        OutboxCounts(
+            pending=[OwnerDepth("g1", 3, 1, 0.0, 0.0), OwnerDepth("g2", 1, 0, 0.0, 0.0)],
+            dead={"g1": 2},
+        )
+    )
     assert sample("jobrouter_outbox_pending") == 4  # summed: no owner's name on /metrics
     assert sample("jobrouter_outbox_dead") == 2
     assert sample("jobrouter_outbox_pending", owner="g1") == 0  # no such series
@@ -483,14 +506,28 @@ def test_settings_and_secrets_come_from_the_config_and_the_given_environment() -
     in (not os.environ) and the refusal names its key. Kills the DeliverySettings.from_config
     and webhooks_from_config mutants that drop a value or read the wrong environment."""
     config = RouterConfig(
-        webhooks={"shop": WebhookConfig(url="http://127.0.0.1:9/x",
-                                        secret_env="JR_TEST_ONLY_HERE")},
-        outbox=OutboxConfig(max_tries=5, backoff_initial=2.0, backoff_max=90.0, timeout=7.0,
-                            claim=40.0, poll_interval=0.5, batch=9),
-    )  # fmt: skip
+        webhooks={
+            "shop": WebhookConfig(url="http://127.0.0.1:9/x", secret_env="JR_TEST_ONLY_HERE")
+        },
+        outbox=OutboxConfig(
+            max_tries=5,
+            backoff_initial=2.0,
+            backoff_max=90.0,
+            timeout=7.0,
+            claim=40.0,
+            poll_interval=0.5,
+            batch=9,
+        ),
+    )
     assert DeliverySettings.from_config(config) == DeliverySettings(
-        max_tries=5, backoff_initial_s=2.0, backoff_max_s=90.0, timeout_s=7.0, claim_s=40.0,
-        poll_s=0.5, batch=9)  # fmt: skip
+        max_tries=5,
+        backoff_initial_s=2.0,
+        backoff_max_s=90.0,
+        timeout_s=7.0,
+        claim_s=40.0,
+        poll_s=0.5,
+        batch=9,
+    )
     hooks = webhooks_from_config(config, {"JR_TEST_ONLY_HERE": "s3cret"})
     assert hooks == {"shop": Webhook(owner="shop", url="http://127.0.0.1:9/x", secret=b"s3cret")}
     with pytest.raises(ConfigError) as refused:
@@ -533,8 +570,9 @@ async def test_router_delivers_then_purge_then_the_same_key_starts_a_new_job(
         await until(lambda: delivered(router.store, first.id))
 
         await age_jobs(router.store, 8 * DAY_S)
-        purged = await purge(router.store, cutoff_for(config.retention.days),
-                             owners=config.webhooks)  # fmt: skip
+        purged = await purge(
+            router.store, cutoff_for(config.retention.days), owners=config.webhooks
+        )
         assert purged.jobs == 1
         assert await router.find("shop", "order-42") is None
 
@@ -571,7 +609,8 @@ async def test_an_event_committed_here_is_sent_at_once_not_at_the_next_poll(
         job = await job_in(store, JobState.SUCCEEDED, key="woken")
         await until(lambda: _delivered(store, job))
         assert [request.event_id for request in receiver.requests] == [
-            (await event_of(store, job)).id]
+            (await event_of(store, job)).id
+        ]
         assert rounds == [0, 1]
     finally:
         await sender.stop()

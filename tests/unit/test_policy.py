@@ -89,8 +89,9 @@ def test_a_request_that_cannot_be_built_waits_for_attempts_in_flight() -> None:
     """Kills the `router.policy.x_unbuildable` mutants of the in-flight branch."""
     attempts = history(("a", AttemptState.FAILED), ("b", AttemptState.STARTED))
     decision = unbuildable(attempts, "template error")
-    assert decision == Wait(None, "the request cannot be built (template error); "
-                                  "waiting for attempts in flight")  # fmt: skip
+    assert decision == Wait(
+        None, "the request cannot be built (template error); waiting for attempts in flight"
+    )
 
 
 def test_a_request_that_cannot_be_built_fails_the_job_or_keeps_it_unknown() -> None:
@@ -98,16 +99,19 @@ def test_a_request_that_cannot_be_built_fails_the_job_or_keeps_it_unknown() -> N
     attempt's outcome is unknown (I3: never turned into a failure). Kills the
     `router.policy.x_unbuildable` mutants of the ending branch."""
     decision = unbuildable(history(("a", AttemptState.FAILED)), "template error")
-    assert decision == Finish(JobState.FAILED,
-                              "the provider request could not be built, nothing was sent: "
-                              "template error; attempts: a: failed")  # fmt: skip
+    assert decision == Finish(
+        JobState.FAILED,
+        "the provider request could not be built, nothing was sent: "
+        "template error; attempts: a: failed",
+    )
     attempts = history(("a", AttemptState.FAILED), ("b", AttemptState.UNKNOWN))
     decision = unbuildable(attempts, "template error")
     assert isinstance(decision, Finish)
     assert decision.state is JobState.UNKNOWN
     assert decision.error.startswith(
         "the provider request could not be built, nothing was sent: template error; "
-        "outcome unknown for attempt att-2-b (b)")
+        "outcome unknown for attempt att-2-b (b)"
+    )
     assert unbuildable([], "template error") == Finish(
         JobState.FAILED, "the provider request could not be built, nothing was sent: template error"
     )
@@ -351,8 +355,11 @@ def test_deadline_passed_fails_the_job() -> None:
 
 def test_deadline_passed_names_each_provider_not_used_and_why() -> None:
     attempts = history(("a", AttemptState.FAILED))
-    eligibility = {"a": OK, "b": Eligibility(False, "circuit open after 5 failures",
-                                             retry_at=T0 + 60), "c": OK}
+    eligibility = {
+        "a": OK,
+        "b": Eligibility(False, "circuit open after 5 failures", retry_at=T0 + 60),
+        "c": OK,
+    }
     decision = run(SHARED, attempts, eligibility, now=T0 + 10, deadline_at=T0 + 10)
     assert isinstance(decision, Finish)
     assert decision.state is JobState.FAILED
@@ -368,13 +375,18 @@ def test_deadline_passed_message_lists_the_providers_not_used_or_none() -> None:
     attempts = history(("a", AttemptState.FAILED))
     eligibility = {"a": OK, "b": Eligibility(False, "circuit open"), "c": OK}
     decision = run(SHARED, attempts, eligibility, now=T0 + 10, deadline_at=T0 + 10)
-    assert decision == Finish(JobState.FAILED, "the job's deadline passed (not used: b: circuit "
-                              "open; c: not tried before the deadline); attempts: a: failed")
-    attempts = history(("a", AttemptState.FAILED), ("b", AttemptState.FAILED),
-                       ("c", AttemptState.FAILED))  # fmt: skip
+    assert decision == Finish(
+        JobState.FAILED,
+        "the job's deadline passed (not used: b: circuit "
+        "open; c: not tried before the deadline); attempts: a: failed",
+    )
+    attempts = history(
+        ("a", AttemptState.FAILED), ("b", AttemptState.FAILED), ("c", AttemptState.FAILED)
+    )
     decision = run(SHARED, attempts, all_ok("a", "b", "c"), now=T0 + 10, deadline_at=T0 + 10)
-    assert decision == Finish(JobState.FAILED, "the job's deadline passed; "
-                              "attempts: a: failed; b: failed; c: failed")
+    assert decision == Finish(
+        JobState.FAILED, "the job's deadline passed; attempts: a: failed; b: failed; c: failed"
+    )
 
 
 def test_an_unknown_outcome_tells_the_operator_what_may_have_happened_and_what_to_do() -> None:
@@ -387,8 +399,9 @@ def test_an_unknown_outcome_tells_the_operator_what_may_have_happened_and_what_t
         "an external side effect may have happened for attempt att-1-a (a); check the provider, "
         "then `jobrouter resolve ATTEMPT_ID --outcome succeeded|failed` or cancel the job",
     )
-    attempts = history(("a", AttemptState.UNKNOWN), ("b", AttemptState.UNKNOWN),
-                       ("c", AttemptState.FAILED))  # fmt: skip
+    attempts = history(
+        ("a", AttemptState.UNKNOWN), ("b", AttemptState.UNKNOWN), ("c", AttemptState.FAILED)
+    )
     decision = run(SHARED, attempts, all_ok("a", "b", "c"), now=T0 + 10, deadline_at=T0 + 10)
     assert decision == Finish(
         JobState.UNKNOWN,
@@ -404,9 +417,12 @@ def test_no_provider_left_says_why_for_each_one_exactly() -> None:
     attempts = [attempt("a", AttemptState.FAILED, error_kind="rejected", error="HTTP 500")]
     eligibility = {"a": OK, "b": Eligibility(False, "not certified")}
     decision = run(TaskPolicy(providers=("a", "b", "c")), attempts, eligibility)
-    assert decision == Finish(JobState.FAILED, "no provider left to try (a: already tried; "
-                              "b: not certified; c: not configured); attempts: a: rejected "
-                              "HTTP 500")
+    assert decision == Finish(
+        JobState.FAILED,
+        "no provider left to try (a: already tried; "
+        "b: not certified; c: not configured); attempts: a: rejected "
+        "HTTP 500",
+    )
 
 
 def test_each_wait_says_what_it_waits_for() -> None:
@@ -416,14 +432,18 @@ def test_each_wait_says_what_it_waits_for() -> None:
     hedged = TaskPolicy(providers=("a", "b"), exclusive=False, hedge_after=30.0)
     in_flight = history(("a", AttemptState.STARTED))
     assert run(hedged, in_flight, all_ok("a", "b"), now=T0 + 11, deadline_at=T0 + 10) == Wait(
-        None, "deadline passed; waiting for attempts in flight to end")
+        None, "deadline passed; waiting for attempts in flight to end"
+    )
     assert run(hedged, in_flight, all_ok("a", "b"), now=T0 + 10) == Wait(
-        T0 + 30, "hedging to b if still silent after 30.0s")
+        T0 + 30, "hedging to b if still silent after 30.0s"
+    )
     assert run(hedged, in_flight, all_ok("a"), now=T0 + 10) == Wait(
-        None, "attempt att-1-a is in flight")
+        None, "attempt att-1-a is in flight"
+    )
     eligibility = {"a": OK, "b": Eligibility(False, "circuit open", retry_at=T0 + 130)}
     assert run(hedged, history(("a", AttemptState.FAILED)), eligibility) == Wait(
-        T0 + 130, "no eligible provider can be called now; waiting for one to recover")
+        T0 + 130, "no eligible provider can be called now; waiting for one to recover"
+    )
 
 
 def test_deadline_passed_with_an_unknown_attempt_finishes_unknown() -> None:
@@ -458,10 +478,12 @@ eligibilities = st.builds(
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> tuple[TaskPolicy, list[Attempt], dict[str, Eligibility], float,
-                                        float | None]:  # fmt: skip
-    providers = tuple(draw(st.lists(st.sampled_from(PROVIDERS), min_size=1, max_size=4,
-                                    unique=True)))  # fmt: skip
+def scenarios(
+    draw: st.DrawFn,
+) -> tuple[TaskPolicy, list[Attempt], dict[str, Eligibility], float, float | None]:
+    providers = tuple(
+        draw(st.lists(st.sampled_from(PROVIDERS), min_size=1, max_size=4, unique=True))
+    )
     policy = TaskPolicy(
         providers=providers,
         max_attempts=draw(st.integers(1, 6)),

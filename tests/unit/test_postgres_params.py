@@ -63,18 +63,26 @@ def test_rowcount_reads_the_command_tag(status: str, count: int) -> None:
     ("url", "shown"),
     [
         ("postgresql://bob:s3cret@db:5432/jobs", "postgresql://bob:***@db:5432/jobs"),
-        ("postgres://bob@db/jobs?password=s3cret&sslmode=require",
-         "postgres://bob@db/jobs?password=***&sslmode=require"),
+        (
+            "postgres://bob@db/jobs?password=s3cret&sslmode=require",
+            "postgres://bob@db/jobs?password=***&sslmode=require",
+        ),
         ("postgresql://db/jobs", "postgresql://db/jobs"),
         ("postgresql://bob:p%40ss:word@db/jobs", "postgresql://bob:***@db/jobs"),
         # issue 14: the client-certificate key's password, and URLs urlsplit cannot read
-        ("postgresql://bob@db/jobs?sslpassword=s3cret&sslmode=verify-full",
-         "postgresql://bob@db/jobs?sslpassword=***&sslmode=verify-full"),
-        ("postgresql://bob:s3cret@[db/jobs?sslpassword=s3cret",
-         "postgresql://bob:***@[db/jobs?sslpassword=***"),
-        ("postgresql://bob:s3cret@db:port/jobs?password=s3cret",
-         "postgresql://bob:***@db:port/jobs?password=***"),
+        (
+            "postgresql://bob@db/jobs?sslpassword=s3cret&sslmode=verify-full",
+            "postgresql://bob@db/jobs?sslpassword=***&sslmode=verify-full",
+        ),
+        (
+            "postgresql://bob:s3cret@[db/jobs?sslpassword=s3cret",
+            "postgresql://bob:***@[db/jobs?sslpassword=***",
+        ),
+        (
+            "postgresql://bob:s3cret@db:port/jobs?password=s3cret",
+            "postgresql://bob:***@db:port/jobs?password=***",
+        ),
     ],
-)  # fmt: skip
+)
 def test_redact_masks_the_password(url: str, shown: str) -> None:
     assert redact(url) == shown

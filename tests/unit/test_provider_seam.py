@@ -21,11 +21,14 @@ async def test_the_router_warms_records_the_model_of_and_closes_every_provider(
     async def on_call(_: object) -> None:
         called.set()
 
-    a = FakeProvider("a", model="fake/a-model", on_call=on_call,
-                     default=Step(output={"text": "ok"}, release=gate))
+    a = FakeProvider(
+        "a",
+        model="fake/a-model",
+        on_call=on_call,
+        default=Step(output={"text": "ok"}, release=gate),
+    )
     b = FakeProvider("b")
-    router = await Router.open(url(tmp_path), config(caption=shared()),
-                               providers={"a": a, "b": b})
+    router = await Router.open(url(tmp_path), config(caption=shared()), providers={"a": a, "b": b})
     try:
         assert (a.warmed, b.warmed) == (1, 1)
         job = await submit(router, "caption")

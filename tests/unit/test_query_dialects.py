@@ -25,15 +25,26 @@ def test_each_dialect_reads_a_json_list_in_its_own_words() -> None:
     query = "SELECT 1 WHERE x IN ({json_list(:ids)}) AND y IN ({json_list(:owners)})"
     sqlite = in_dialect({"q": query}, "sqlite")["q"]
     postgres = in_dialect({"q": query}, "postgres")["q"]
-    assert sqlite == ("SELECT 1 WHERE x IN (SELECT value FROM json_each(:ids)) "
-                      "AND y IN (SELECT value FROM json_each(:owners))")  # fmt: skip
-    assert postgres == ("SELECT 1 WHERE x IN (SELECT json_array_elements_text(CAST(:ids AS json)))"
-                        " AND y IN (SELECT json_array_elements_text(CAST(:owners AS json)))")
+    assert sqlite == (
+        "SELECT 1 WHERE x IN (SELECT value FROM json_each(:ids)) "
+        "AND y IN (SELECT value FROM json_each(:owners))"
+    )
+    assert postgres == (
+        "SELECT 1 WHERE x IN (SELECT json_array_elements_text(CAST(:ids AS json)))"
+        " AND y IN (SELECT json_array_elements_text(CAST(:owners AS json)))"
+    )
 
 
 def test_the_renew_and_retention_lists_use_the_dialects_expansion() -> None:
-    for name in ("renew_claims", "renew_attempt_leases", "purge_outbox", "count_purgeable",
-                 "count_kept_undelivered", "purge_jobs", "list_jobs_states"):  # fmt: skip
+    for name in (
+        "renew_claims",
+        "renew_attempt_leases",
+        "purge_outbox",
+        "count_purgeable",
+        "count_kept_undelivered",
+        "purge_jobs",
+        "list_jobs_states",
+    ):
         assert "json_each(" in load_queries("sqlite")[name], name
         assert "json_array_elements_text(" in load_queries("postgres")[name], name
         assert "json_each" not in load_queries("postgres")[name], name

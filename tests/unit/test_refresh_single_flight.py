@@ -30,7 +30,6 @@ class SlowCircuits:
         await self.release.wait()
         return rows
 
-
     async def reads_reach(self, count: int) -> None:
         while self.reads < count:
             self.read.clear()

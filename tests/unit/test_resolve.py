@@ -24,11 +24,14 @@ SETTLE_S = 60.0  # a guard only
 
 def config() -> RouterConfig:
     return RouterConfig(
-        tasks={"echo": TaskConfig(contract=str(CONTRACT), providers=["a"], max_attempts=1,
-                                  attempt_timeout=0.3)},
+        tasks={
+            "echo": TaskConfig(
+                contract=str(CONTRACT), providers=["a"], max_attempts=1, attempt_timeout=0.3
+            )
+        },
         certification=CertificationConfig(required=False),
         engine=EngineConfig(poll_interval=0.05, sweep_interval=0.1, claim=5.0, lease=5.0),
-    )  # fmt: skip
+    )
 
 
 async def needing_attention(router: Router) -> tuple[Job, Attempt]:
@@ -64,8 +67,15 @@ async def test_only_an_unknown_attempt_can_be_resolved(tmp_path: Path) -> None:
     `only_from` guard removed: resolving the started attempt then makes it the winner)."""
     release = asyncio.Event()
     a = FakeProvider("a", steps=[Step(release=release, output={"text": "from a"})])
-    cfg = config().model_copy(update={"tasks": {"echo": TaskConfig(
-        contract=str(CONTRACT), providers=["a"], max_attempts=1, attempt_timeout=60.0)}})
+    cfg = config().model_copy(
+        update={
+            "tasks": {
+                "echo": TaskConfig(
+                    contract=str(CONTRACT), providers=["a"], max_attempts=1, attempt_timeout=60.0
+                )
+            }
+        }
+    )
     async with Router.open(f"sqlite:///{tmp_path / 'r.db'}", cfg, providers={"a": a}) as router:
         job = await router.submit("shop-1", "k1", "echo", {"text": "hello"})
         [started] = await router.attempts(job.id)

@@ -27,8 +27,12 @@ async def test_no_attempt_starts_before_the_warm_up_ends(tmp_path: Path) -> None
     a = SlowToLoad("a")
     a.loaded = asyncio.Event()
     b = FakeProvider("b")
-    opening = Router.open(url(tmp_path), config(caption=shared()), providers={"a": a, "b": b},
-                          start_in_background=True)
+    opening = Router.open(
+        url(tmp_path),
+        config(caption=shared()),
+        providers={"a": a, "b": b},
+        start_in_background=True,
+    )
     router = await asyncio.wait_for(opening.__aenter__(), SETTLE)  # returned, not warmed up
     try:
         job = await submit(router, "caption")
@@ -46,12 +50,17 @@ async def test_no_attempt_starts_before_the_warm_up_ends(tmp_path: Path) -> None
 async def test_close_during_the_warm_up_stops_cleanly(tmp_path: Path) -> None:
     a = SlowToLoad("a")
     a.loaded = asyncio.Event()  # never set
-    router = await Router.open(url(tmp_path), config(caption=shared()), providers={"a": a},
-                               start_in_background=True)
+    router = await Router.open(
+        url(tmp_path), config(caption=shared()), providers={"a": a}, start_in_background=True
+    )
     job = await submit(router, "caption")
     await router.close()
-    reopened = await Router.open(url(tmp_path), config(caption=shared()), run_workers=False,
-                                 providers={"a": FakeProvider("a")})
+    reopened = await Router.open(
+        url(tmp_path),
+        config(caption=shared()),
+        run_workers=False,
+        providers={"a": FakeProvider("a")},
+    )
     try:
         assert (await reopened.get(job.id)).state is JobState.QUEUED  # kept, never started
     finally:

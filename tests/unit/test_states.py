@@ -36,8 +36,13 @@ EXPECTED_JOB_MOVES = {
 JOB_TERMINAL = {Q: False, R: False, S: True, F: True, U: False, C: True}
 
 A_STARTED, A_SUCCEEDED, A_FAILED, A_UNKNOWN, A_LOST, A_CANCELLED = (
-    "started", "succeeded", "failed", "unknown", "lost", "cancelled",
-)  # fmt: skip
+    "started",
+    "succeeded",
+    "failed",
+    "unknown",
+    "lost",
+    "cancelled",
+)
 
 EXPECTED_ATTEMPT_MOVES = {
     (A_STARTED, A_SUCCEEDED),

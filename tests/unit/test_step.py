@@ -14,8 +14,12 @@ from router.step import Step, decide_step, next_step
 from router.tasks import TaskRuntime
 from router.timing import Deadline
 
-TASK = TaskRuntime(name="t", policy=TaskPolicy(providers=("a", "b"), exclusive=False),
-                   deadline_s=None, attempt_timeout_s=None)
+TASK = TaskRuntime(
+    name="t",
+    policy=TaskPolicy(providers=("a", "b"), exclusive=False),
+    deadline_s=None,
+    attempt_timeout_s=None,
+)
 
 
 def port(verdicts: dict[str, Eligibility], reads: list[str]) -> ProviderHealth:
@@ -40,7 +44,8 @@ async def test_next_step_reads_the_eligibility_once_and_asks_the_policy() -> Non
     assert step.decision == Start("b")
     assert step.start_at_once() == "b"
     assert [(n.kind, n.data) for n in step.refusals()] == [
-        ("provider.skipped", {"provider": "a", "reason": "circuit open"})]
+        ("provider.skipped", {"provider": "a", "reason": "circuit open"})
+    ]
 
 
 def test_a_half_open_probe_is_not_started_at_once() -> None:
@@ -52,7 +57,8 @@ def test_a_half_open_probe_is_not_started_at_once() -> None:
 
 def test_only_a_start_starts_at_once() -> None:
     waiting = Step(Wait(None, "later"), {"a": Eligibility(True)})
-    finished = decide_step(TASK, list[Attempt](), {"a": Eligibility(True)},
-                           Deadline(time.time() - 1))
+    finished = decide_step(
+        TASK, list[Attempt](), {"a": Eligibility(True)}, Deadline(time.time() - 1)
+    )
     assert isinstance(finished.decision, Finish)  # the deadline passed: nothing starts
     assert waiting.start_at_once() is None and finished.start_at_once() is None

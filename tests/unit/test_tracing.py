@@ -34,12 +34,21 @@ async def both_recorded(router: Router, job_id: str) -> bool:
 
 async def test_a_hedged_job_is_one_job_span_with_two_attempt_spans(tmp_path: Path) -> None:
     EXPORTER.clear()
-    config = RouterConfig(tasks={"t": TaskConfig(providers=["slow", "fast"], side_effects="none",
-                                                 hedge_after=0.1, certification="none")})
+    config = RouterConfig(
+        tasks={
+            "t": TaskConfig(
+                providers=["slow", "fast"],
+                side_effects="none",
+                hedge_after=0.1,
+                certification="none",
+            )
+        }
+    )
     slow = FakeProvider("slow", default=Step(hang=True))  # the hedge wins, always
     fast = FakeProvider("fast", default=Step(output={"text": "first"}))
-    async with Router.open(f"sqlite:///{tmp_path}/t.db", config,
-                           providers={"slow": slow, "fast": fast}) as router:
+    async with Router.open(
+        f"sqlite:///{tmp_path}/t.db", config, providers={"slow": slow, "fast": fast}
+    ) as router:
         job = await router.submit("o", "k", "t", {"x": 1})
         job = await router.wait(job.id, 60)
         # The hedge loser's span ends when its cancellation is recorded: wait for that row.

@@ -14,10 +14,17 @@ ROOT = Path(__file__).resolve().parents[3]
 def check(root: Path, config: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "router", "cassettes", "check", str(root), "--config", str(config)],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-             "LITELLM_OFFLINE_MODE": "true"},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "COLUMNS": "200",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "LITELLM_OFFLINE_MODE": "true",
+        },
+    )
 
 
 def test_the_recorded_cassettes_pass() -> None:
@@ -35,8 +42,11 @@ def test_a_planted_secret_and_a_stale_contract_fail(tmp_path: Path) -> None:
     # A local copy of the contract with one case changed: its fingerprint no longer matches.
     contract = (ROOT / "contracts" / "library" / "caption.yaml").read_text()
     (root / "caption.yaml").write_text(contract.replace("value: tea", "value: saffron"))
-    config = (root / "jobrouter.toml").read_text().replace('contract = "caption"',
-                                                          'contract = "caption.yaml"')
+    config = (
+        (root / "jobrouter.toml")
+        .read_text()
+        .replace('contract = "caption"', 'contract = "caption.yaml"')
+    )
     (root / "jobrouter.toml").write_text(config)
     done = check(root, root / "jobrouter.toml")
     assert done.returncode == 1

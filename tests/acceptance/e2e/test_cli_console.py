@@ -24,12 +24,20 @@ NASTY = "upstream said [/bold] and [red]no[/red] [providers.primary]"
 SUMMARY = "provider primary answered with an error (HTTP 500) and may have acted"
 
 
-def jobrouter(*args: str, cwd: Path, stdin: str | None = None,
-              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def jobrouter(
+    *args: str, cwd: Path, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("JOBROUTER_")}
     environment.update({"COLUMNS": "200", **(env or {})})
-    return subprocess.run([sys.executable, "-m", "router", *args], cwd=cwd, input=stdin,
-                          capture_output=True, text=True, timeout=120, env=environment)
+    return subprocess.run(
+        [sys.executable, "-m", "router", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
+    )
 
 
 def make_job_with_nasty_error(db: Path) -> tuple[str, str]:
@@ -39,13 +47,28 @@ def make_job_with_nasty_error(db: Path) -> tuple[str, str]:
     async def go() -> tuple[str, str]:
         store = await open_store(f"sqlite:///{db}")
         try:
-            job = await create_job(store, owner="shop", idempotency_key="k1", task="caption",
-                                   input={"text": "[b]tea[/b]"}, params={},
-                                   deadline_s=None, claimed_by=None, claim_s=1.0)
-            _, attempt = await store.start_attempt(job.id, provider="primary", model=None,
-                                                   worker="w", lease_s=30, exclusive=False)
-            await store.finish_attempt(attempt.id, AttemptState.FAILED, error_kind="rejected",
-                                       error=SUMMARY, error_detail=NASTY, usage=AttemptUsage())
+            job = await create_job(
+                store,
+                owner="shop",
+                idempotency_key="k1",
+                task="caption",
+                input={"text": "[b]tea[/b]"},
+                params={},
+                deadline_s=None,
+                claimed_by=None,
+                claim_s=1.0,
+            )
+            _, attempt = await store.start_attempt(
+                job.id, provider="primary", model=None, worker="w", lease_s=30, exclusive=False
+            )
+            await store.finish_attempt(
+                attempt.id,
+                AttemptState.FAILED,
+                error_kind="rejected",
+                error=SUMMARY,
+                error_detail=NASTY,
+                usage=AttemptUsage(),
+            )
             return job.id, attempt.id
         finally:
             await store.close()
@@ -57,7 +80,12 @@ def test_version_and_exit_code_table() -> None:
     done = jobrouter("--version", cwd=ROOT)
     assert done.returncode == 0 and done.stdout.startswith("jobrouter ")
     assert {exit_code_of_state(state) for state in JobState} == {
-        Exit.OK, Exit.FAILED, Exit.UNKNOWN, Exit.PENDING, Exit.CANCELLED}
+        Exit.OK,
+        Exit.FAILED,
+        Exit.UNKNOWN,
+        Exit.PENDING,
+        Exit.CANCELLED,
+    }
 
 
 def test_show_prints_attempt_ids_and_markup_in_data_literally(tmp_path: Path) -> None:
@@ -70,8 +98,7 @@ def test_show_prints_attempt_ids_and_markup_in_data_literally(tmp_path: Path) ->
     assert attempt_id in done.stdout
     assert "[/bold]" in done.stdout and "[providers.primary]" in done.stdout
     assert f"attempt 1 detail: {NASTY}" in done.stdout and SUMMARY in done.stdout
-    as_json = jobrouter("show", job_id, "--events", "--json", "-d", f"sqlite:///{db}",
-                        cwd=tmp_path)
+    as_json = jobrouter("show", job_id, "--events", "--json", "-d", f"sqlite:///{db}", cwd=tmp_path)
     document = json.loads(as_json.stdout)
     assert document["attempts"][0]["id"] == attempt_id
     assert document["attempts"][0]["error"] == SUMMARY
@@ -88,8 +115,9 @@ def test_jobs_list_filters_and_json(tmp_path: Path) -> None:
     document = json.loads(listed.stdout)
     assert [item["id"] for item in document["items"]] == [job_id]
     assert document["counts"]["running"] == 1 and document["next_cursor"] is None
-    other = json.loads(jobrouter("jobs", "list", "--json", "--owner", "nobody", "-d", url,
-                                 cwd=tmp_path).stdout)
+    other = json.loads(
+        jobrouter("jobs", "list", "--json", "--owner", "nobody", "-d", url, cwd=tmp_path).stdout
+    )
     assert other["items"] == []
     people = jobrouter("jobs", "list", "--provider", "primary", "-d", url, cwd=tmp_path)
     assert job_id in people.stdout, people.stderr
@@ -130,24 +158,28 @@ def test_misspelled_url_scheme_is_named(tmp_path: Path) -> None:
 def test_config_errors_print_section_names_literally(tmp_path: Path) -> None:
     """Before: rich ate `[providers.nope]` out of the message."""
     config = tmp_path / "jobrouter.toml"
-    config.write_text('[providers.primary]\nmodel = "openai/x"\n'
-                      '[tasks.caption]\nproviders = ["nope"]\n')
+    config.write_text(
+        '[providers.primary]\nmodel = "openai/x"\n[tasks.caption]\nproviders = ["nope"]\n'
+    )
     done = jobrouter("jobs", "list", "--config", str(config), cwd=tmp_path)
     assert done.returncode == Exit.ERROR and "[providers.nope]" in done.stderr
 
 
 def test_config_check_suggests_and_lists_routes(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
-    bad.write_text('[databse]\nurl = "sqlite:///x.db"\n[providers.primary]\n'
-                   'model = "openai/x"\n[tasks.caption]\nproviders = ["primry"]\n'
-                   "max_atempts = 2\n")
+    bad.write_text(
+        '[databse]\nurl = "sqlite:///x.db"\n[providers.primary]\n'
+        'model = "openai/x"\n[tasks.caption]\nproviders = ["primry"]\n'
+        "max_atempts = 2\n"
+    )
     done = jobrouter("config", "check", str(bad), cwd=tmp_path)
     assert done.returncode == Exit.ERROR
     assert "did you mean 'database'?" in done.stderr
     assert "did you mean 'max_attempts'?" in done.stderr
     assert "did you mean 'primary'?" in done.stderr
-    good = jobrouter("config", "check", "--json",
-                     str(ROOT / "cassettes" / "jobrouter.toml"), cwd=tmp_path)
+    good = jobrouter(
+        "config", "check", "--json", str(ROOT / "cassettes" / "jobrouter.toml"), cwd=tmp_path
+    )
     report: dict[str, Any] = json.loads(good.stdout)
     assert good.returncode == 0 and report["valid"] is True
     routes = {r["task"]: [name for name, _ in r["providers"]] for r in report["routes"]}
@@ -162,7 +194,7 @@ def test_submit_exit_codes_failed_and_refused_with_input_from_file_and_stdin(
     config = tmp_path / "jobrouter.toml"
     config.write_text(f"""
 [database]
-url = "sqlite:///{tmp_path / 'jobs.db'}"
+url = "sqlite:///{tmp_path / "jobs.db"}"
 [certification]
 required = false
 [providers.down]
@@ -175,12 +207,34 @@ side_effects = "none"
 max_attempts = 1
 """)
     (tmp_path / "input.json").write_text('{"text": "hello"}')
-    failed = jobrouter("submit", "-t", "echo", "-k", "k1", "-i", "@input.json", "--json",
-                       "--config", str(config), cwd=tmp_path)
+    failed = jobrouter(
+        "submit",
+        "-t",
+        "echo",
+        "-k",
+        "k1",
+        "-i",
+        "@input.json",
+        "--json",
+        "--config",
+        str(config),
+        cwd=tmp_path,
+    )
     assert failed.returncode == Exit.FAILED, failed.stderr
     assert json.loads(failed.stdout)["state"] == "failed"
-    refused = jobrouter("submit", "-t", "echo", "-k", "k1", "-i", "-", "--config", str(config),
-                        cwd=tmp_path, stdin='{"text": "other"}')
+    refused = jobrouter(
+        "submit",
+        "-t",
+        "echo",
+        "-k",
+        "k1",
+        "-i",
+        "-",
+        "--config",
+        str(config),
+        cwd=tmp_path,
+        stdin='{"text": "other"}',
+    )
     assert refused.returncode == Exit.REFUSED, refused.stderr
     assert "k1" in refused.stderr
 

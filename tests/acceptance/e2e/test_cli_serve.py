@@ -26,19 +26,32 @@ def free_port() -> int:
 def test_serve_answers_health_and_a_created_token(tmp_path: Path) -> None:
     config = tmp_path / "jobrouter.toml"
     config.write_text(f'[database]\nurl = "sqlite:///{tmp_path / "jobs.db"}"\n')
-    token = subprocess.run([*CLI, "token", "create", "cli-owner", "--config", str(config)],
-                           cwd=ROOT, capture_output=True, text=True, timeout=300, check=True)
+    token = subprocess.run(
+        [*CLI, "token", "create", "cli-owner", "--config", str(config)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     assert token.stdout.strip().startswith("jr_") and "not shown again" in token.stderr
     port = free_port()
     with (tmp_path / "serve.log").open("wb") as log:
-        server = subprocess.Popen([*CLI, "serve", "--config", str(config), "--host", "127.0.0.1",
-                                   "--port", str(port)], cwd=ROOT, stdout=log, stderr=log)
+        server = subprocess.Popen(
+            [*CLI, "serve", "--config", str(config), "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT,
+            stdout=log,
+            stderr=log,
+        )
     try:
         ready = _poll(f"http://127.0.0.1:{port}/health/ready")
         assert ready.json()["status"] == "ready"
         headers = {"Authorization": f"Bearer {token.stdout.strip()}"}
-        found = httpx.get(f"http://127.0.0.1:{port}/v1/jobs", headers=headers,
-                          params={"idempotency_key": "nothing-yet"})
+        found = httpx.get(
+            f"http://127.0.0.1:{port}/v1/jobs",
+            headers=headers,
+            params={"idempotency_key": "nothing-yet"},
+        )
         assert found.status_code == 200 and found.json()["items"] == []
     finally:
         server.send_signal(signal.SIGINT)

@@ -97,8 +97,15 @@ def project(tmp_path: Path, servers: dict[str, FaultServer]) -> Path:
 
 def jobrouter(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`python -m router contracts ARGS --config <project>/jobrouter.toml`, output captured."""
-    command = [sys.executable, "-m", "router", "contracts", *args,
-               "--config", str(project / "jobrouter.toml")]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "router",
+        "contracts",
+        *args,
+        "--config",
+        str(project / "jobrouter.toml"),
+    ]
     env = {**os.environ, "COLUMNS": "200"}
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert "Traceback" not in done.stderr, done.stderr
@@ -133,18 +140,32 @@ def test_run_reports_the_failing_pair_then_status_shows_it_without_calls(
     project: Path, servers: dict[str, FaultServer]
 ) -> None:
     before = requests(servers)
-    done = jobrouter(project, "run", "--json-report", str(project / "report.json"),
-                     "--junit", str(project / "junit.xml"))  # fmt: skip
+    done = jobrouter(
+        project,
+        "run",
+        "--json-report",
+        str(project / "report.json"),
+        "--junit",
+        str(project / "junit.xml"),
+    )
     assert done.returncode == 1, done.stderr
     assert requests(servers) == {
-        "A": before["A"] + TITLE_RUNS + HEADLINE_RUNS, "C": before["C"] + TITLE_RUNS,
-        "B": before["B"] + TITLE_RUNS + HEADLINE_RUNS}  # fmt: skip
+        "A": before["A"] + TITLE_RUNS + HEADLINE_RUNS,
+        "C": before["C"] + TITLE_RUNS,
+        "B": before["B"] + TITLE_RUNS + HEADLINE_RUNS,
+    }
     matrix = cells(done.stdout)
-    assert set(matrix) == {("A", "titles"), ("C", "titles"), ("B", "titles"),
-                           ("A", "headline"), ("B", "headline")}  # fmt: skip
+    assert set(matrix) == {
+        ("A", "titles"),
+        ("C", "titles"),
+        ("B", "titles"),
+        ("A", "headline"),
+        ("B", "headline"),
+    }
     assert {matrix[p, c] for p in "AB" for c in ("titles", "headline")} == {"pass"}
-    assert matrix["C", "titles"].startswith("fail: behaviour: contains 0/2 cases; mug: "
-                                            "behaviour: contains: run 1/2: case expectation")
+    assert matrix["C", "titles"].startswith(
+        "fail: behaviour: contains 0/2 cases; mug: behaviour: contains: run 1/2: case expectation"
+    )
     _check_reports(project)
     after_run = requests(servers)
     status = jobrouter(project, "status")
@@ -160,8 +181,13 @@ def _check_reports(project: Path) -> None:
     report = json.loads((project / "report.json").read_text())
     assert report["passed"] is False
     statuses = {(c["provider"], c["contract"]): c["status"] for c in report["cells"]}
-    assert statuses == {("A", "titles"): "pass", ("C", "titles"): "fail", ("B", "titles"): "pass",
-                        ("B", "headline"): "pass", ("A", "headline"): "pass"}  # fmt: skip
+    assert statuses == {
+        ("A", "titles"): "pass",
+        ("C", "titles"): "fail",
+        ("B", "titles"): "pass",
+        ("B", "headline"): "pass",
+        ("A", "headline"): "pass",
+    }
     failed = next(c for c in report["cells"] if c["status"] == "fail")
     assert [case["passed"] for case in failed["certification"]["cases"]] == [False, False]
     assert failed["failed_checks"] == ["behaviour: contains"]
@@ -177,9 +203,11 @@ def _check_reports(project: Path) -> None:
     failing = {key for key, case in cases.items() if case.find("failure") is not None}
     assert failing == {("C.titles", "mug"), ("C.titles", "tea")}
     message = cases["C.titles", "tea"].findall("failure")[0].get("message") or ""
-    assert message.startswith('failed checks: behaviour: contains; behaviour: contains: run '
-                              '1/2: case expectation at title: found "A lovely gift", '
-                              'expected to contain "tea"')
+    assert message.startswith(
+        "failed checks: behaviour: contains; behaviour: contains: run "
+        '1/2: case expectation at title: found "A lovely gift", '
+        'expected to contain "tea"'
+    )
     evidence = cases["C.titles", "tea"].findall("failure")[0].text or ""
     assert "rendering pass: product counted" in evidence  # both counts, in the report
 
@@ -200,5 +228,6 @@ def test_run_exits_zero_when_every_pair_passes_and_status_sees_staleness(
     assert requests(servers) == before
     matrix = cells(status.stdout)
     assert {key: text for key, text in matrix.items() if text != "pass"} == {
-        (name, "titles"): "stale stale: contract changed" for name in "ACB"}  # fmt: skip
+        (name, "titles"): "stale stale: contract changed" for name in "ACB"
+    }
     assert len(matrix) == 5

@@ -149,10 +149,19 @@ class StoreMachine(RuleBasedStateMachine):
         fingerprint = payload_fingerprint(task, input, params)
         known = self.model.jobs.get((owner, key))
         try:
-            job = self.run(create_job(
-                self.store, owner=owner, idempotency_key=key, task=task, input=input, params=params,
-                deadline_s=None, claimed_by=None, claim_s=60.0,
-            ))  # fmt: skip
+            job = self.run(
+                create_job(
+                    self.store,
+                    owner=owner,
+                    idempotency_key=key,
+                    task=task,
+                    input=input,
+                    params=params,
+                    deadline_s=None,
+                    claimed_by=None,
+                    claim_s=60.0,
+                )
+            )
         except IdempotencyConflict as exc:
             assert known is not None and known.fingerprint != fingerprint
             assert exc.job_id == known.id
@@ -178,10 +187,16 @@ class StoreMachine(RuleBasedStateMachine):
             model.exclusive and bool(open_before)
         )
         try:
-            job, attempt = self.run(self.store.start_attempt(
-                job_id, provider=provider, model=None, worker="w", lease_s=60.0,
-                exclusive=model.exclusive,
-            ))  # fmt: skip
+            job, attempt = self.run(
+                self.store.start_attempt(
+                    job_id,
+                    provider=provider,
+                    model=None,
+                    worker="w",
+                    lease_s=60.0,
+                    exclusive=model.exclusive,
+                )
+            )
         except InvalidTransition:
             assert legit_refusal, f"start refused on {before.state} with {open_before}"
             return
@@ -208,9 +223,15 @@ class StoreMachine(RuleBasedStateMachine):
         before = self.attempt(attempt_id)
         if before.state is AttemptState.UNKNOWN:
             return  # only an operator turns an unknown into failed (resolve below)
-        self.run(self.store.finish_attempt(attempt_id, AttemptState.FAILED,
-                                           error_kind="rejected", error="HTTP 500",
-                                           usage=NO_USAGE))  # fmt: skip
+        self.run(
+            self.store.finish_attempt(
+                attempt_id,
+                AttemptState.FAILED,
+                error_kind="rejected",
+                error="HTTP 500",
+                usage=NO_USAGE,
+            )
+        )
         after = self.attempt(attempt_id)
         if before.state.terminal:
             assert after == before
@@ -222,9 +243,15 @@ class StoreMachine(RuleBasedStateMachine):
     def time_out(self, data: st.DataObject) -> None:
         attempt_id = self.pick_attempt(data)
         before = self.attempt(attempt_id)
-        self.run(self.store.finish_attempt(attempt_id, AttemptState.UNKNOWN,
-                                           error_kind="unknown", error="read timeout",
-                                           usage=NO_USAGE))  # fmt: skip
+        self.run(
+            self.store.finish_attempt(
+                attempt_id,
+                AttemptState.UNKNOWN,
+                error_kind="unknown",
+                error="read timeout",
+                usage=NO_USAGE,
+            )
+        )
         after = self.attempt(attempt_id)
         if before.state is AttemptState.STARTED:
             assert after.state is AttemptState.UNKNOWN
@@ -236,22 +263,27 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(data=st.data(), succeeded=st.booleans(), result=st.sampled_from([{"text": "r"}, 7]))
     def resolve(self, data: st.DataObject, succeeded: bool, result: Any) -> None:
         unknown = sorted(
-            attempt_id for attempt_id in self.model.attempts
+            attempt_id
+            for attempt_id in self.model.attempts
             if self.attempt(attempt_id).state is AttemptState.UNKNOWN
-        )  # fmt: skip
+        )
         if not unknown:
             return
         attempt_id = data.draw(st.sampled_from(unknown), label="unknown attempt")
         before = self.attempt(attempt_id)
         job_before = self.job(before.job_id)
         if succeeded:
-            job, attempt = self.run(self.store.resolve_attempt(
-                attempt_id, AttemptState.SUCCEEDED, result, "it did happen"))  # fmt: skip
+            job, attempt = self.run(
+                self.store.resolve_attempt(
+                    attempt_id, AttemptState.SUCCEEDED, result, "it did happen"
+                )
+            )
             won = attempt.state is AttemptState.SUCCEEDED
             self.expect_cas(attempt_id, result, won, before, job_before)
             return
-        job, attempt = self.run(self.store.resolve_attempt(
-            attempt_id, AttemptState.FAILED, None, "it did not happen"))  # fmt: skip
+        job, attempt = self.run(
+            self.store.resolve_attempt(attempt_id, AttemptState.FAILED, None, "it did not happen")
+        )
         assert attempt.state is AttemptState.FAILED
         assert attempt.error_kind == "resolved"
         self.model.resolved_failed.add(attempt_id)
@@ -269,11 +301,9 @@ class StoreMachine(RuleBasedStateMachine):
             return
         policy = TaskPolicy(PROVIDERS, max_attempts=3, exclusive=self.model.by_id[job_id].exclusive)
         eligibility = {name: Eligibility(True) for name in PROVIDERS}
-        decision = decide(policy, self.attempts_of(job_id), eligibility, now=0.0,
-                          deadline_at=None)  # fmt: skip
+        decision = decide(policy, self.attempts_of(job_id), eligibility, now=0.0, deadline_at=None)
         if isinstance(decision, Finish):
-            settled = self.run(self.store.settle_job(job_id, decision.state,
-                                                     error=decision.error))  # fmt: skip
+            settled = self.run(self.store.settle_job(job_id, decision.state, error=decision.error))
             assert settled.state is decision.state
 
     @precondition(lambda self: self.model.by_id)
@@ -367,8 +397,6 @@ class StoreMachine(RuleBasedStateMachine):
             assert row["lo"] == 1 and row["hi"] == row["n"] == row["event_seq"], row
 
 
-
-
 # A guard against a hang only: hypothesis has no deadline here (deadline=None) and the work is
 # bounded by max_examples x stateful_step_count; a pytest-timeout firing inside hypothesis's
 # data generation is what surfaced as FlakyStrategyDefinition on a loaded machine.
@@ -376,8 +404,9 @@ class StoreMachine(RuleBasedStateMachine):
 @pytest.mark.parametrize("url_factory", BACKENDS)
 def test_store_state_machine(url_factory: UrlFactory, tmp_path: Path) -> None:
     shared = url_factory(tmp_path) if url_factory is postgres_url else None
-    machine = type("Machine", (StoreMachine,), {"url_factory": staticmethod(url_factory),
-                                                "shared_url": shared})  # fmt: skip
+    machine = type(
+        "Machine", (StoreMachine,), {"url_factory": staticmethod(url_factory), "shared_url": shared}
+    )
     run_state_machine_as_test(
         machine,
         settings=settings(
