@@ -3,12 +3,13 @@ provider, runs hedged attempts side by side, and lets the store's compare-and-sw
 winner. Every outcome is recorded; nothing is decided from an exception escaping.
 
 The provider request is built before any attempt row is written: a job whose request cannot be
-built ends without an attempt (nothing was sent). Outcomes are written through `persist` (store
-errors retried); an answer whose result still cannot be recorded is kept on its attempt, marked
-"answered; result could not be recorded", for an operator to resolve with it.
+built ends without an attempt (nothing was sent). Each attempt's call and the record of its
+outcome are an `AttemptCall` (router/attempt_call.py): the driver launches them, waits for
+them, and stops those still in flight when it lets go of the job.
 
 A driver knows the store, the provider-health port (router/health.py), the providers and its
-`Worker`; each decision is one `router.step.next_step` (read eligibility, ask the policy).
+`Worker` (router/worker.py); each decision is one `router.step.next_step` (read eligibility,
+ask the policy).
 """
 
 from __future__ import annotations
@@ -16,76 +17,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping, Sequence
 
-from providers import (
-    Completion,
-    CompletionRequest,
-    ErrorKind,
-    OutcomeUnknown,
-    Provider,
-    ProviderError,
-)
-from providers.errors import CassetteMiss
-from providers.redact import scrub
+from providers import CompletionRequest, Provider
 from router import tracing
-from router.disclosure import broken_contract, provider_failure
+from router.attempt_call import AttemptCall, Book
 from router.errors import InvalidTransition
 from router.health import ProviderHealth
-from router.models import Attempt, AttemptUsage, Job, NewEvent, canonical_json
+from router.models import Attempt, Job, NewEvent
 from router.persist import persist
-from router.policy import (
-    Decision,
-    Finish,
-    Start,
-    Wait,
-    ended_state,
-    unbuildable,
-)
+from router.policy import Decision, Finish, Start, Wait, unbuildable
 from router.states import AttemptState, EventKind, JobState
 from router.step import next_step
 from router.store.sqlstore import SqlStore
 from router.store.transient import is_transient
 from router.tasks import TaskRuntime
-from router.timing import AttemptLimits, Deadline
+from router.timing import Deadline
+from router.worker import Worker
 
 log = logging.getLogger("jobrouter.engine")
-
-# Our own guard around a provider call, beyond the deadline the provider is asked to keep.
-GUARD_S = 0.5
-UNRECORDED = "unrecorded"  # error_kind of an answer whose result could not be recorded
-NOT_CALLED = "the router stopped before calling the provider; nothing was sent"
-MetricFn = Callable[[Attempt, bool], None]  # an ended attempt, and whether it timed out
-
-
-@dataclass
-class InHand:
-    """Attempts of this worker with a task here (`tasks`), and those whose provider call began
-    and whose outcome is not recorded yet (`calls_begun`): a `started` attempt of this worker
-    in neither was never called (its driver failed first, or its COMMIT acknowledgement was
-    lost), so calling it now is safe (the driver adopts it) where waiting would end it
-    `unknown`. Shared by every driver of the process."""
-
-    tasks: set[str] = field(default_factory=set)
-    calls_begun: set[str] = field(default_factory=set)
-
-    def never_called(self, attempt_id: str) -> bool:
-        return attempt_id not in self.tasks and attempt_id not in self.calls_begun
-
-
-@dataclass(frozen=True)
-class Worker:
-    """This process's worker as a job's driver sees it: its id (on the attempts it writes and
-    the claims it releases), its attempt limits, how long a parked job waits when no recovery
-    time is known, the attempts it has in hand, and where each ended attempt is counted."""
-
-    id: str
-    limits: AttemptLimits
-    poll_s: float
-    in_hand: InHand
-    metric: MetricFn
 
 
 class JobDriver:
@@ -114,10 +64,7 @@ class JobDriver:
         self.deadline = Deadline.of(job)  # set when the job was created: it never changes
         self.attempts: list[Attempt] = []
         self.in_flight: dict[str, asyncio.Task[None]] = {}
-        self.cancel_reasons: dict[str, str] = {}
-        self.ended: dict[str, Attempt] = {}  # each attempt's row as its end was recorded
-        self.answered: set[str] = set()  # provider call over: the outcome is being recorded
-        self.calling: set[str] = set()  # the provider call began: the request may be out
+        self.book = Book()  # shared with each attempt's call (router/attempt_call.py)
         self.request = request
         self._waiting_noted = False
         self._noted = {str(note.data["provider"]) for note in noted}  # refusals on the log
@@ -240,7 +187,27 @@ class JobDriver:
 
     def _launch(self, attempt: Attempt) -> None:
         self.worker.in_hand.tasks.add(attempt.id)
-        self.in_flight[attempt.id] = asyncio.create_task(self._run_attempt(attempt))
+        self.in_flight[attempt.id] = asyncio.create_task(self._run(attempt))
+
+    async def _run(self, attempt: Attempt) -> None:
+        # The call is made when its task runs: the first attempt's task is launched before
+        # `_build` (when the door did not build the request) and sees the request built.
+        await self._call_for(attempt).run()
+
+    def _call_for(self, attempt: Attempt) -> AttemptCall:
+        return AttemptCall(
+            attempt,
+            store=self.store,
+            health=self.health,
+            provider=self.providers[attempt.provider],
+            worker=self.worker,
+            task=self.task,
+            job=self.job,
+            request=self.request,
+            deadline=self.deadline,
+            book=self.book,
+            on_won=self._see,
+        )
 
     async def _adopt_after(self, error: BaseException, provider: str) -> None:
         """`start_attempt` failed in a way that may have committed (a lost COMMIT
@@ -286,7 +253,7 @@ class JobDriver:
         for attempt_id, task in list(self.in_flight.items()):
             if task in done:
                 del self.in_flight[attempt_id]
-                task.result()  # a bug in _run_attempt must surface, not vanish
+                task.result()  # a bug in an attempt's call must surface, not vanish
         if not self.job.state.settled:  # a winning attempt already brought the settled job
             await self._refresh()
 
@@ -318,244 +285,19 @@ class JobDriver:
 
     async def _stop_in_flight(self, reason: str | None) -> None:
         for attempt_id, task in self.in_flight.items():
-            if attempt_id in self.answered:
+            if attempt_id in self.book.answered:
                 continue  # its provider already answered: let it record won / lost / failed
             if reason is not None:
-                self.cancel_reasons[attempt_id] = reason
+                self.book.cancel_reasons[attempt_id] = reason
             task.cancel()
         if self.in_flight:
             await asyncio.gather(*self.in_flight.values(), return_exceptions=True)
         for attempt_id in list(self.in_flight):
             self.worker.in_hand.tasks.discard(attempt_id)  # (a task that never ran kept it)
-            if attempt_id not in self.ended and attempt_id not in self.calling:
-                # Cancelled before its task ever ran: the provider was never called.
+            if attempt_id not in self.book.ended and attempt_id not in self.book.calling:
                 attempt = next(a for a in self.attempts if a.id == attempt_id)
-                await self._end(
-                    attempt,
-                    AttemptState.CANCELLED,
-                    ErrorKind.NOT_SENT,
-                    time.perf_counter(),
-                    NOT_CALLED,
-                )
+                await self._call_for(attempt).not_called()
         self.in_flight.clear()
-
-    def _timeout_s(self, provider: str) -> float | None:
-        return self.worker.limits.timeout_s(self.task, provider, self.deadline)
 
     def _lease_s(self, provider: str) -> float:
         return self.worker.limits.lease_s(self.task, provider, self.deadline)
-
-    # ---- one attempt ---------------------------------------------------------------------------
-
-    async def _run_attempt(self, attempt: Attempt) -> None:
-        with tracing.attempt_span(attempt) as span:
-            try:
-                await self._call(attempt)
-            finally:
-                self.worker.in_hand.tasks.discard(attempt.id)
-                if attempt.id in self.ended:  # recorded: nothing left to remember
-                    self.worker.in_hand.calls_begun.discard(attempt.id)
-                tracing.finish_attempt(span, self.ended.get(attempt.id, attempt))
-
-    async def _call(self, attempt: Attempt) -> None:
-        provider = self.providers[attempt.provider]
-        began = time.perf_counter()
-        try:
-            timeout = self._timeout_s(attempt.provider)
-            assert self.request is not None, "the request is built before any attempt row"
-            request = self.task.for_attempt(self.request, self.job, timeout)
-        except Exception as exc:  # nothing was sent: a definite not_sent failure
-            self.answered.add(attempt.id)
-            await self._end(
-                attempt,
-                AttemptState.FAILED,
-                ErrorKind.NOT_SENT,
-                began,
-                "the request could not be built, nothing was sent",
-                detail=f"the request could not be built, nothing was sent: {exc}",
-            )
-            return
-        self.calling.add(attempt.id)
-        self.worker.in_hand.calls_begun.add(attempt.id)
-        try:
-            async with asyncio.timeout(None if timeout is None else timeout + GUARD_S):
-                completion = await provider.complete(request)
-        except TimeoutError:
-            self.answered.add(attempt.id)
-            message = f"no answer within {timeout:.1f}s: the request may have run"
-            await self.health.record(
-                attempt.provider, OutcomeUnknown(message, provider=attempt.provider)
-            )
-            await self._end(
-                attempt, AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began, message, timed_out=True
-            )
-        except ProviderError as exc:
-            self.answered.add(attempt.id)
-            await self.health.record(attempt.provider, exc)
-            await self._failed(
-                attempt, exc.kind, began, provider_failure(exc), output=exc.answer, detail=str(exc)
-            )
-        except asyncio.CancelledError:
-            await self._end_cancelled(attempt, began)
-            raise
-        except CassetteMiss:
-            self.answered.add(attempt.id)
-            log.error("cassette miss in attempt %s: recording is incomplete", attempt.id)
-            await self._end(
-                attempt, AttemptState.UNKNOWN, "cassette_miss", began, "request not in the cassette"
-            )
-            raise
-        except Exception as exc:  # a provider bug: we cannot know whether it ran (I3)
-            self.answered.add(attempt.id)
-            log.exception("provider %s raised unexpectedly", attempt.provider)
-            await self._end(
-                attempt,
-                AttemptState.UNKNOWN,
-                ErrorKind.UNKNOWN,
-                began,
-                f"provider {attempt.provider} failed unexpectedly: the outcome is unknown",
-                detail=scrub(f"provider raised {type(exc).__name__}: {exc}"),
-            )
-        else:
-            self.answered.add(attempt.id)
-            await self.health.record(attempt.provider, None)
-            await self._succeed(attempt, completion, began)
-
-    async def _failed(
-        self,
-        attempt: Attempt,
-        kind: ErrorKind,
-        began: float,
-        error: str,
-        output: Any = None,
-        detail: str | None = None,
-    ) -> None:
-        """A failed call, recorded as what it proves (`policy.ended_state`): `error` is its
-        summary, `detail` what the provider said (router/disclosure.py)."""
-        state = ended_state(kind, exclusive=self.task.policy.exclusive)
-        if kind is ErrorKind.REJECTED and state is AttemptState.UNKNOWN:
-            error += (
-                "; the provider may have acted and the task is exclusive: check it, then "
-                "resolve this attempt (succeeded with the result, or failed)"
-            )
-        await self._end(attempt, state, kind, began, error, output=output, detail=detail)
-
-    async def _succeed(self, attempt: Attempt, completion: Completion, began: float) -> None:
-        problems = self.task.output_problems(completion.output)
-        if problems:
-            await self._failed(
-                attempt,
-                ErrorKind.REJECTED,
-                began,
-                broken_contract(attempt.provider),
-                output=completion.output,
-                detail="output breaks the contract: " + "; ".join(problems[:3]),
-            )
-            return
-        usage = completion.usage
-        cost = AttemptUsage(
-            latency_ms=(time.perf_counter() - began) * 1000,
-            model=completion.model,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            cost_usd=usage.cost_usd,
-        )
-        try:
-            outcome = await persist(
-                lambda: self.store.finish_attempt_cas(attempt.id, completion.output, cost)
-            )
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            await self._unrecorded(attempt, completion.output, cost, exc)
-            return
-        if outcome.won:
-            self._see(outcome.job)
-        else:
-            log.info(
-                "attempt %s of job %s lost the race to %s",
-                attempt.id,
-                self.job.id,
-                outcome.job.winner_attempt_id,
-            )
-        self.ended[attempt.id] = outcome.attempt
-        self.worker.metric(outcome.attempt, False)
-
-    async def _unrecorded(
-        self, attempt: Attempt, output: Any, usage: AttemptUsage, error: BaseException
-    ) -> None:
-        """The answer's result could not be recorded: keep the answer on its attempt, marked
-        unknown ("answered; result could not be recorded") for an operator to resolve with it;
-        if even that cannot be written, the answer goes to the log, whole, at CRITICAL."""
-        summary = (
-            "answered; the result could not be recorded: resolve this attempt as "
-            "succeeded with its output"
-        )
-        message = (
-            f"answered; the result could not be recorded ({error}): resolve this "
-            "attempt as succeeded with its output"
-        )
-        try:
-            done = await persist(
-                lambda: self.store.finish_attempt(
-                    attempt.id,
-                    AttemptState.UNKNOWN,
-                    error_kind=UNRECORDED,
-                    error=summary,
-                    usage=usage,
-                    output=output,
-                    error_detail=message,
-                )
-            )
-        except Exception:
-            log.critical(
-                "attempt %s of job %s answered but nothing could be recorded; its output: %s",
-                attempt.id,
-                self.job.id,
-                canonical_json(output),
-            )
-            raise
-        log.error("attempt %s of job %s: %s", attempt.id, self.job.id, message)
-        self.ended[attempt.id] = done
-        self.worker.metric(done, False)
-
-    async def _end_cancelled(self, attempt: Attempt, began: float) -> None:
-        reason = self.cancel_reasons.get(attempt.id)
-        if reason is None:  # the router is shutting down: we do not know what the provider did
-            await self._end(
-                attempt,
-                AttemptState.UNKNOWN,
-                ErrorKind.UNKNOWN,
-                began,
-                "the router stopped while the request was in flight; the provider may have acted",
-            )
-        else:
-            await self._end(attempt, AttemptState.CANCELLED, "cancelled", began, reason)
-
-    async def _end(
-        self,
-        attempt: Attempt,
-        state: AttemptState,
-        kind: str,
-        began: float,
-        error: str,
-        timed_out: bool = False,
-        output: Any = None,
-        detail: str | None = None,
-    ) -> None:
-        """Record an attempt's end: `error` is the summary anyone may read, `detail` the raw
-        text behind it (operators only, router/disclosure.py)."""
-        usage = AttemptUsage(latency_ms=(time.perf_counter() - began) * 1000)
-        done = await persist(
-            lambda: self.store.finish_attempt(
-                attempt.id,
-                state,
-                error_kind=kind,
-                error=error,
-                usage=usage,
-                output=output,
-                error_detail=detail,
-            )
-        )
-        self.ended[attempt.id] = done
-        self.worker.metric(done, timed_out)

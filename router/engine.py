@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from providers import CompletionRequest, Provider
-from router.driver import InHand, JobDriver, MetricFn, Worker
+from router.driver import JobDriver
 from router.health import ProviderHealth
 from router.hearing import Hearing
 from router.models import Attempt, Job
@@ -31,6 +31,7 @@ from router.store.claims import AttemptStart, Claimed
 from router.store.sqlstore import SqlStore
 from router.tasks import TaskRuntime
 from router.timing import AttemptLimits, Deadline
+from router.worker import InHand, MetricFn, Worker
 
 log = logging.getLogger("jobrouter.engine")
 CREATE_WAIT_S = 15.0  # a commit may wait up to SQLite's 10 s busy timeout for another process

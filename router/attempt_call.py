@@ -1,0 +1,308 @@
+"""One attempt's provider call, and the record of its outcome: the request is built for the
+attempt, the provider called under our own guard, and whatever happens (an answer, a provider
+error, a timeout, a cancellation, a provider bug) is written to the attempt's row. A won
+compare-and-swap hands the settled job back to the driver (router/driver.py) that launched it.
+
+An answer whose result cannot be recorded is kept on its attempt, marked "answered; result
+could not be recorded", for an operator to resolve with it.
+
+An `AttemptCall` knows the store, the provider-health port (router/health.py), its provider,
+its `Worker` (router/worker.py), the task, the job's request and deadline, and the `Book` it
+shares with its driver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from providers import (
+    Completion,
+    CompletionRequest,
+    ErrorKind,
+    OutcomeUnknown,
+    Provider,
+    ProviderError,
+)
+from providers.errors import CassetteMiss
+from providers.redact import scrub
+from router import tracing
+from router.disclosure import broken_contract, provider_failure
+from router.health import ProviderHealth
+from router.models import Attempt, AttemptUsage, Job, canonical_json
+from router.persist import persist
+from router.policy import ended_state
+from router.states import AttemptState
+from router.store.sqlstore import SqlStore
+from router.store.transient import is_transient
+from router.tasks import TaskRuntime
+from router.timing import Deadline
+from router.worker import Worker
+
+log = logging.getLogger("jobrouter.engine")
+
+# Our own guard around a provider call, beyond the deadline the provider is asked to keep.
+GUARD_S = 0.5
+UNRECORDED = "unrecorded"  # error_kind of an answer whose result could not be recorded
+NOT_CALLED = "the router stopped before calling the provider; nothing was sent"
+
+
+@dataclass
+class Book:
+    """What a driver and its attempt calls share, by attempt id: each attempt's row as its end
+    was recorded (`ended`), the calls whose provider call is over and whose outcome is being
+    recorded (`answered`), the calls whose provider call began (`calling`: the request may be
+    out), and why the driver cancelled a call (`cancel_reasons`; none: the router stopped)."""
+
+    ended: dict[str, Attempt] = field(default_factory=dict)
+    answered: set[str] = field(default_factory=set)
+    calling: set[str] = field(default_factory=set)
+    cancel_reasons: dict[str, str] = field(default_factory=dict)
+
+
+class AttemptCall:
+    """Runs one attempt's provider call and records its outcome."""
+
+    def __init__(
+        self,
+        attempt: Attempt,
+        *,
+        store: SqlStore,
+        health: ProviderHealth,
+        provider: Provider,
+        worker: Worker,
+        task: TaskRuntime,
+        job: Job,
+        request: CompletionRequest | None,
+        deadline: Deadline,
+        book: Book,
+        on_won: Callable[[Job], None],
+    ) -> None:
+        """`request`: the job's request (built before any attempt row); `on_won` is given the
+        settled job when this attempt's answer wins the compare-and-swap."""
+        self.attempt = attempt
+        self.store = store
+        self.health = health
+        self.provider = provider
+        self.worker = worker
+        self.task = task
+        self.job = job
+        self.request = request
+        self.deadline = deadline
+        self.book = book
+        self.on_won = on_won
+
+    async def run(self) -> None:
+        attempt = self.attempt
+        with tracing.attempt_span(attempt) as span:
+            try:
+                await self._call()
+            finally:
+                self.worker.in_hand.tasks.discard(attempt.id)
+                if attempt.id in self.book.ended:  # recorded: nothing left to remember
+                    self.worker.in_hand.calls_begun.discard(attempt.id)
+                tracing.finish_attempt(span, self.book.ended.get(attempt.id, attempt))
+
+    async def not_called(self) -> None:
+        """Cancelled before its task ever ran: the provider was never called."""
+        await self._end(AttemptState.CANCELLED, ErrorKind.NOT_SENT, time.perf_counter(), NOT_CALLED)
+
+    async def _call(self) -> None:
+        attempt, book = self.attempt, self.book
+        began = time.perf_counter()
+        try:
+            timeout = self.worker.limits.timeout_s(self.task, attempt.provider, self.deadline)
+            assert self.request is not None, "the request is built before any attempt row"
+            request = self.task.for_attempt(self.request, self.job, timeout)
+        except Exception as exc:  # nothing was sent: a definite not_sent failure
+            book.answered.add(attempt.id)
+            await self._end(
+                AttemptState.FAILED,
+                ErrorKind.NOT_SENT,
+                began,
+                "the request could not be built, nothing was sent",
+                detail=f"the request could not be built, nothing was sent: {exc}",
+            )
+            return
+        book.calling.add(attempt.id)
+        self.worker.in_hand.calls_begun.add(attempt.id)
+        try:
+            async with asyncio.timeout(None if timeout is None else timeout + GUARD_S):
+                completion = await self.provider.complete(request)
+        except TimeoutError:
+            book.answered.add(attempt.id)
+            message = f"no answer within {timeout:.1f}s: the request may have run"
+            await self.health.record(
+                attempt.provider, OutcomeUnknown(message, provider=attempt.provider)
+            )
+            await self._end(AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began, message, timed_out=True)
+        except ProviderError as exc:
+            book.answered.add(attempt.id)
+            await self.health.record(attempt.provider, exc)
+            await self._failed(
+                exc.kind, began, provider_failure(exc), output=exc.answer, detail=str(exc)
+            )
+        except asyncio.CancelledError:
+            await self._end_cancelled(began)
+            raise
+        except CassetteMiss:
+            book.answered.add(attempt.id)
+            log.error("cassette miss in attempt %s: recording is incomplete", attempt.id)
+            await self._end(
+                AttemptState.UNKNOWN, "cassette_miss", began, "request not in the cassette"
+            )
+            raise
+        except Exception as exc:  # a provider bug: we cannot know whether it ran (I3)
+            book.answered.add(attempt.id)
+            log.exception("provider %s raised unexpectedly", attempt.provider)
+            await self._end(
+                AttemptState.UNKNOWN,
+                ErrorKind.UNKNOWN,
+                began,
+                f"provider {attempt.provider} failed unexpectedly: the outcome is unknown",
+                detail=scrub(f"provider raised {type(exc).__name__}: {exc}"),
+            )
+        else:
+            book.answered.add(attempt.id)
+            await self.health.record(attempt.provider, None)
+            await self._succeed(completion, began)
+
+    async def _failed(
+        self,
+        kind: ErrorKind,
+        began: float,
+        error: str,
+        output: Any = None,
+        detail: str | None = None,
+    ) -> None:
+        """A failed call, recorded as what it proves (`policy.ended_state`): `error` is its
+        summary, `detail` what the provider said (router/disclosure.py)."""
+        state = ended_state(kind, exclusive=self.task.policy.exclusive)
+        if kind is ErrorKind.REJECTED and state is AttemptState.UNKNOWN:
+            error += (
+                "; the provider may have acted and the task is exclusive: check it, then "
+                "resolve this attempt (succeeded with the result, or failed)"
+            )
+        await self._end(state, kind, began, error, output=output, detail=detail)
+
+    async def _succeed(self, completion: Completion, began: float) -> None:
+        attempt = self.attempt
+        problems = self.task.output_problems(completion.output)
+        if problems:
+            await self._failed(
+                ErrorKind.REJECTED,
+                began,
+                broken_contract(attempt.provider),
+                output=completion.output,
+                detail="output breaks the contract: " + "; ".join(problems[:3]),
+            )
+            return
+        usage = completion.usage
+        cost = AttemptUsage(
+            latency_ms=(time.perf_counter() - began) * 1000,
+            model=completion.model,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cost_usd=usage.cost_usd,
+        )
+        try:
+            outcome = await persist(
+                lambda: self.store.finish_attempt_cas(attempt.id, completion.output, cost)
+            )
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            await self._unrecorded(completion.output, cost, exc)
+            return
+        if outcome.won:
+            self.on_won(outcome.job)
+        else:
+            log.info(
+                "attempt %s of job %s lost the race to %s",
+                attempt.id,
+                self.job.id,
+                outcome.job.winner_attempt_id,
+            )
+        self.book.ended[attempt.id] = outcome.attempt
+        self.worker.metric(outcome.attempt, False)
+
+    async def _unrecorded(self, output: Any, usage: AttemptUsage, error: BaseException) -> None:
+        """The answer's result could not be recorded: keep the answer on its attempt, marked
+        unknown ("answered; result could not be recorded") for an operator to resolve with it;
+        if even that cannot be written, the answer goes to the log, whole, at CRITICAL."""
+        attempt = self.attempt
+        summary = (
+            "answered; the result could not be recorded: resolve this attempt as "
+            "succeeded with its output"
+        )
+        message = (
+            f"answered; the result could not be recorded ({error}): resolve this "
+            "attempt as succeeded with its output"
+        )
+        try:
+            done = await persist(
+                lambda: self.store.finish_attempt(
+                    attempt.id,
+                    AttemptState.UNKNOWN,
+                    error_kind=UNRECORDED,
+                    error=summary,
+                    usage=usage,
+                    output=output,
+                    error_detail=message,
+                )
+            )
+        except Exception:
+            log.critical(
+                "attempt %s of job %s answered but nothing could be recorded; its output: %s",
+                attempt.id,
+                self.job.id,
+                canonical_json(output),
+            )
+            raise
+        log.error("attempt %s of job %s: %s", attempt.id, self.job.id, message)
+        self.book.ended[attempt.id] = done
+        self.worker.metric(done, False)
+
+    async def _end_cancelled(self, began: float) -> None:
+        reason = self.book.cancel_reasons.get(self.attempt.id)
+        if reason is None:  # the router is shutting down: we do not know what the provider did
+            await self._end(
+                AttemptState.UNKNOWN,
+                ErrorKind.UNKNOWN,
+                began,
+                "the router stopped while the request was in flight; the provider may have acted",
+            )
+        else:
+            await self._end(AttemptState.CANCELLED, "cancelled", began, reason)
+
+    async def _end(
+        self,
+        state: AttemptState,
+        kind: str,
+        began: float,
+        error: str,
+        timed_out: bool = False,
+        output: Any = None,
+        detail: str | None = None,
+    ) -> None:
+        """Record an attempt's end: `error` is the summary anyone may read, `detail` the raw
+        text behind it (operators only, router/disclosure.py)."""
+        attempt = self.attempt
+        usage = AttemptUsage(latency_ms=(time.perf_counter() - began) * 1000)
+        done = await persist(
+            lambda: self.store.finish_attempt(
+                attempt.id,
+                state,
+                error_kind=kind,
+                error=error,
+                usage=usage,
+                output=output,
+                error_detail=detail,
+            )
+        )
+        self.book.ended[attempt.id] = done
+        self.worker.metric(done, timed_out)
