@@ -1,5 +1,6 @@
 """PostgreSQL connector (asyncpg): a connection pool for several router processes on several
-machines, plus one dedicated connection that LISTENs for their changes.
+machines, plus one dedicated connection that LISTENs for their changes (its `Listener`,
+router/store/pg_listen.py).
 
 How the shared SQL becomes PostgreSQL:
 - Named queries keep their `:name` parameters; each query text is translated to `$n` once and
@@ -16,25 +17,24 @@ How the shared SQL becomes PostgreSQL:
   so a worker does not hear every event, and `pause` stops hearing one for a while. It calls
   the callbacks registered with `on_change` / `on_runnable`; if its connection drops it
   reconnects, and until then watchers and pollers fall back to their polling intervals.
-Errors: connection failures become `StoreError` naming the URL with its password masked.
+Errors: connection failures become `StoreError` naming the URL with its password masked
+(router/store/pg_connection.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import asyncpg
 
-from providers.redact import scrub
 from router.errors import StoreError
 from router.store.connector import (
     ConnectorStats,
@@ -46,55 +46,24 @@ from router.store.connector import (
     run_callbacks,
     until_done,
 )
+from router.store.pg_connection import (
+    CONNECT_TIMEOUT_S,
+    CONNECTION_ERRORS,
+    OPEN_ERRORS,
+    UNAVAILABLE_ERRORS,
+    translated_errors,
+)
+from router.store.pg_listen import Listener
 from router.store.pg_url import redact
 
 log = logging.getLogger("jobrouter.store.postgres")
 
 POOL_MIN_SIZE = 1
 POOL_MAX_SIZE = 16
-CONNECT_TIMEOUT_S = 10.0
-RECONNECT_MAX_DELAY_S = 10.0
 MIGRATION_LOCK = 0x6A6F62726F757465  # "jobroute": one advisory lock key per database
-EVENTS_CHANNEL = "jobrouter_events"
-JOBS_CHANNEL = "jobrouter_jobs"
-SETTLED_CHANNEL = "jobrouter_settled"
-CHANNELS = {"events": EVENTS_CHANNEL, "runnable": JOBS_CHANNEL, "settled": SETTLED_CHANNEL}
-
-# Errors that mean "the database cannot be reached or dropped us", as opposed to a statement
-# that failed; only these are translated, everything else keeps its asyncpg type.
-CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    OSError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.ConnectionDoesNotExistError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.TooManyConnectionsError,
-    asyncpg.AdminShutdownError,
-    asyncpg.CrashShutdownError,
-    # The server's FATAL arrived between two statements and the socket is not closed yet:
-    # asyncpg is stuck consuming the error and refuses the next statement with this.
-    asyncpg.InternalClientError,
-)
-# The database cannot serve now, though the connection may be fine: a command or an acquire
-# that ran out of time (a stalled server), a full disk, no memory, a read-only server. They
-# become a transient StoreError too (HTTP 503 with Retry-After), never an unexpected error.
-UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
-    *CONNECTION_ERRORS,
-    TimeoutError,
-    asyncpg.InsufficientResourcesError,
-    asyncpg.ReadOnlySQLTransactionError,
-    asyncpg.QueryCanceledError,
-)
 COMMAND_TIMEOUT_S = 30.0
 ACQUIRE_TIMEOUT_S = 10.0
 COMMIT_LOST = "connection lost during COMMIT: the transaction may or may not have committed"
-# At open every failure (bad database name, refused password, unreachable host) means the same.
-OPEN_ERRORS: tuple[type[BaseException], ...] = (
-    *CONNECTION_ERRORS,
-    TimeoutError,
-    ValueError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-)
 
 if TYPE_CHECKING:  # asyncpg's classes are generic only in its stubs
     Connection: TypeAlias = (
@@ -135,17 +104,6 @@ def rowcount(status: str) -> int:
     """Affected rows from a command tag: "UPDATE 1", "INSERT 0 1", "DELETE 0" ..."""
     last = status.rsplit(" ", 1)[-1]
     return int(last) if last.isdigit() else 0
-
-
-@contextlib.contextmanager
-def translated_errors(
-    url: str, doing: str, errors: tuple[type[BaseException], ...]
-) -> Iterator[None]:
-    """Re-raise `errors` as StoreError (chained), naming the URL without its password."""
-    try:
-        yield
-    except errors as exc:  # the driver's message may quote the URL it was given
-        raise StoreError(f"{doing}: {type(exc).__name__}: {scrub(str(exc))}", url=url) from exc
 
 
 def lost(conn: Connection) -> bool:
@@ -312,160 +270,6 @@ class PostgresConnector:
     async def close(self) -> None:
         await self._listener.close()
         await self._pool.close()
-
-
-class Listener:
-    """One dedicated connection LISTENing on the channels this process follows (a pooled
-    connection would lose its LISTEN when returned); reconnects with backoff when the
-    connection drops, LISTENing again on every channel followed so far."""
-
-    def __init__(self, dsn: str, url: str) -> None:
-        self._dsn = dsn
-        self._url = url
-        self.on_change: list[Callable[[str, Row | None], None]] = []
-        self.on_runnable: list[Callable[[], None]] = []
-        self._channels: dict[str, asyncio.Future[None]] = {}  # LISTEN sent (or being sent)
-        self._paused: set[str] = set()  # followed, but not LISTENed for now (see `pause`)
-        self._conn: asyncpg.Connection[asyncpg.Record] | None = None
-        self._reconnect: asyncio.Task[None] | None = None
-        self._closed = False
-
-    @property
-    def live(self) -> bool:
-        return self._conn is not None
-
-    @classmethod
-    async def start(cls, dsn: str, url: str) -> Listener:
-        listener = cls(dsn, url)
-        await listener._connect()
-        return listener
-
-    async def listen(self, what: str) -> bool:
-        """LISTEN for `what` (once; a second caller waits for the first one's LISTEN). True
-        for the call that began it."""
-        pending = self._channels.get(what)
-        began = pending is None
-        if pending is None:
-            pending = self._channels[what] = asyncio.ensure_future(self._listen(what))
-        try:
-            await asyncio.shield(pending)
-        except Exception:
-            if self._channels.get(what) is pending:
-                del self._channels[what]  # the next caller tries again
-            raise
-        return began
-
-    async def _listen(self, what: str) -> None:
-        if self._conn is not None:  # else the reconnect LISTENs for everything followed
-            with translated_errors(self._url, "cannot LISTEN", CONNECTION_ERRORS):
-                await self._conn.add_listener(CHANNELS[what], self._handler(what))
-                await self._conn.execute(
-                    "SELECT set_config('application_name', $1, false)", self._name()
-                )
-
-    async def pause(self, what: str, paused: bool) -> None:
-        """UNLISTEN (or LISTEN again) and rename the connection in one server transaction."""
-        if what not in self._channels or (what in self._paused) == paused:
-            return
-        self._paused.symmetric_difference_update({what})
-        if self._conn is not None:  # else the reconnect LISTENs for what is not paused
-            verb, name = "UNLISTEN" if paused else "LISTEN", self._name().replace("'", "''")
-            with translated_errors(self._url, f"cannot {verb}", CONNECTION_ERRORS):
-                await self._conn.execute(
-                    f"{verb} {CHANNELS[what]}; "
-                    f"SELECT set_config('application_name', '{name}', false)"
-                )
-
-    def _name(self) -> str:
-        """What this connection hears, where the triggers of migration 0009 look: a kind
-        nobody hears is not notified at all. Set after the LISTEN, so nothing is sent before
-        it is heard; a notifier that read the names just before may still skip one, which a
-        poll then finds."""
-        return "jobrouter-listen:" + ",".join(sorted(set(self._channels) - self._paused))
-
-    def _handler(self, what: str) -> Callable[[object, int, str, object], None]:
-        return {"runnable": self._runnable, "settled": self._settled}.get(what, self._changed)
-
-    async def _connect(self) -> None:
-        conn = await asyncpg.connect(
-            self._dsn,
-            timeout=CONNECT_TIMEOUT_S,
-            server_settings={"application_name": self._name()},
-        )
-        try:
-            done: set[str] = set()
-            while missing := [w for w in self._channels if w not in done]:  # new ones meanwhile
-                for what in missing:
-                    await conn.add_listener(CHANNELS[what], self._handler(what))
-                    if what in self._paused:  # the handler stays; the channel is not heard
-                        await conn.execute(f"UNLISTEN {CHANNELS[what]}")
-                    done.add(what)
-            await conn.execute("SELECT set_config('application_name', $1, false)", self._name())
-        except BaseException:
-            await conn.close()
-            raise
-        conn.add_termination_listener(self._lost)
-        self._conn = conn
-
-    def _changed(self, conn: object, pid: int, channel: str, job_id: object) -> None:
-        for callback in self.on_change:
-            self._call(callback, str(job_id), None)
-
-    def _settled(self, conn: object, pid: int, channel: str, payload: object) -> None:
-        """The settled job's row as JSON (migration 0009), or its id alone when too big."""
-        text = str(payload)
-        row: Row | None = json.loads(text) if text.startswith("{") else None
-        job_id = str(row["id"]) if row is not None else text
-        for callback in self.on_change:
-            self._call(callback, job_id, row)
-
-    def _runnable(self, conn: object, pid: int, channel: str, job_id: object) -> None:
-        for callback in self.on_runnable:
-            self._call(callback)
-
-    @staticmethod
-    def _call(callback: Callable[..., None], *args: object) -> None:
-        try:
-            callback(*args)
-        except Exception:  # one broken subscriber must not silence the others
-            log.exception("change callback %r failed", callback)
-
-    def _lost(self, conn: object) -> None:
-        if self._closed:
-            return
-        log.warning("%s: lost the LISTEN connection; reconnecting (polling meanwhile)", self._url)
-        self._conn = None
-        self._reconnect = asyncio.get_running_loop().create_task(self._reconnect_loop())
-
-    async def _reconnect_loop(self) -> None:
-        delay = 0.5
-        while not self._closed:
-            try:
-                await self._connect()
-            except OPEN_ERRORS as exc:
-                log.warning(
-                    "%s: LISTEN reconnect failed (%s); retry in %.1fs", self._url, exc, delay
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RECONNECT_MAX_DELAY_S)
-                continue
-            log.info("%s: LISTEN connection restored", self._url)
-            for callback in self.on_runnable:  # jobs freed while we were away: look now
-                self._call(callback)
-            for change in self.on_change:  # changes missed meanwhile: watchers read again
-                self._call(change, "", None)
-            return
-
-    async def close(self) -> None:
-        self._closed = True
-        if self._reconnect is not None:
-            self._reconnect.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reconnect
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            with contextlib.suppress(*CONNECTION_ERRORS):
-                await conn.close(timeout=CONNECT_TIMEOUT_S)
 
 
 async def _keep_session(conn: Connection) -> None:
