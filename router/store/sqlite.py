@@ -1,14 +1,9 @@
 """SQLite connector: one WAL file, one writer connection, one reader connection (and one for
-long reads, on a thread).
+long reads, on a thread). The file itself (its URL, connection settings, what its errors mean,
+the damage check at open, migrations) is router/store/sqlite_file.py.
 
-Settings and why:
-- `journal_mode=WAL`: readers never block the writer, and several processes share one file.
-- `synchronous=FULL`: a job the router accepted survives a power cut, not only a process crash
-  (NORMAL in WAL may lose the last commits on power loss); durability is the product.
-- `busy_timeout`: a second router process on the same file waits for the write lock instead of
-  failing at once.
-- Write transactions use `BEGIN IMMEDIATE` so the write lock is taken up front: a read-then-write
-  transaction can never deadlock on a lock upgrade.
+Write transactions use `BEGIN IMMEDIATE` so the write lock is taken up front: a read-then-write
+transaction can never deadlock on a lock upgrade.
 
 Why not aiosqlite (measured, docs/benchmarks.md): aiosqlite sends every statement through its
 own thread, about 180 us per statement on these machines, and a job costs about 15 statements;
@@ -33,13 +28,6 @@ time (`_body_lock`), so two of them never interleave statements. If a COMMIT fai
 rolls a transaction back by itself (a full disk, an I/O error, an interrupt), every writer in
 that batch gets the error: none of them was committed.
 
-Errors: SQLite result codes that mean "the database cannot be used now" (busy, locked, read-only,
-I/O error, disk full, cannot open) become a transient `StoreError`, so every edge answers
-"unavailable, retry" (HTTP 503) rather than "unexpected"; a damaged file (`SQLITE_CORRUPT`,
-`SQLITE_NOTADB`) is a `StoreError` that is not transient and names the command to inspect it.
-A constraint violation keeps its type: the store handles it (idempotency keys). At open,
-`PRAGMA quick_check` runs first: a damaged index answers lookups with nothing, and a resubmitted
-key would then create a second job, so a damaged file is refused before any use.
 
 Where the COMMIT runs: on a worker thread while the router has more than one job in flight (so
 others can join the next batch meanwhile); inline with at most one, where nobody could join and
@@ -54,10 +42,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import TypeVar
 
 from router.errors import StoreError
@@ -66,43 +52,20 @@ from router.store.connector import (
     Params,
     Row,
     check_params,
-    load_migrations,
     load_queries,
     run_callbacks,
     until_done,
 )
-
-T = TypeVar("T")
-BUSY_TIMEOUT_MS = 10_000
-# Primary result codes (sqlite_errorcode & 0xff): the database cannot be used right now ...
-UNAVAILABLE_CODES = {
-    5: "busy",
-    6: "locked",
-    7: "out of memory",
-    8: "read-only",
-    10: "I/O error",
-    13: "disk full",
-    14: "cannot open",
-    15: "lock protocol",
-}
-# ... or not at all until someone repairs the file.
-DAMAGED_CODES = {11: "SQLITE_CORRUPT", 26: "SQLITE_NOTADB"}
-QUICK_CHECK_LINES = 5  # problems quick_check lists at most (it stops there: faster)
-PRAGMAS = (
-    "PRAGMA journal_mode=WAL",
-    "PRAGMA synchronous=FULL",
-    f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}",
-    "PRAGMA foreign_keys=ON",
+from router.store.sqlite_file import (
+    BUSY_TIMEOUT_MS,
+    connect,
+    migrate,
+    quick_check,
+    sqlite_path,
+    translated_errors,
 )
 
-
-def sqlite_path(url: str) -> Path:
-    """`sqlite:///rel/path.db`, `sqlite:////abs/path.db`, or a plain path."""
-    if url.startswith("sqlite:///"):
-        return Path(url.removeprefix("sqlite:///"))
-    if url.startswith("sqlite:"):
-        raise StoreError("write sqlite URLs as sqlite:///relative.db or sqlite:////abs.db", url=url)
-    return Path(url)
+T = TypeVar("T")
 
 
 class _SqliteTx:
@@ -197,11 +160,11 @@ class SqliteConnector:
             raise StoreError(f"folder {path.parent} does not exist; create it first", url=url)
         try:
             with translated_errors(url, path):
-                writer = await asyncio.to_thread(_connect, path)
-                await asyncio.to_thread(_quick_check, writer, path)
-                await asyncio.to_thread(_migrate, writer)
-                reader = await asyncio.to_thread(_connect, path)
-                aside = await asyncio.to_thread(_connect, path)
+                writer = await asyncio.to_thread(connect, path)
+                await asyncio.to_thread(quick_check, writer, path)
+                await asyncio.to_thread(migrate, writer)
+                reader = await asyncio.to_thread(connect, path)
+                aside = await asyncio.to_thread(connect, path)
                 writer.execute("PRAGMA busy_timeout=0")  # see _begin_now
         except StoreError:
             raise
@@ -430,80 +393,3 @@ async def _in_thread(step: Callable[[], T], undo: Callable[[], object] | None = 
 
 def _read_all(conn: sqlite3.Connection, query: str, params: Params) -> list[Row]:
     return [dict(row) for row in conn.execute(query, params).fetchall()]
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    # check_same_thread off: BEGIN and COMMIT run on a worker thread, the rest inline; the
-    # write lock (and the reader being used only inline) keeps every use one at a time.
-    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
-    for pragma in PRAGMAS:
-        conn.execute(pragma)
-    return conn
-
-
-@contextlib.contextmanager
-def translated_errors(url: str, path: Path) -> Iterator[None]:
-    """SQLite errors about the database itself as `StoreError` (see the module docstring)."""
-    try:
-        yield
-    except sqlite3.IntegrityError:
-        raise
-    except sqlite3.DatabaseError as exc:
-        code = getattr(exc, "sqlite_errorcode", None)
-        primary = code & 0xFF if isinstance(code, int) else None
-        if primary in UNAVAILABLE_CODES:
-            raise StoreError(
-                f"SQLite database {UNAVAILABLE_CODES[primary]}: {exc}", url=url
-            ) from exc
-        if primary in DAMAGED_CODES:
-            raise StoreError(
-                damaged(path, f"{DAMAGED_CODES[primary]}: {exc}"), url=url, transient=False
-            ) from exc
-        raise
-
-
-def damaged(path: Path, detail: str) -> str:
-    return (
-        f"the SQLite database {path} is damaged ({detail}); it is not used, because a "
-        "damaged index answers lookups with nothing (a resubmitted idempotency key would "
-        f"create a second job). Inspect it with: sqlite3 '{path}' 'PRAGMA integrity_check'; "
-        f"then restore a backup, or recover what is readable: sqlite3 '{path}' .recover"
-    )
-
-
-def _quick_check(conn: sqlite3.Connection, path: Path) -> None:
-    """Refuse a damaged file (`PRAGMA quick_check`: every page and index entry is well-formed;
-    it skips only the cross-check of index contents against their tables)."""
-    found = [str(row[0]) for row in conn.execute(f"PRAGMA quick_check({QUICK_CHECK_LINES})")]
-    if found != ["ok"]:
-        raise StoreError(damaged(path, "PRAGMA quick_check: " + "; ".join(found)), transient=False)
-
-
-def _migrate(conn: sqlite3.Connection) -> None:
-    """Apply the numbered migrations not yet recorded, in one transaction."""
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations "
-        "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
-    )
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        applied = {int(row[0]) for row in conn.execute("SELECT version FROM schema_migrations")}
-        for number, name, sql in load_migrations("sqlite"):
-            if number in applied:
-                continue
-            for statement in _statements(sql):
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO schema_migrations VALUES (?, ?, ?)", (number, name, time.time())
-            )
-    except BaseException:
-        conn.rollback()
-        raise
-    conn.commit()
-
-
-def _statements(sql: str) -> list[str]:
-    # executescript() would commit our transaction; migrations hold no ';' inside literals.
-    body = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
-    return [part.strip() for part in body.split(";") if part.strip()]

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from router.models import new_id
-from router.store.sqlite import sqlite_path
+from router.store.sqlite_file import sqlite_path
 
 BATCH = 50_000
 

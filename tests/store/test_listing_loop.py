@@ -15,7 +15,7 @@ import pytest
 
 from router.listing import JobFilter
 from router.store import SqlStore, open_store
-from router.store.sqlite import sqlite_path
+from router.store.sqlite_file import sqlite_path
 
 JOBS = 50_000
 
