@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from providers import CompletionRequest, Provider
 from router import telemetry
+from router.aio import wait_event
 from router.build import build_engine, build_tasks, resolve_config, warm_up
 from router.config import RouterConfig
 from router.door import DoorLimits, admit
@@ -348,8 +349,7 @@ class Router:
                         return
                 if watch_ends(latest, caught_up=True):
                     return
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), poll)
+                await wait_event(changed.event, poll)
 
     # The API names it `timeout`; it bounds the wait, as asyncio.wait_for's does.
     async def wait(self, job_id: str, timeout: float | None = None) -> Job:  # noqa: ASYNC109

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from providers import CompletionRequest, Provider
+from router.aio import wait_event
 from router.driver import JobDriver
 from router.health import ProviderHealth
 from router.hearing import Hearing
@@ -278,8 +279,7 @@ class Engine:
         cost to the database (router/hearing.py)."""
         mode = Hearing.LISTEN
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), mode.timeout(self.settings.poll_s))
+            await wait_event(self._wake, mode.timeout(self.settings.poll_s))
             self._wake.clear()
             woken, self._heard = self._heard, False
             try:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from router.aio import wait_event
 from router.config import RouterConfig
 from router.engine import make_worker_id
 from router.errors import ConfigError
@@ -224,8 +225,7 @@ class OutboxDeliverer:
             except Exception:
                 log.exception("delivering outbox events failed")
             if claimed < self.settings.batch:  # a full batch: more may be due, go on at once
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.settings.poll_s)
+                await wait_event(self._wake, self.settings.poll_s)
                 if self._wake.is_set():  # woken by a commit: the rows committed meanwhile
                     await asyncio.sleep(WAKE_GATHER_S)  # go into the same claim
                 self._wake.clear()

@@ -1,0 +1,20 @@
+"""A wait that keeps its caller's cancellation (a worker's loops must stop when told to)."""
+
+from __future__ import annotations
+
+import asyncio
+
+
+async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
+    """Wait until `event` is set (True) or `timeout_s` has passed (False).
+
+    Not `asyncio.wait_for(event.wait(), timeout_s)`: on Python 3.11, when the task waiting is
+    cancelled in the loop turns between the event being set and the task resuming, `wait_for`
+    returns the event's result and the cancellation is lost. A loop waiting on its wake-up
+    that way goes on after `cancel()`, and whoever awaits it (a stopping worker) waits
+    forever."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await event.wait()
+    except TimeoutError:
+        return False
