@@ -94,6 +94,14 @@ def run_one(
     print(f"  {scenario:15} {task:8} c={concurrency:<3} prefill={prefill:<8}", end="", flush=True)
     try:
         out = subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True)
+    except subprocess.CalledProcessError as failed:  # say why, not just the exit status
+        print(
+            f" FAILED (exit {failed.returncode}); the scenario's stderr ends with:\n"
+            + stderr_tail(failed.stderr),
+            file=sys.stderr,
+            flush=True,
+        )
+        raise
     finally:
         if pg_name:
             subprocess.run(
@@ -129,6 +137,14 @@ def run_one(
             + ", ".join(f"{n:.2f} {name}" for name, n in counts.items() if n >= 0.01)
         )
     return figures
+
+
+STDERR_TAIL_LINES = 40
+
+
+def stderr_tail(stderr: str | None) -> str:
+    lines = (stderr or "").rstrip().splitlines()[-STDERR_TAIL_LINES:]
+    return "\n".join(f"    | {line}" for line in lines) or "    (nothing on stderr)"
 
 
 DIRECT = ("litellm", "litellm_router", "raw_http")  # no task, no contract: the peers

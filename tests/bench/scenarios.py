@@ -215,9 +215,12 @@ async def run_jobrouter(
         statements.install()
     pg_before = await _pg_commits(url) if url.startswith("postgres") else None
     procs = start_workers(config_file, workers, args.statements, args.profile)
-    router = await Router.open(url, config_file, run_workers=workers == 0, providers=given)
+    try:
+        router = await Router.open(url, config_file, run_workers=workers == 0, providers=given)
+    except BaseException:
+        stop_workers(procs, config_file.parent)
+        raise
     run_id = os.urandom(4).hex()
-    before = await _db_counters(router)
     cpu_before: list[float] = []
 
     async def call(index: int) -> None:
@@ -228,6 +231,7 @@ async def run_jobrouter(
             raise RuntimeError(f"job {job.id} ended {job.state}: {job.error}")
 
     try:
+        before = await _db_counters(router)
 
         def started() -> None:
             since.append(time.time())
@@ -241,11 +245,10 @@ async def run_jobrouter(
         cpu_after = [_cpu_s(proc.pid) for proc in procs]
         ran = await _jobs_by_pid(router, since[0])
     finally:
-        await router.close()
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(30)
+        try:
+            await router.close()
+        finally:
+            stop_workers(procs, config_file.parent)
     total = args.jobs + min(20, args.jobs)
     figures.update({key: (after[key] - before[key]) / total for key in after})
     if pg_before is not None:  # every backend gone: the server has counted all their commits
@@ -317,8 +320,33 @@ def start_workers(
         ready = threading.Event()
         threading.Thread(target=_drain, args=(proc, ready), daemon=True).start()
         if not ready.wait(120):
+            stop_workers(procs, config_file.parent)
             raise RuntimeError("a worker did not start within 120 s")
     return procs
+
+
+WORKER_STOP_S = 30.0  # a worker's SIGTERM grace is 10 s: one still running after this is stuck
+
+
+def stop_workers(procs: list[subprocess.Popen[bytes]], logs: Path) -> None:
+    """SIGTERM every worker and wait for it; one still running after WORKER_STOP_S is killed
+    (SIGKILL), so that none outlives the run (its database is dropped next), and then fails
+    the scenario, naming its log (`logs`/worker-<n>.log)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    stuck = []
+    for n, proc in enumerate(procs):
+        try:
+            proc.wait(WORKER_STOP_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            stuck.append(f"pid {proc.pid} (its log: {logs / f'worker-{n}.log'})")
+    if stuck:
+        raise RuntimeError(
+            f"worker {', '.join(stuck)} did not stop within {WORKER_STOP_S:.0f}s of SIGTERM: killed"
+        )
 
 
 def _drain(proc: subprocess.Popen[bytes], ready: threading.Event) -> None:
