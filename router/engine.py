@@ -196,8 +196,9 @@ class Engine:
         self._stopping = True
         for loop in self._loops:
             loop.cancel()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._slots.settled(), CREATE_WAIT_S)
+        with contextlib.suppress(TimeoutError):  # not wait_for: it can lose a cancel (aio.py)
+            async with asyncio.timeout(CREATE_WAIT_S):
+                await self._slots.settled()
         if grace_s > 0 and self._active:
             await asyncio.wait(list(self._active.values()), timeout=grace_s)
         drivers = list(self._active.values())
