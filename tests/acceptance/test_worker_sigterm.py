@@ -42,8 +42,9 @@ def free_port() -> int:
 def stub_port() -> Iterator[int]:
     """The benchmark's OpenAI-compatible stub (tests/bench/stub_server.py), over real HTTP."""
     port = free_port()
-    stub = subprocess.Popen([sys.executable, "-m", "tests.bench.stub_server", "--port",
-                             str(port)], cwd=ROOT)  # fmt: skip
+    stub = subprocess.Popen(
+        [sys.executable, "-m", "tests.bench.stub_server", "--port", str(port)], cwd=ROOT
+    )
     try:
         while stub.poll() is None:
             try:
@@ -65,8 +66,12 @@ async def pg_url() -> AsyncIterator[str]:
 
 def start_worker(config: Path, log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as err:  # the child keeps its own descriptor
-        return subprocess.Popen([sys.executable, "-m", "router", "worker", "--config",
-                                 str(config)], cwd=ROOT, stdout=subprocess.PIPE, stderr=err)
+        return subprocess.Popen(
+            [sys.executable, "-m", "router", "worker", "--config", str(config)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
 
 
 def drain(worker: subprocess.Popen[bytes], said: list[bytes], ready: threading.Event) -> None:
@@ -95,8 +100,10 @@ async def exit_status(worker: subprocess.Popen[bytes]) -> int | None:
 
 
 async def test_a_worker_sent_sigterm_right_after_a_burst_exits_with_every_job_done(
-    tmp_path: Path, stub_port: int, pg_url: str,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    stub_port: int,
+    pg_url: str,
+) -> None:
     config = tmp_path / "jobrouter.toml"
     config.write_text(bench_config(stub_port, pg_url, contract=False))
     log = tmp_path / "worker.log"
@@ -110,9 +117,12 @@ async def test_a_worker_sent_sigterm_right_after_a_burst_exits_with_every_job_do
         assert said, f"the worker did not start; its log: {tail(log)}"
         async with await Router.open(pg_url, config, run_workers=False) as router:
             run = uuid.uuid4().hex[:8]
-            jobs = await asyncio.gather(*(router.submit(
-                "bench", f"{run}-{n}", "bench", {"product": {"name": f"tea {n}"}})
-                for n in range(JOBS)))  # fmt: skip
+            jobs = await asyncio.gather(
+                *(
+                    router.submit("bench", f"{run}-{n}", "bench", {"product": {"name": f"tea {n}"}})
+                    for n in range(JOBS)
+                )
+            )
             done = await asyncio.gather(*(router.wait(job.id, GUARD_S) for job in jobs))
             worker.send_signal(signal.SIGTERM)  # at once: the poller is just leaving its burst
             status = await exit_status(worker)

@@ -21,14 +21,15 @@ GUARD_S = 60.0  # a guard against a hang only: every wait below ends on an event
 
 
 class Watched(asyncio.Event):
-    """The poller's wake-up event, saying each time the poller begins to wait on it."""
+    """The poller's wake-up event, saying each time the poller begins to wait on it (and
+    whether it was set then: if not, the poller is about to sleep on it)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.waiting: asyncio.Queue[None] = asyncio.Queue()
+        self.waiting: asyncio.Queue[bool] = asyncio.Queue()
 
     async def wait(self) -> bool:  # type: ignore[override]  # Event.wait is Literal[True]
-        self.waiting.put_nowait(None)
+        self.waiting.put_nowait(self.is_set())
         return await super().wait()
 
 
@@ -38,21 +39,25 @@ async def test_a_close_right_after_the_poller_is_woken_stops_the_poller(
     cfg = RouterConfig(
         tasks={"t": TaskConfig(providers=["a"], side_effects="none", certification="none")},
         engine=EngineConfig(poll_interval=30.0),  # the poller waits on its event, not a timer
-    )  # fmt: skip
-    router = await Router.open(f"sqlite:///{tmp_path / 'r.db'}", cfg,
-                               providers={"a": FakeProvider("a")}, run_workers=True)  # fmt: skip
+    )
+    router = await Router.open(
+        f"sqlite:///{tmp_path / 'r.db'}", cfg, providers={"a": FakeProvider("a")}, run_workers=True
+    )
     engine = router.engine
     assert engine is not None
     [poll] = [loop for loop in engine._loops if loop.get_name() == "jobrouter-poll"]
-    wake = engine._wake = Watched()
-    engine.wake()  # the poller leaves its first wait (on the old event) and claims
+    old, wake = engine._wake, Watched()
+    engine._wake = wake
+    old.set()  # a poller waiting on the old event claims, then waits on this one
     async with asyncio.timeout(GUARD_S):
-        await wake.waiting.get()  # ... and now waits on this one
-    engine.wake()  # a wake-up, and the stop in the same loop turn
+        while await wake.waiting.get():  # set: the poller goes through without sleeping
+            pass
+    engine.wake()  # the sleeping poller is woken, and stopped in the same loop turn
     closing = asyncio.create_task(router.close())
     went_on = asyncio.create_task(wake.waiting.get())  # the poller waits again: not stopped
-    done, _ = await asyncio.wait({poll, went_on}, timeout=GUARD_S,
-                                 return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+    done, _ = await asyncio.wait(
+        {poll, went_on}, timeout=GUARD_S, return_when=asyncio.FIRST_COMPLETED
+    )
     try:
         assert poll in done, "the poller went on after the stop cancelled it"
         assert poll.cancelled()
