@@ -129,6 +129,32 @@ async def test_a_refused_end_names_the_state_asked_for(store: SqlStore) -> None:
     )
 
 
+async def test_an_unknown_attempt_asked_back_to_started_is_refused_naming_it(
+    store: SqlStore,
+) -> None:
+    """The transition table (router/states.py) has no way back from `unknown` to `started`:
+    `end_attempt` refuses it under the job's lock, naming the attempt and both states, and the
+    attempt stays as it was. Kills mutants `transitions.end_attempt` 6-13 (the refusal's
+    entity, id, source or target dropped or None)."""
+    job = await submit(store)
+    attempt = await start(store, job, "a")
+    await store.finish_attempt(
+        attempt.id, AttemptState.UNKNOWN, error_kind="unknown", error="read timeout", usage=NO_USAGE
+    )
+    with pytest.raises(InvalidTransition) as refused:
+        await store.finish_attempt(
+            attempt.id, AttemptState.STARTED, error_kind=None, error=None, usage=NO_USAGE
+        )
+    assert (
+        refused.value.entity,
+        refused.value.entity_id,
+        refused.value.src,
+        refused.value.dst,
+    ) == ("attempt", attempt.id, AttemptState.UNKNOWN, AttemptState.STARTED)
+    assert str(refused.value) == f"attempt {attempt.id} cannot go from unknown to started"
+    assert (await attempt_of(store, attempt.id)).state is AttemptState.UNKNOWN
+
+
 async def test_a_finished_job_refuses_a_new_attempt_saying_so(store: SqlStore) -> None:
     """Kills mutant `_start_in` 2 (the refusal names no entity)."""
     job = await submit(store)
