@@ -6,6 +6,7 @@ parked events of owners without a webhook with their jobs."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from router.retention import plan_purge, purge
@@ -339,3 +340,24 @@ async def test_a_key_of_an_owner_without_a_webhook_starts_a_new_job_after_purge(
     assert again.created and again.id != old.id
     found = await store.find_job("nohook", "order-42")
     assert found is not None and found.id == again.id
+
+
+async def test_the_event_payload_is_the_documented_fields_of_the_settled_job(
+    store: SqlStore,
+) -> None:
+    """What a webhook receiver reads as `data` (docs/operations.md): every field by its
+    documented name, with the job's value as the terminal change left it. Kills mutants
+    `transitions.write_outbox` 4, 8, 9, 12-15, 18, 19 (a key renamed)."""
+    job = await job_in(store, JobState.FAILED, key="k1")
+    event = await event_of(store, job)
+    assert json.loads(event.payload) == {
+        "event": "job.failed",
+        "job_id": job.id,
+        "owner": "shop",
+        "idempotency_key": "k1",
+        "task": "caption",
+        "state": "failed",
+        "result": None,
+        "error": "test",
+        "version": job.version,
+    }
