@@ -90,3 +90,54 @@ async def test_the_started_job_is_version_two_with_a_live_lease_and_a_gapless_lo
     await store.note(job.id, [NewEvent(kind="job.waiting", data={})])
     assert [e.seq for e in await store.list_events(job.id)] == [1, 2, 3, 4]
     assert (await store.expire_attempts()) == []  # the lease is alive
+
+
+async def test_a_new_job_records_its_deadline_its_claim_and_its_queued_event(
+    store: SqlStore,
+) -> None:
+    """The deadline and the claim are counted from the moment of creation, a job submitted
+    without a claimant has none, and the `job.queued` event names the task. With and without
+    a first attempt (the two insert paths). Kills mutants `jobs.create_and_start` 30 (the
+    deadline dropped), 37, 38, 39 (the claim dropped, always set, or counted backwards) and
+    44, 45, 46 (the queued event's data)."""
+    for first in (None, FIRST):
+        claimed, _ = await store.create_and_start(
+            owner="shop-1",
+            idempotency_key=f"claimed-{first is None}",
+            task="caption",
+            input={"product": "tea"},
+            params={},
+            deadline_s=60.0,
+            claimed_by="w1",
+            claim_s=30.0,
+            first=first,
+        )
+        unclaimed, _ = await store.create_and_start(
+            owner="shop-1",
+            idempotency_key=f"unclaimed-{first is None}",
+            task="caption",
+            input={"product": "tea"},
+            params={},
+            deadline_s=None,
+            claimed_by=None,
+            claim_s=30.0,
+            first=first,
+        )
+        assert claimed.deadline_at is not None
+        assert (claimed.deadline_at - claimed.created_at).total_seconds() == pytest.approx(60.0)
+        assert unclaimed.deadline_at is None
+        claims = {}
+        for job in (claimed, unclaimed):
+            row = await store.connector.fetchone(
+                "SELECT created_at, claimed_by, claim_until FROM jobs WHERE id = :id",
+                {"id": job.id},
+            )
+            assert row is not None
+            claims[job.id] = (row["claimed_by"], row["claim_until"], row["created_at"])
+        by, until, created = claims[claimed.id]
+        assert by == "w1" and until is not None
+        assert float(until) - float(created) == pytest.approx(30.0)
+        assert claims[unclaimed.id][:2] == (None, None)
+        for job in (claimed, unclaimed):
+            queued = (await store.list_events(job.id))[0]
+            assert (queued.kind, queued.data) == ("job.queued", {"task": "caption"})
