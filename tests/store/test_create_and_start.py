@@ -141,3 +141,34 @@ async def test_a_new_job_records_its_deadline_its_claim_and_its_queued_event(
         for job in (claimed, unclaimed):
             queued = (await store.list_events(job.id))[0]
             assert (queued.kind, queued.data) == ("job.queued", {"task": "caption"})
+
+
+async def test_on_created_is_handed_the_committed_job_and_its_first_attempt_once(
+    store: SqlStore,
+) -> None:
+    """`on_created` (the engine's hand-over) gets exactly the job and the attempt the call
+    returns, once, after the commit; a job found under its key is handed to nobody. Kills
+    mutants `jobs.create_and_start` 100, 102 (no hand-over, or of no job: the run recorded
+    them `timeout`) and 103 (the attempt not handed over)."""
+    handed: list[tuple[Job, Attempt | None]] = []
+
+    async def submit() -> tuple[Job, Attempt | None]:
+        return await store.create_and_start(
+            owner="shop-1",
+            idempotency_key="k1",
+            task="caption",
+            input={"product": "tea"},
+            params={},
+            deadline_s=None,
+            claimed_by="w1",
+            claim_s=60.0,
+            first=FIRST,
+            on_created=lambda job, attempt: handed.append((job, attempt)),
+        )
+
+    job, attempt = await submit()
+    assert attempt is not None
+    assert handed == [(job, attempt)]
+    found, none = await submit()
+    assert (found.id, found.created, none) == (job.id, False, None)
+    assert handed == [(job, attempt)]
