@@ -148,8 +148,9 @@ async def test_on_created_is_handed_the_committed_job_and_its_first_attempt_once
 ) -> None:
     """`on_created` (the engine's hand-over) gets exactly the job and the attempt the call
     returns, once, after the commit; a job found under its key is handed to nobody. Kills
-    mutants `jobs.create_and_start` 100, 102 (no hand-over, or of no job: the run recorded
-    them `timeout`) and 103 (the attempt not handed over)."""
+    mutants `jobs.create_and_start` 100, 102, 105, 106 (no hand-over, of no job, or with an
+    argument missing: the run recorded them `timeout`) and 103 (the attempt not handed
+    over)."""
     handed: list[tuple[Job, Attempt | None]] = []
 
     async def submit() -> tuple[Job, Attempt | None]:
