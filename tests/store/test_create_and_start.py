@@ -173,3 +173,16 @@ async def test_on_created_is_handed_the_committed_job_and_its_first_attempt_once
     found, none = await submit()
     assert (found.id, found.created, none) == (job.id, False, None)
     assert handed == [(job, attempt)]
+
+
+async def test_a_started_creation_keeps_the_created_jobs_for_wait(store: SqlStore) -> None:
+    """After a creation with its first attempt, `created_here` still gives that job as
+    committed (a `wait` right after `submit` needs no read), and a job created before it is
+    kept too: the creation's change notice names its own job, with the job. Kills mutants
+    `jobs.create_and_start` 119 (the notice names no job: every watcher reads again and the
+    kept jobs are dropped), 120 and 122 (the notice without the job: it is dropped)."""
+    earlier, _ = await create(store, key="k0")
+    job, attempt = await create(store, key="k1")
+    assert attempt is not None
+    assert store.created_here(job.id) == job
+    assert store.created_here(earlier.id) == earlier
