@@ -361,3 +361,19 @@ async def test_the_event_payload_is_the_documented_fields_of_the_settled_job(
         "error": "test",
         "version": job.version,
     }
+
+
+async def test_by_default_a_parked_event_keeps_its_job_and_one_owner_is_not_its_letters(
+    store: SqlStore,
+) -> None:
+    """`purge_batch` drops parked events only when told (the default keeps them: a webhook
+    configured later still gets its completion); an owner given as one string is that owner,
+    not its letters. Kills mutants `outbox.purge_batch` 1 (`drop_parked` True by default)
+    and `outbox._owners_json` 3 ("shop" read as the owners s, h, o, p)."""
+    job = await job_in(store, JobState.SUCCEEDED, key="k1")
+    await age_jobs(store, 30 * DAY_S)
+    cutoff = time.time() - 7 * DAY_S
+    assert await store.count_purgeable(cutoff, owners="shop", drop_parked=True) == (0, 1, 0)
+    assert await store.purge_batch(cutoff, 10, owners="shop", drop_parked=True) == (0, 0)
+    assert await store.purge_batch(cutoff, 10, owners=[]) == (0, 0)
+    assert await store.get_job(job.id) is not None

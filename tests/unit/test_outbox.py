@@ -504,7 +504,8 @@ def secret_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 def test_settings_and_secrets_come_from_the_config_and_the_given_environment() -> None:
     """Every [outbox] key reaches the deliverer; the secret is read from the environment passed
     in (not os.environ) and the refusal names its key. Kills the DeliverySettings.from_config
-    and webhooks_from_config mutants that drop a value or read the wrong environment."""
+    and webhooks_from_config mutants that drop a value or read the wrong environment
+    (`DeliverySettings.from_config` 17: `max_response_bytes` left at its default)."""
     config = RouterConfig(
         webhooks={
             "shop": WebhookConfig(url="http://127.0.0.1:9/x", secret_env="JR_TEST_ONLY_HERE")
@@ -517,6 +518,7 @@ def test_settings_and_secrets_come_from_the_config_and_the_given_environment() -
             claim=40.0,
             poll_interval=0.5,
             batch=9,
+            max_response_bytes=1000,
         ),
     )
     assert DeliverySettings.from_config(config) == DeliverySettings(
@@ -527,6 +529,7 @@ def test_settings_and_secrets_come_from_the_config_and_the_given_environment() -
         claim_s=40.0,
         poll_s=0.5,
         batch=9,
+        max_response_bytes=1000,
     )
     hooks = webhooks_from_config(config, {"JR_TEST_ONLY_HERE": "s3cret"})
     assert hooks == {"shop": Webhook(owner="shop", url="http://127.0.0.1:9/x", secret=b"s3cret")}
