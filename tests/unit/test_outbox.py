@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from router import Router
@@ -28,6 +29,7 @@ from router.outbox import (
     DeliverySettings,
     OutboxDeliverer,
     Webhook,
+    _read_capped,
     _retry_after,
     full_jitter,
     retry_delay,
@@ -110,6 +112,31 @@ def test_signature_verifies_with_the_secret_only_and_only_while_fresh() -> None:
     assert not verify_signature(SECRET, body + b" ", header)
     assert not verify_signature(SECRET, body, header, now=time.time() + 3600)
     assert not verify_signature(SECRET, body, "v1=abc")
+
+
+class Chunks(httpx.AsyncByteStream):
+    """A receiver's answer arriving in the given pieces; counts the pieces read."""
+
+    def __init__(self, *chunks: bytes) -> None:
+        self.chunks = chunks
+        self.read = 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            self.read += 1
+            yield chunk
+
+
+async def test_an_answer_in_pieces_is_read_up_to_the_cap_and_no_further() -> None:
+    """The cap counts every piece read so far, the pieces are joined as they came, the piece
+    that reaches the cap is the last one read, and a character cut at the cap is replaced,
+    not an error. Kills mutants `outbox._read_capped` 3, 5, 6, 13, 15 (survived) and 1, 2, 4,
+    9, 10, 11 (which the run recorded `timeout`)."""
+    stream = Chunks(b"ab", b"cd", b"ef", b"gh")
+    assert await _read_capped(httpx.Response(500, stream=stream), 5) == "abcde"
+    assert stream.read == 3
+    cut = Chunks(b"ab", "\u00e9".encode())  # a two-byte character, cut after its first byte
+    assert await _read_capped(httpx.Response(500, stream=cut), 3) == "ab\ufffd"
 
 
 def test_retry_delay_is_exponential_capped_and_fully_jittered() -> None:
