@@ -68,14 +68,16 @@ async def test_concurrent_claims_from_two_connections_are_disjoint(
 
 
 async def test_only_owners_with_a_webhook_are_claimed(store: SqlStore) -> None:
+    """A claim is not a try: both events stay pending, neither retrying. Kills mutant
+    `outbox.outbox_counts` 38 (no retrying counted as one)."""
     await job_in(store, JobState.SUCCEEDED, owner="shop", key="k1")
     parked = await job_in(store, JobState.SUCCEEDED, owner="nohook", key="k1")
     claimed = await store.claim_outbox(OWNERS, "w1", claim_s=30, limit=10)
     assert [event.owner for event in claimed] == ["shop"]
     assert await store.claim_outbox([], "w1", claim_s=30, limit=10) == []
     assert (await event_of(store, parked)).claimed_by is None
-    depth = {d.owner: d.pending for d in (await store.outbox_counts()).pending}
-    assert depth == {"shop": 1, "nohook": 1}
+    depth = {d.owner: (d.pending, d.retrying) for d in (await store.outbox_counts()).pending}
+    assert depth == {"shop": (1, 0), "nohook": (1, 0)}
 
 
 async def test_a_failed_try_is_recorded_in_the_row_and_not_due_before_its_time(

@@ -31,6 +31,7 @@ from router.outbox import (
     Webhook,
     _read_capped,
     _retry_after,
+    event_body,
     full_jitter,
     retry_delay,
     sign,
@@ -40,7 +41,7 @@ from router.outbox import (
 from router.retention import cutoff_for, purge
 from router.states import JobState
 from router.store import SqlStore, open_store
-from router.store.outbox import OutboxCounts, OwnerDepth
+from router.store.outbox import OutboxCounts, OutboxEvent, OwnerDepth
 from tests.support.fakes import FakeProvider
 from tests.support.outbox_jobs import DAY_S, age_jobs, event_of, job_in, outbox_event_of_job
 from tests.support.webhook_receiver import WebhookReceiver
@@ -137,6 +138,26 @@ async def test_an_answer_in_pieces_is_read_up_to_the_cap_and_no_further() -> Non
     assert stream.read == 3
     cut = Chunks(b"ab", "\u00e9".encode())  # a two-byte character, cut after its first byte
     assert await _read_capped(httpx.Response(500, stream=cut), 3) == "ab\ufffd"
+
+
+def test_the_body_is_the_documented_envelope() -> None:
+    """What a receiver gets (docs/operations.md): id, kind, created_at and the stored event as
+    `data`. Kills mutants `outbox.event_body` 6, 7 (`created_at` renamed)."""
+    event = OutboxEvent(
+        id="e1",
+        job_id="j1",
+        owner="shop",
+        kind="job.failed",
+        payload='{"state": "failed"}',
+        created_at=1767225600.5,
+        tries=0,
+    )
+    assert json.loads(event_body(event)) == {
+        "id": "e1",
+        "kind": "job.failed",
+        "created_at": 1767225600.5,
+        "data": {"state": "failed"},
+    }
 
 
 def test_retry_delay_is_exponential_capped_and_fully_jittered() -> None:
@@ -471,6 +492,30 @@ async def test_a_round_that_fails_does_not_stop_the_delivery_loop(
         await sender.stop()
     assert calls >= 2
     assert any("delivering outbox events failed" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_stopped_deliverer_hands_its_claims_back_and_starts_again(
+    store: SqlStore, receiver: WebhookReceiver
+) -> None:
+    """`stop` during a send hands the claimed event back at once, and the same deliverer can be
+    started again and delivers it. Kills mutants `OutboxDeliverer.stop` 7 (the claims kept
+    until they expire), 4 (a restart refused as "already running") and 9 (the closed client
+    kept: the restarted deliverer cannot send)."""
+    receiver.hang_first = 1
+    job = await job_in(store, JobState.SUCCEEDED, key="order-1")
+    sender = deliverer(store, receiver)
+    sender.start()
+    try:
+        await receiver.wait_for(1)  # the first send is in flight, and hangs
+        assert (await event_of(store, job)).claimed_by == sender.worker_id
+    finally:
+        await sender.stop()
+    assert (await event_of(store, job)).claimed_by is None
+    sender.start()
+    try:
+        await until(lambda: delivered(store, job.id))
+    finally:
+        await sender.stop()
 
 
 async def test_stop_between_the_delivered_write_and_the_counter_still_counts(
