@@ -448,11 +448,17 @@ def sample(name: str, **labels: str) -> float:
 
 
 async def test_delivery_outcomes_are_counted(store: SqlStore, receiver: WebhookReceiver) -> None:
+    """Each try is counted by outcome and its time observed: both tries took place within
+    this test, so their times add up to no more than the test's own. Kills mutant
+    `OutboxDeliverer._record_and_count` 12 (`monotonic() + began`); a finished try's
+    recording task is not kept (mutant `_deliver` 13: one task kept per try, forever)."""
     receiver.fail_first = 1
     before = {
         o: sample("jobrouter_outbox_deliveries_total", outcome=o)
         for o in ("delivered", "retry", "dead")
     }
+    timed = sample("jobrouter_outbox_delivery_duration_seconds_sum")
+    began = time.monotonic()
     job = await job_in(store, JobState.SUCCEEDED, key="order-1")
     sender = deliverer(store, receiver)
     sender.start()
@@ -460,8 +466,11 @@ async def test_delivery_outcomes_are_counted(store: SqlStore, receiver: WebhookR
         await until(lambda: delivered(store, job.id))
     finally:
         await sender.stop()
+    took = time.monotonic() - began
     after = {o: sample("jobrouter_outbox_deliveries_total", outcome=o) for o in before}
     assert {o: after[o] - before[o] for o in before} == {"delivered": 1, "retry": 1, "dead": 0}
+    assert 0 < sample("jobrouter_outbox_delivery_duration_seconds_sum") - timed <= took
+    assert not sender._recording
 
 
 async def test_a_round_that_fails_does_not_stop_the_delivery_loop(
