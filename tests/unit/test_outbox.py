@@ -203,6 +203,8 @@ def test_a_receivers_retry_after_is_read_in_seconds(
 async def test_an_event_is_posted_signed_with_its_id_as_idempotency_key(
     store: SqlStore, receiver: WebhookReceiver
 ) -> None:
+    """Also names the sender (kills mutants `OutboxDeliverer.send` 7, 11: httpx's own
+    User-Agent sent)."""
     job = await job_in(store, JobState.SUCCEEDED, key="order-1")
     event = await event_of(store, job)
     sender = deliverer(store, receiver)
@@ -214,6 +216,7 @@ async def test_an_event_is_posted_signed_with_its_id_as_idempotency_key(
     assert request.event_id == event.id
     assert request.headers["x-jobrouter-event"] == "job.succeeded"
     assert request.headers["content-type"] == "application/json"
+    assert request.headers["user-agent"] == "jobrouter-outbox/1"
     signature = request.headers["x-jobrouter-signature"]
     assert signature.split(",v1=")[1] == expected_signature(signature, request.body)
     assert verify_signature(SECRET, request.body, signature)
