@@ -9,6 +9,8 @@ import asyncio
 import json
 import time
 
+import pytest
+
 from router.retention import plan_purge, purge
 from router.states import JobState
 from router.store import SqlStore, open_store
@@ -379,3 +381,21 @@ async def test_by_default_a_parked_event_keeps_its_job_and_one_owner_is_not_its_
     assert await store.purge_batch(cutoff, 10, owners="shop", drop_parked=True) == (0, 0)
     assert await store.purge_batch(cutoff, 10, owners=[]) == (0, 0)
     assert await store.get_job(job.id) is not None
+
+
+async def test_an_event_read_back_says_when_it_was_written_and_when_it_died(
+    store: SqlStore,
+) -> None:
+    """An event carries the time of the terminal change that wrote it (receivers get it as
+    `created_at`), a dead letter the time it was buried, and an unknown id is no event. Kills
+    mutants `outbox._event` 6 (`created_at` None), 12, 24, 53, 54, 55 (`dead_at` dropped) and
+    `outbox_event` 11 (an unknown id read as a row)."""
+    job = await job_in(store, JobState.SUCCEEDED, key="k1")
+    event = await event_of(store, job)
+    assert event.created_at == pytest.approx(job.updated_at.timestamp())
+    assert event.dead_at is None
+    [claimed] = await store.claim_outbox(OWNERS, "w1", claim_s=30, limit=10)
+    assert await store.outbox_bury(claimed.id, "w1", error="HTTP 500: no")
+    [dead] = await store.dead_letters()
+    assert dead.dead_at is not None and dead.dead_at >= event.created_at
+    assert await store.outbox_event("no-such-event") is None
