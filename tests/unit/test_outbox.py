@@ -131,8 +131,8 @@ class Chunks(httpx.AsyncByteStream):
 async def test_an_answer_in_pieces_is_read_up_to_the_cap_and_no_further() -> None:
     """The cap counts every piece read so far, the pieces are joined as they came, the piece
     that reaches the cap is the last one read, and a character cut at the cap is replaced,
-    not an error. Kills mutants `outbox._read_capped` 3, 5, 6, 13, 15 (survived) and 1, 2, 4,
-    9, 10, 11 (which the run recorded `timeout`)."""
+    not an error. Kills mutants `outbox._read_capped` 3, 5, 6, 13, 15, 18, 19 (survived) and
+    1, 2, 4, 9, 10, 11, 14, 16 (which the run recorded `timeout`)."""
     stream = Chunks(b"ab", b"cd", b"ef", b"gh")
     assert await _read_capped(httpx.Response(500, stream=stream), 5) == "abcde"
     assert stream.read == 3
