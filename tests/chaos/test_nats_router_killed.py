@@ -127,11 +127,13 @@ async def test_a_router_killed_between_publish_and_mark(
     assert {request.event_id for request in delivered} == ids  # 0 lost
     assert len(delivered) == EVENTS  # 0 duplicates
     # The stream stored each event once: every publish after the kill was dropped as a copy.
-    # (An event the consumer delivered before the relay came back to it is not published again,
-    # so the copies seen are between 1 and EVENTS.)
+    # How many copies the relay sent depends on the race between it and the consumer (an event
+    # delivered before the relay came back to it is not published again): 0 to EVENTS. That the
+    # copy is dropped and logged is decided deterministically by test_nats_delivery.py's
+    # relay-only test; asserting at least one here was a verdict on the clock (seen failing).
     assert stored == EVENTS
     copies = [r for r in caplog.records if "already on the stream" in r.message]
-    assert 1 <= len(copies) <= EVENTS
+    assert len(copies) <= EVENTS
 
 
 async def make_events(store: SqlStore) -> set[str]:
