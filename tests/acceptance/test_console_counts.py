@@ -8,23 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
 
 import httpx
-import pytest
 
 from router import Router
-from router.config import CertificationConfig, RouterConfig, TaskConfig
 from router.http.app import create_app
 from router.listing import JobFilter
 from router.ui.counts import CountsCache
 from router.ui.session import COOKIE
-from tests.acceptance.conftest import CONTRACT
-from tests.acceptance.serve_fixture import PROVIDERS
-from tests.store.conftest import BACKENDS
-from tests.store.pg import drop_databases
+from tests.support.backends import db_url as db_url  # a fixture, used by name
+from tests.support.echo_router import router as router  # a fixture, used by name
+from tests.support.echo_router import submit_echo
 
 
 class Clock:
@@ -35,31 +29,9 @@ class Clock:
         return self.now
 
 
-@pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    url = request.param(tmp_path)
-    yield url
-    drop_databases([url])
-
-
-@pytest.fixture
-async def router(db_url: str) -> AsyncIterator[Router]:
-    config = RouterConfig(
-        tasks={"echo": TaskConfig(contract=str(CONTRACT), providers=["fast"])},
-        certification=CertificationConfig(required=False),
-    )
-    async with Router.open(db_url, config, providers=PROVIDERS, run_workers=False) as opened:
-        yield opened
-
-
 async def _submit(client: httpx.AsyncClient, token: str, key: str) -> str:
-    answer = await client.post(
-        "/v1/jobs",
-        json={"task": "echo", "input": {"text": "hi"}},
-        headers={"Authorization": f"Bearer {token}", "Idempotency-Key": key},
-    )
-    assert answer.status_code == 202, answer.text
-    return str(answer.json()["id"])
+    job = await submit_echo(client, {"Authorization": f"Bearer {token}"}, key)
+    return str(job["id"])
 
 
 def _queued(html: str) -> int:

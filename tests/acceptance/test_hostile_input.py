@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -17,32 +16,15 @@ import httpx
 import pytest
 
 from router import Router
-from router.config import CertificationConfig, RouterConfig, TaskConfig
 from router.http.app import create_app
-from tests.acceptance.conftest import CONTRACT
-from tests.acceptance.serve_fixture import PROVIDERS
-from tests.store.conftest import BACKENDS
-from tests.store.pg import ADMIN_URL, drop_databases
+from tests.store.pg import ADMIN_URL
+from tests.support.backends import BACKENDS
+from tests.support.backends import db_url as db_url  # a fixture, used by name
+from tests.support.echo_router import router as router  # a fixture, used by name
+from tests.support.echo_router import submit_echo
 from tests.support.store_jobs import create_job
 
 OWNER = "shop-1"
-
-
-@pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    url = request.param(tmp_path)
-    yield url
-    drop_databases([url])
-
-
-@pytest.fixture
-async def router(db_url: str) -> AsyncIterator[Router]:
-    config = RouterConfig(
-        tasks={"echo": TaskConfig(contract=str(CONTRACT), providers=["fast"])},
-        certification=CertificationConfig(required=False),
-    )
-    async with Router.open(db_url, config, providers=PROVIDERS, run_workers=False) as opened:
-        yield opened
 
 
 @pytest.fixture
@@ -57,23 +39,12 @@ async def _auth(router: Router, *, operator: bool = False, **kwargs: Any) -> dic
     return {"Authorization": f"Bearer {token}"}
 
 
-async def _submit(client: httpx.AsyncClient, auth: dict[str, str], key: str) -> dict[str, Any]:
-    answer = await client.post(
-        "/v1/jobs",
-        json={"task": "echo", "input": {"text": "hi"}},
-        headers={**auth, "Idempotency-Key": key},
-    )
-    assert answer.status_code == 202, answer.text
-    body: dict[str, Any] = answer.json()
-    return body
-
-
 async def test_a_nul_in_an_id_or_key_is_a_clean_refusal(
     router: Router, client: httpx.AsyncClient
 ) -> None:
     """Before: 500 with a traceback on PostgreSQL (the driver refuses NUL); SQLite stored it."""
     auth = await _auth(router)
-    job = await _submit(client, auth, "k-1")
+    job = await submit_echo(client, auth, "k-1")
     answers = [
         await client.get("/v1/jobs/a%00b", headers=auth),
         await client.get("/v1/jobs/a%00b/attempts", headers=auth),
@@ -99,7 +70,7 @@ async def test_a_nul_in_an_id_or_key_is_a_clean_refusal(
 async def test_a_huge_last_event_id_is_answered(router: Router, client: httpx.AsyncClient) -> None:
     """Before: 500 on PostgreSQL (the events' seq column was 32-bit)."""
     auth = await _auth(router)
-    job = await _submit(client, auth, "k-2")
+    job = await submit_echo(client, auth, "k-2")
     await client.post(f"/v1/jobs/{job['id']}/cancel", headers=auth)  # settled: the stream ends
     for start in (2**31, 2**40, 2**63 - 1):
         answer = await client.get(
@@ -213,7 +184,7 @@ async def test_random_methods_and_paths_make_no_new_metric_series(
     """Before: every unknown method was a label value (3,000 methods -> 3,021 series), and the
     outbox gauges were labelled with owners' names, shown without a token."""
     auth = await _auth(router)
-    job = await _submit(client, auth, "k-metrics")
+    job = await submit_echo(client, auth, "k-metrics")
     await client.post(f"/v1/jobs/{job['id']}/cancel", headers=auth)  # an outbox row of OWNER
     for n in range(3):  # every series these requests can make exists now
         await client.request(f"WARMUP{n}", f"/random/{n}")

@@ -27,7 +27,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -39,7 +38,7 @@ from router.ui.session import COOKIE
 from tests.acceptance.conftest import CONTRACT, ROOT
 from tests.acceptance.e2e.test_cli_serve import CLI, free_port
 from tests.providers.fault_server import start_fault_server
-from tests.store.pg import fresh_database
+from tests.support.backends import empty_url as empty_url  # a fixture, used by name
 from tests.support.webhook_receiver import WebhookReceiver
 
 KEY = "jrtestkey-" + "7f3a9c2e1b8d4f60a5e7"  # no vendor's shape: only its registered value
@@ -95,15 +94,6 @@ def _serve(config: Path, port: int, log_path: Path, env: dict[str, str]) -> subp
             stderr=log,
             env=env,
         )
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'jobs.db'}"
-        return
-    async with fresh_database() as url:
-        yield url
 
 
 async def _rows(url: str, sql: str) -> list[str]:
@@ -181,7 +171,7 @@ async def _submit_and_read(url: str, owner: str, operator: str) -> dict[str, lis
 
 @pytest.mark.timeout(240)
 async def test_an_echoed_key_is_stored_shown_sent_and_logged_nowhere(
-    tmp_path: Path, db_url: str
+    tmp_path: Path, empty_url: str
 ) -> None:
     env = {**os.environ, "JR_ECHO_TEST_KEY": KEY, "JR_ECHO_HOOK_SECRET": "hook-secret-1"}
     receiver = WebhookReceiver()
@@ -190,7 +180,7 @@ async def test_an_echoed_key_is_stored_shown_sent_and_logged_nowhere(
             config = tmp_path / "jobrouter.toml"
             config.write_text(
                 CONFIG.format(
-                    db=db_url,
+                    db=empty_url,
                     api_base=fault.api_base,
                     contract=CONTRACT,
                     owner=OWNER,
@@ -227,10 +217,10 @@ async def test_an_echoed_key_is_stored_shown_sent_and_logged_nowhere(
             echoed = fault.stats()["requests"]
     # the provider really was sent the key, and really echoed it
     assert any(KEY in str(request["headers"]) for request in echoed)
-    logged = await _rows(db_url, "SELECT data FROM job_events")
-    logged += await _rows(db_url, "SELECT payload FROM outbox")
+    logged = await _rows(empty_url, "SELECT data FROM job_events")
+    logged += await _rows(empty_url, "SELECT payload FROM outbox")
     places = {
-        "database": await _table_text(db_url),
+        "database": await _table_text(empty_url),
         "server log": log_path.read_text(errors="replace"),
         "webhook bodies": "\n".join(b.body.decode() for b in bodies),
         "owner's HTTP answers and SSE": "\n".join(seen["owner"]),

@@ -21,10 +21,9 @@ import uvicorn
 from fastapi import FastAPI
 
 from router import Router
-from router.config import CertificationConfig, HttpConfig, RouterConfig, TaskConfig
+from router.config import HttpConfig
 from router.http.app import create_app
-from tests.acceptance.conftest import CONTRACT
-from tests.acceptance.serve_fixture import PROVIDERS
+from tests.support.echo_router import echo_router
 from tests.support.store_jobs import create_job
 
 OWNER = "shop-1"
@@ -58,13 +57,7 @@ async def serving(app: FastAPI) -> AsyncIterator[str]:
 
 @pytest.fixture
 async def router(tmp_path: Path) -> AsyncIterator[Router]:
-    config = RouterConfig(
-        tasks={"echo": TaskConfig(contract=str(CONTRACT), providers=["fast"])},
-        certification=CertificationConfig(required=False),
-    )
-    async with Router.open(
-        f"sqlite:///{tmp_path / 'jobs.db'}", config, providers=PROVIDERS, run_workers=False
-    ) as opened:
+    async with echo_router(f"sqlite:///{tmp_path / 'jobs.db'}") as opened:
         yield opened
 
 

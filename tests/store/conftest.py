@@ -1,30 +1,17 @@
-"""Store fixtures, parametrized by backend.
-
-To run the store suite on another backend, add one `pytest.param(factory, id=...)` to
-`BACKENDS`: a factory takes a fresh temporary folder and returns the URL of an empty database.
-"""
+"""Store fixtures, parametrized by backend (`BACKENDS` in tests/support/backends.py, where
+another backend is added); `store` is the one of tests/support/backends.py, opened on this
+folder's `db_url`."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from router.store import SqlStore, open_store
-from tests.store.pg import drop_databases, postgres_url, recycle
-
-UrlFactory = Callable[[Path], str]
-
-
-def sqlite_url(folder: Path) -> str:
-    return f"sqlite:///{folder / 'jobs.db'}"
-
-
-BACKENDS = [
-    pytest.param(sqlite_url, id="sqlite"),
-    pytest.param(postgres_url, id="postgres", marks=pytest.mark.postgres),
-]
+from tests.store.pg import drop_databases, recycle
+from tests.support.backends import BACKENDS, UrlFactory
+from tests.support.backends import store as store  # a fixture, used by name
 
 
 @pytest.fixture(params=BACKENDS)
@@ -41,12 +28,3 @@ def _drop_test_databases() -> Iterator[None]:
     """Databases made by a factory outside `db_url` (the state machine) go at session end."""
     yield
     drop_databases()
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[SqlStore]:
-    opened = await open_store(db_url)
-    try:
-        yield opened
-    finally:
-        await opened.close()

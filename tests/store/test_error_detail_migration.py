@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import asyncpg
-import pytest
 
 from router.store import open_store
 from router.store.connector import load_migrations
-from tests.store.pg import fresh_database
+from tests.support.backends import empty_url as empty_url  # a fixture, used by name
 
 WORDS = "Incorrect API key provided: [redacted]. PROVIDER-WORDS"
 OLD_ERROR = f"echoing: not_sent (HTTP 401): {WORDS}"
@@ -80,16 +77,6 @@ def _old_rows() -> list[str]:
         "INSERT INTO outbox_dead (id, job_id, owner, kind, payload, created_at, tries, dead_at) "
         f"VALUES ('d1', 'jx', 'shop', 'job.failed', {_quoted(payload)}, 2, 5, 3)",
     ]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """A database without any schema (the store suite's `db_url` may hand out a migrated one)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'jobs.db'}"
-        return
-    async with fresh_database() as url:
-        yield url
 
 
 async def _at_v10(url: str) -> None:

@@ -30,8 +30,8 @@ from router.models import Attempt, AttemptUsage, Job, payload_fingerprint
 from router.policy import Eligibility, Finish, TaskPolicy, decide
 from router.states import AttemptState, JobState
 from router.store import SqlStore, open_store
-from tests.store.conftest import BACKENDS, UrlFactory
 from tests.store.pg import EMPTY_TABLES, postgres_url
+from tests.support.backends import BACKENDS, UrlFactory
 from tests.support.store_jobs import create_job
 
 T = TypeVar("T")
