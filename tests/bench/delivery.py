@@ -23,7 +23,6 @@ import os
 import statistics
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,14 +30,13 @@ from typing import Any
 from router.bus_nats import BusSettings, NatsDelivery
 from router.fleet import Delivery
 from router.outbox import DeliverySettings, OutboxDeliverer, Webhook
-from router.states import JobState
 from router.store import SqlStore, open_store
 from tests.store.pg import create_database, drop_database
-from tests.support.outbox_jobs import job_in, outbox_event_of_job
+from tests.support.nats_bus import delete_stream, own_bus
+from tests.support.outbox_jobs import succeeded_events
 from tests.support.webhook_receiver import WebhookReceiver
 
 ROOT = Path(__file__).resolve().parents[2]
-NATS_URL = "nats://127.0.0.1:4222"
 
 
 @dataclass(frozen=True)
@@ -59,46 +57,28 @@ async def fresh_store(plan: Plan) -> tuple[SqlStore, str]:
     return await open_store(url), url
 
 
-def make_delivery(mode: str, store: SqlStore, url: str, plan: Plan, tag: str) -> Delivery:
+def make_delivery(mode: str, store: SqlStore, url: str, plan: Plan, bus: BusSettings) -> Delivery:
     hooks = {"shop": Webhook("shop", url, b"bench-secret")}
     settings = DeliverySettings(timeout_s=10.0, claim_s=60.0, poll_s=plan.poll, batch=plan.batch)
     if mode == "outbox":
         return OutboxDeliverer(store, hooks, settings)
-    bus = BusSettings(
-        url=NATS_URL, stream=f"JRBENCH_{tag}", subject=f"jrbench.{tag}", consumer=f"bench{tag}"
-    )
     return NatsDelivery(store, hooks, settings, bus)
-
-
-async def drop_stream(tag: str) -> None:
-    import nats
-
-    nc = await nats.connect(NATS_URL)
-    try:
-        await nc.jetstream().delete_stream(f"JRBENCH_{tag}")
-    finally:
-        await nc.close()
 
 
 async def completed(store: SqlStore, prefix: str, count: int) -> dict[str, float]:
     """`count` jobs made terminal (each with its outbox event); event id -> its created_at."""
-    made = {}
-    for n in range(count):
-        job = await job_in(store, JobState.SUCCEEDED, key=f"{prefix}{n}")
-        event = await outbox_event_of_job(store, job.id)
-        assert event is not None
-        made[event.id] = event.created_at
-    return made
+    events = await succeeded_events(store, count, prefix=prefix)
+    return {event.id: event.created_at for event in events}
 
 
 async def one_round(mode: str, plan: Plan) -> dict[str, Any]:
     store, db_url = await fresh_store(plan)
-    tag = uuid.uuid4().hex[:10]
+    bus = own_bus("jrbench")
     clock = time.time() - time.monotonic()  # receiver arrivals are monotonic: to wall time
     try:
         async with WebhookReceiver().running() as receiver:
             backlog = await completed(store, "b", plan.events)
-            delivery = make_delivery(mode, store, receiver.url, plan, tag)
+            delivery = make_delivery(mode, store, receiver.url, plan, bus)
             began = time.monotonic()
             delivery.start()
             try:
@@ -123,7 +103,7 @@ async def one_round(mode: str, plan: Plan) -> dict[str, Any]:
         if plan.db == "postgres":
             await drop_database(db_url)
         if mode == "nats":
-            await drop_stream(tag)
+            await delete_stream(bus)
     return {
         "mode": mode,
         "events_per_s": plan.events / drained,

@@ -13,9 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import nats
@@ -23,57 +21,24 @@ import pytest
 
 from router.bus_nats import BusSettings, NatsDelivery
 from router.outbox import SIGNATURE_HEADER, DeliverySettings, Webhook, verify_signature
-from router.states import JobState
-from router.store import SqlStore, open_store
-from tests.store.conftest import sqlite_url
-from tests.store.pg import drop_databases, postgres_url
+from router.store import SqlStore
+from tests.support.backends import db_url as db_url  # a fixture, used by name
+from tests.support.backends import store as store  # a fixture, used by name
 from tests.support.flaky_proxy import FlakyProxy
-from tests.support.outbox_jobs import job_in, outbox_event_of_job
+from tests.support.nats_bus import NATS_URL, delivering, own_stream, stream_state
+from tests.support.outbox_jobs import succeeded_events
+from tests.support.waiting import until
 from tests.support.webhook_receiver import WebhookReceiver
 
 pytestmark = pytest.mark.nats
-NATS_URL = "nats://127.0.0.1:4222"
 SECRET = b"s3cret"
 WAIT_S = 90.0  # a guard only: each wait ends when the rows say so
 
 
-@pytest.fixture(
-    params=[
-        pytest.param(sqlite_url, id="sqlite"),
-        pytest.param(postgres_url, id="postgres", marks=pytest.mark.postgres),
-    ]
-)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    url: str = request.param(tmp_path)
-    yield url
-    drop_databases([url])
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[SqlStore]:
-    opened = await open_store(db_url)
-    yield opened
-    await opened.close()
-
-
 @pytest.fixture
 async def bus() -> AsyncIterator[BusSettings]:
-    tag = uuid.uuid4().hex[:12]
-    settings = BusSettings(
-        url=NATS_URL,
-        stream=f"JRTEST_{tag}",
-        subject=f"jrtest.{tag}",
-        consumer=f"c{tag}",
-        ack_wait_s=1.0,
-        publish_timeout_s=2.0,
-    )
-    yield settings
-    nc = await nats.connect(NATS_URL)
-    try:
-        with contextlib.suppress(nats.js.errors.NotFoundError):
-            await nc.jetstream().delete_stream(settings.stream)
-    finally:
-        await nc.close()
+    async with own_stream("jrtest", ack_wait_s=1.0, publish_timeout_s=2.0) as settings:
+        yield settings
 
 
 @pytest.fixture
@@ -102,46 +67,33 @@ def delivery(
 
 
 async def make_events(store: SqlStore, count: int) -> set[str]:
-    ids = set()
-    for n in range(count):
-        job = await job_in(store, JobState.SUCCEEDED, key=f"k{n}")
-        event = await outbox_event_of_job(store, job.id)
-        assert event is not None
-        ids.add(event.id)
-    return ids
+    return {event.id for event in await succeeded_events(store, count)}
 
 
 async def all_delivered(store: SqlStore, ids: set[str]) -> None:
     """Wait until every event's row says delivered (the rows are the events waited on)."""
-    async with asyncio.timeout(WAIT_S):
-        while True:
-            rows = [await store.outbox_event(event_id) for event_id in ids]
-            if all(row is not None and row.delivered_at is not None for row in rows):
-                return
-            await asyncio.sleep(0.05)
+
+    async def delivered() -> bool:
+        rows = [await store.outbox_event(event_id) for event_id in ids]
+        return all(row is not None and row.delivered_at is not None for row in rows)
+
+    await until(delivered, "delivery of every event")
 
 
 async def all_published(store: SqlStore) -> None:
-    async with asyncio.timeout(WAIT_S):
-        while await count_unpublished(store):  # noqa: ASYNC110 (rows have no event to await)
-            await asyncio.sleep(0.05)
+    await until(lambda: none_unpublished(store), "publish of every event")
 
 
-async def count_unpublished(store: SqlStore) -> int:
+async def none_unpublished(store: SqlStore) -> bool:
     row = await store.connector.fetchone(
         "SELECT COUNT(*) AS n FROM outbox WHERE published_at IS NULL", {}
     )
     assert row is not None
-    return int(row["n"])
+    return int(row["n"]) == 0
 
 
 async def stream_messages(bus: BusSettings) -> int:
-    nc = await nats.connect(NATS_URL)
-    try:
-        info = await nc.jetstream().stream_info(bus.stream)
-    finally:
-        await nc.close()
-    return int(info.state.messages)
+    return int((await stream_state(bus)).messages)
 
 
 def relay_only(running: NatsDelivery) -> NatsDelivery:
@@ -197,12 +149,8 @@ async def test_each_event_reaches_the_webhook_once_signed_with_its_id(
     store: SqlStore, receiver: WebhookReceiver, bus: BusSettings
 ) -> None:
     ids = await make_events(store, 20)
-    running = delivery(store, receiver, bus)
-    running.start()
-    try:
+    async with delivering(delivery(store, receiver, bus)):
         await all_delivered(store, ids)
-    finally:
-        await running.stop()
     assert receiver.delivered_ids == ids
     assert duplicates(receiver) == 0
     for request in receiver.requests:
@@ -231,21 +179,13 @@ async def test_a_relay_killed_between_publish_and_mark_loses_nothing_and_sends_n
     del first.store.outbox_published  # the instance patch; B uses the store as it is
 
     caplog.set_level(logging.INFO, logger="jobrouter.bus")
-    second = relay_only(delivery(store, receiver, bus))
-    second.start()
-    try:
+    async with delivering(relay_only(delivery(store, receiver, bus))):
         await all_published(store)
-    finally:
-        await second.stop()
     assert any("already on the stream" in record.message for record in caplog.records)
     assert await stream_messages(bus) == len(ids)
 
-    consumer = delivery(store, receiver, bus)
-    consumer.start()
-    try:
+    async with delivering(delivery(store, receiver, bus)):
         await all_delivered(store, ids)
-    finally:
-        await consumer.stop()
     assert receiver.delivered_ids == ids
     assert duplicates(receiver) == 0
 
@@ -264,12 +204,8 @@ async def test_a_consumer_killed_before_its_ack_loses_nothing(
     await kill(first)
     del first.store.outbox_delivered
 
-    second = delivery(store, receiver, bus)
-    second.start()
-    try:
+    async with delivering(delivery(store, receiver, bus)):
         await all_delivered(store, ids)
-    finally:
-        await second.stop()
     assert receiver.delivered_ids == ids
     assert duplicates(receiver) == 1  # only the event whose 2xx A never recorded
 
@@ -282,21 +218,12 @@ async def test_a_proxy_that_cuts_the_nats_connection_loses_nothing(
     ids = await make_events(store, 40)
     proxy = FlakyProxy(target_port=4222, cut_before=0.1, drop_after=0.1, seed=19)
     port = await proxy.start()
-    flaky = BusSettings(
-        url=f"nats://127.0.0.1:{port}",
-        stream=bus.stream,
-        subject=bus.subject,
-        consumer=bus.consumer,
-        ack_wait_s=1.0,
-        publish_timeout_s=1.0,
-    )
-    running = delivery(store, receiver, flaky)
-    running.start()
+    flaky = dataclasses.replace(bus, url=f"nats://127.0.0.1:{port}", publish_timeout_s=1.0)
     try:
-        await all_delivered(store, ids)
-        during = dataclasses.replace(proxy.stats)  # the cuts made while delivering
+        async with delivering(delivery(store, receiver, flaky)):
+            await all_delivered(store, ids)
+            during = dataclasses.replace(proxy.stats)  # the cuts made while delivering
     finally:
-        await running.stop()
         await proxy.close()
     assert during.cut_before + during.dropped_after > 0 and during.connections > 1, during
     assert receiver.delivered_ids == ids  # 0 lost
@@ -322,14 +249,8 @@ async def test_bounded_tries_end_in_the_dead_letters_and_a_replay_is_delivered(
     async with WebhookReceiver(always_fail=True).running() as failing:
         ids = await make_events(store, 1)
         (event_id,) = ids
-        running = delivery(store, failing, bus)
-        running.start()
-        try:
-            async with asyncio.timeout(WAIT_S):
-                while not await store.dead_letters():  # noqa: ASYNC110 (a row, not an event)
-                    await asyncio.sleep(0.05)
-        finally:
-            await running.stop()
+        async with delivering(delivery(store, failing, bus)):
+            await until(store.dead_letters, "dead letter")
         (dead,) = await store.dead_letters()
         assert dead.id == event_id and dead.tries == SETTINGS.max_tries
         assert len(failing.requests) == SETTINGS.max_tries
@@ -337,12 +258,8 @@ async def test_bounded_tries_end_in_the_dead_letters_and_a_replay_is_delivered(
 
     assert await store.replay_dead(event_id)
     async with WebhookReceiver().running() as healed:
-        running = delivery(store, healed, bus)
-        running.start()
-        try:
+        async with delivering(delivery(store, healed, bus)):
             await all_delivered(store, ids)
-        finally:
-            await running.stop()
         assert [request.event_id for request in healed.requests] == [event_id]
 
 
@@ -355,14 +272,8 @@ async def test_a_webhook_slower_than_ack_wait_is_not_sent_twice(
     this fails with a duplicate.)"""
     async with WebhookReceiver(delay=bus.ack_wait_s * 2.5).running() as slow:
         ids = await make_events(store, 1)
-        both = [delivery(store, slow, bus), delivery(store, slow, bus)]
-        for running in both:
-            running.start()
-        try:
+        async with delivering(delivery(store, slow, bus)), delivering(delivery(store, slow, bus)):
             await all_delivered(store, ids)
-        finally:
-            for running in both:
-                await running.stop()
         assert slow.delivered_ids == ids
         assert duplicates(slow) == 0
 
@@ -381,15 +292,11 @@ async def test_a_stream_it_cannot_use_is_logged_and_retried_until_fixed(
     js = nc.jetstream()
     await js.add_stream(StreamConfig(name=bus.stream, subjects=[f"{bus.subject}.other"]))
     ids = await make_events(store, 3)
-    running = delivery(store, receiver, bus)
-    running.start()
     try:
-        async with asyncio.timeout(WAIT_S):
-            while not setup_failed(caplog):  # noqa: ASYNC110 (log lines: no event to await)
-                await asyncio.sleep(0.05)
-        await js.update_stream(StreamConfig(name=bus.stream, subjects=[bus.subject]))
-        await all_delivered(store, ids)
+        async with delivering(delivery(store, receiver, bus)):
+            await until(lambda: setup_failed(caplog), "log line of the failed set-up")
+            await js.update_stream(StreamConfig(name=bus.stream, subjects=[bus.subject]))
+            await all_delivered(store, ids)
     finally:
-        await running.stop()
         await nc.close()
     assert receiver.delivered_ids == ids and duplicates(receiver) == 0

@@ -9,13 +9,11 @@ event through the take-over."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -26,17 +24,16 @@ import pytest
 from router.bus_nats import BusSettings, NatsDelivery
 from router.config import RouterConfig
 from router.outbox import DeliverySettings, Webhook
-from router.states import JobState
 from router.store import SqlStore, open_store
 from tests.store.pg import fresh_database
-from tests.support.outbox_jobs import job_in, outbox_event_of_job
+from tests.support.nats_bus import delivering, own_stream, stream_state
+from tests.support.outbox_jobs import succeeded_events
+from tests.support.waiting import until
 from tests.support.webhook_receiver import WebhookReceiver
 
 pytestmark = [pytest.mark.nats, pytest.mark.postgres]
 ROOT = Path(__file__).resolve().parents[2]
-NATS_URL = "nats://127.0.0.1:4222"
 HOLD = 0x484F4C44  # the advisory lock the trigger waits for
-WAIT_S = 90.0  # a guard only
 EVENTS = 5
 HOLD_MARK = f"""
 CREATE FUNCTION hold_publish() RETURNS trigger AS $$
@@ -56,40 +53,28 @@ async def db() -> AsyncIterator[tuple[str, SqlStore]]:
             await store.close()
 
 
-async def until(check: object, what: str) -> None:
-    assert callable(check)
-    try:
-        async with asyncio.timeout(WAIT_S):
-            while not await check():  # noqa: ASYNC110 (rows and stream state: no event to await)
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        raise AssertionError(f"no {what} within {WAIT_S}s") from None
+@pytest.fixture
+async def bus() -> AsyncIterator[BusSettings]:
+    async with own_stream("jrkill", ack_wait_s=2.0) as settings:
+        yield settings
 
 
 async def test_a_router_killed_between_publish_and_mark(
     db: tuple[str, SqlStore],
+    bus: BusSettings,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     url, store = db
-    tag = uuid.uuid4().hex[:12]
-    bus = BusSettings(
-        url=NATS_URL,
-        stream=f"JRKILL_{tag}",
-        subject=f"jrkill.{tag}",
-        consumer=f"k{tag}",
-        ack_wait_s=2.0,
-    )
-    ids = await make_events(store)
+    ids = {event.id for event in await succeeded_events(store, EVENTS)}
     admin = await asyncpg.connect(url)
-    nc = await nats.connect(NATS_URL)
     try:
         await admin.execute(HOLD_MARK)
         await admin.execute("SELECT pg_advisory_lock($1)", HOLD)
         async with WebhookReceiver(always_fail=True).running() as receiver:
             process = start_router(tmp_path, url, bus, receiver.url)
             try:
-                await until(lambda: stream_holds(nc, bus, EVENTS), "events in the stream")
+                await until(lambda: stream_holds(bus, EVENTS), "events in the stream")
                 await until(lambda: mark_waiting(admin), "mark waiting on the trigger")
             finally:
                 process.send_signal(signal.SIGKILL)
@@ -112,18 +97,12 @@ async def test_a_router_killed_between_publish_and_mark(
                 poll_s=0.05,
             )
             hooks = {"shop": Webhook("shop", receiver.url, b"s")}
-            second = NatsDelivery(store, hooks, settings, bus)
-            second.start()
-            try:
+            async with delivering(NatsDelivery(store, hooks, settings, bus)):
                 await until(lambda: all_delivered(admin), "delivery of every event")
-            finally:
-                await second.stop()
             delivered = receiver.requests[failed_before:]
-            stored = (await nc.jetstream().stream_info(bus.stream)).state.last_seq
+            stored = (await stream_state(bus)).last_seq
     finally:
         await admin.close()
-        await nc.jetstream().delete_stream(bus.stream)
-        await nc.close()
     assert {request.event_id for request in delivered} == ids  # 0 lost
     assert len(delivered) == EVENTS  # 0 duplicates
     # The stream stored each event once: every publish after the kill was dropped as a copy.
@@ -134,16 +113,6 @@ async def test_a_router_killed_between_publish_and_mark(
     assert stored == EVENTS
     copies = [r for r in caplog.records if "already on the stream" in r.message]
     assert len(copies) <= EVENTS
-
-
-async def make_events(store: SqlStore) -> set[str]:
-    ids = set()
-    for n in range(EVENTS):
-        job = await job_in(store, JobState.SUCCEEDED, key=f"k{n}")
-        event = await outbox_event_of_job(store, job.id)
-        assert event is not None
-        ids.add(event.id)
-    return ids
 
 
 def start_router(folder: Path, url: str, bus: BusSettings, hook: str) -> subprocess.Popen[str]:
@@ -184,12 +153,11 @@ def start_router(folder: Path, url: str, bus: BusSettings, hook: str) -> subproc
     return process
 
 
-async def stream_holds(nc: nats.NATS, bus: BusSettings, count: int) -> bool:
+async def stream_holds(bus: BusSettings, count: int) -> bool:
     try:
-        info = await nc.jetstream().stream_info(bus.stream)
+        return int((await stream_state(bus)).messages) >= count
     except nats.js.errors.NotFoundError:
         return False
-    return int(info.state.messages) >= count
 
 
 async def mark_waiting(admin: asyncpg.Connection) -> bool:  # type: ignore[type-arg]

@@ -64,6 +64,15 @@ async def event_of(store: SqlStore, job: Job) -> OutboxEvent:
     return event
 
 
+async def succeeded_events(store: SqlStore, count: int, *, prefix: str = "k") -> list[OutboxEvent]:
+    """`count` jobs brought to succeeded (keys `<prefix>0`, `<prefix>1`...), each with its
+    completion event waiting in the outbox: the events, in that order."""
+    return [
+        await event_of(store, await job_in(store, JobState.SUCCEEDED, key=f"{prefix}{n}"))
+        for n in range(count)
+    ]
+
+
 async def age_jobs(store: SqlStore, seconds: float) -> None:
     """Pretend every job last changed `seconds` earlier than it did."""
     async with store.connector.write() as tx:
