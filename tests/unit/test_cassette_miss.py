@@ -16,7 +16,8 @@ from providers.errors import CassetteMiss
 from router.config import EngineConfig
 from router.states import AttemptState, JobState
 from tests.support.fakes import FakeProvider
-from tests.unit.test_engine import config, open_router, shared, submit, until
+from tests.support.waiting import until
+from tests.unit.test_engine import config, open_router, shared, submit
 
 GUARD_S = 60.0  # a ceiling against a hang only
 
@@ -46,7 +47,7 @@ async def test_a_cassette_miss_is_recorded_and_raised_not_failed_over(
     async with open_router(tmp_path, cfg, {"a": a, "b": b}) as router:
         job = await submit(router, "caption")
         # Whichever comes first: the miss raised out of the driver, or a call to b.
-        await until(lambda: driver_failed() or b.calls, within=GUARD_S)
+        await until(lambda: driver_failed() or b.calls, "the miss or a call", GUARD_S, 0.01)
         assert b.calls == [], "the miss was swallowed and the job failed over"
         assert driver_failed()
         [attempt] = await router.attempts(job.id)

@@ -24,7 +24,8 @@ from router.errors import JobRefused
 from router.states import AttemptState, JobState
 from tests.support.fakes import FakeProvider, Step
 from tests.support.store_jobs import count_jobs, create_job
-from tests.unit.test_engine import SETTLE, until, url
+from tests.support.waiting import until
+from tests.unit.test_engine import SETTLE, url
 
 CONTRACT = """
 name: post
@@ -176,7 +177,7 @@ async def test_closing_with_a_call_in_flight_says_it_may_have_acted(tmp_path: Pa
     cfg = config(tmp_path)
     async with Router.open(url(tmp_path), cfg, providers={"a": a, "b": a}) as router:
         job = await router.submit("shop", "k1", "post", GOOD)
-        await until(lambda: a.in_flight == 1)
+        await until(lambda: a.in_flight == 1, "the call to a", SETTLE, every=0.01)
     async with Router.open(
         url(tmp_path), cfg, providers={"a": a, "b": a}, run_workers=False
     ) as reader:

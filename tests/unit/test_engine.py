@@ -21,6 +21,7 @@ from router.models import Attempt, Job, JobEvent
 from router.states import AttemptState, JobState
 from tests.support.fakes import FakeProvider, Step
 from tests.support.store_jobs import count_jobs, create_job
+from tests.support.waiting import until
 
 TIMEOUT = 0.3  # attempt_timeout; the driver's own guard adds GUARD_S on top
 SETTLE = 60.0  # a guard against a hang only: jobs settle in well under a second
@@ -82,18 +83,6 @@ async def a_later_job_ran(router: Router) -> None:
     assert (await router.wait(job.id, timeout=SETTLE)).state is JobState.SUCCEEDED
 
 
-async def until(predicate: Any, within: float = SETTLE) -> None:
-    """Poll a (possibly async) condition; fail the test if it does not hold in time."""
-    async with asyncio.timeout(within):
-        while True:
-            value = predicate()
-            if asyncio.iscoroutine(value):
-                value = await value
-            if value:
-                return
-            await asyncio.sleep(0.01)
-
-
 async def collect(router: Router, job_id: str, after: int = 0) -> list[JobEvent]:
     async with asyncio.timeout(SETTLE):
         return [event async for event in router.watch(job_id, after=after, poll=0.05)]
@@ -111,7 +100,7 @@ async def settled_attempt(router: Router, job_id: str, provider: str) -> Attempt
         found[:] = [x for x in await router.attempts(job_id) if x.provider == provider]
         return bool(found) and found[0].state is not AttemptState.STARTED
 
-    await until(recorded)
+    await until(recorded, f"outcome of the attempt of {provider}", SETTLE, every=0.01)
     return found[0]
 
 
@@ -266,7 +255,7 @@ async def test_both_answer_the_first_to_answer_wins_the_other_is_lost(tmp_path: 
     cfg = config(caption=shared(hedge_after=0.1, attempt_timeout=5.0))
     async with open_router(tmp_path, cfg, {"a": a, "b": b}) as router:
         job = await submit(router, "caption")
-        await until(lambda: a.in_flight == 1 and b.in_flight == 1)
+        await until(lambda: a.in_flight == b.in_flight == 1, "both calls", SETTLE, every=0.01)
         release_b.set()  # b (started second) answers first...
         release_a.set()  # ...and a answers right after it
         done = await router.wait(job.id, timeout=SETTLE)
@@ -403,7 +392,7 @@ async def test_close_with_an_attempt_in_flight_leaves_it_unknown(tmp_path: Path)
     cfg = config(post=exclusive(attempt_timeout=30.0))
     async with open_router(tmp_path, cfg, {"a": a, "b": b}) as router:
         job = await submit(router, "post")
-        await until(lambda: a.in_flight == 1)
+        await until(lambda: a.in_flight == 1, "the call to a", SETTLE, every=0.01)
     assert a.in_flight == 0
 
     async with open_router(tmp_path, cfg, {"a": a, "b": b}, run_workers=False) as router:
@@ -427,7 +416,7 @@ async def test_restart_after_close_in_flight_does_not_start_a_second_exclusive_a
     )
     async with open_router(tmp_path, cfg, {"a": a, "b": b}) as router:
         job = await submit(router, "post")
-        await until(lambda: a.in_flight == 1)
+        await until(lambda: a.in_flight == 1, "the call to a", SETTLE, every=0.01)
 
     async with open_router(tmp_path, cfg, {"a": a, "b": b}) as router:
         settled = await router.wait(job.id, timeout=SETTLE)  # the claim expires: picked up

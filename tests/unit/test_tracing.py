@@ -15,7 +15,7 @@ from router import Router
 from router.config import RouterConfig, TaskConfig
 from router.states import AttemptState
 from tests.support.fakes import FakeProvider, Step
-from tests.unit.test_engine import until
+from tests.support.waiting import until
 
 EXPORTER = InMemorySpanExporter()
 
@@ -52,7 +52,7 @@ async def test_a_hedged_job_is_one_job_span_with_two_attempt_spans(tmp_path: Pat
         job = await router.submit("o", "k", "t", {"x": 1})
         job = await router.wait(job.id, 60)
         # The hedge loser's span ends when its cancellation is recorded: wait for that row.
-        await until(lambda: both_recorded(router, job.id))
+        await until(lambda: both_recorded(router, job.id), "both attempts recorded", every=0.01)
     spans = {s.name: [] for s in EXPORTER.get_finished_spans()}
     for s in EXPORTER.get_finished_spans():
         spans[s.name].append(s)
