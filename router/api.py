@@ -23,7 +23,7 @@ from router.aio import wait_event
 from router.build import build_engine, build_tasks, resolve_config, warm_up
 from router.config import RouterConfig
 from router.door import DoorLimits, admit
-from router.engine import Engine
+from router.engine import Engine, OnCreated
 from router.errors import (
     AttemptNotFound,
     ConfigError,
@@ -38,6 +38,7 @@ from router.models import Attempt, Job, JobEvent, JsonObject
 from router.persist import persist
 from router.states import AttemptState, JobState, watch_ends
 from router.store import SqlStore, open_store
+from router.store.claims import AttemptStart
 from router.store.transient import is_transient
 from router.tasks import TaskRuntime
 
@@ -231,14 +232,14 @@ class Router:
         params: JsonObject,
         request: CompletionRequest,
     ) -> Job:
-        """Create the job; with workers here, claimed by them and, when it can start at once,
-        with its first attempt in the same transaction (one commit instead of two). The job
-        goes to a worker as soon as it is committed, even if this call is cancelled while
-        waiting for the commit (a job created but never driven would wait for its claim and
-        its attempt's lease to expire, and end `unknown` though never sent)."""
+        """Create the job; with workers here, through the engine: claimed by them and, when it
+        can start at once, with its first attempt in the same transaction (one commit instead
+        of two). The job goes to a worker as soon as it is committed, even if this call is
+        cancelled while waiting for the commit (a job created but never driven would wait for
+        its claim and its attempt's lease to expire, and end `unknown` though never sent)."""
         engine = self.engine
-        launch = await engine.launch(runtime, request) if engine is not None else None
-        try:
+
+        async def insert(first: AttemptStart | None, on_created: OnCreated | None) -> Job:
             try:
                 job, _ = await self.store.create_and_start(
                     owner=owner,
@@ -249,16 +250,16 @@ class Router:
                     deadline_s=runtime.deadline_s,
                     claimed_by=engine.worker_id if engine else None,
                     claim_s=self.config.engine.claim,
-                    first=launch.first if launch else None,
-                    on_created=launch.created if launch else None,
+                    first=first,
+                    on_created=on_created,
                 )
             except Exception as exc:
                 if not is_transient(exc):
                     raise
                 job = await self._read_back(owner, idempotency_key, runtime, input, params, exc)
-        finally:
-            if launch is not None:
-                launch.close()
+            return job
+
+        job = await (engine.create(runtime, request, insert) if engine else insert(None, None))
         if not job.created and not job.state.settled:
             await self._take_up(job)
         return job

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from providers import CompletionRequest, Provider
@@ -46,34 +47,24 @@ class EngineSettings:
     poll_s: float = 0.5  # how often to look for jobs of other processes or parked jobs
 
 
+OnCreated = Callable[[Job, Attempt | None], None]
+# Writes the job (the store's `create_and_start`, the job's fields bound) with its first
+# attempt if one is given, and runs the hook once the new job is committed.
+Insert = Callable[[AttemptStart | None, OnCreated], Awaitable[Job]]
+
+
+@dataclass(frozen=True)
 class Launch:
-    """A job this process is about to create: its first attempt when it starts at once (in
-    the creating transaction, on a slot reserved for it), and where the job goes once it is
-    committed (`created`, the store's `on_created`). `close` gives an unused slot back."""
+    """How a job this process is about to create starts: its `first` attempt in the creating
+    transaction, on the `slot` reserved for it (`request`: the provider request the door
+    built); or, with neither, created queued and driven through the queue."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        first: AttemptStart | None = None,
-        slot: Reservation | None = None,
-        request: CompletionRequest | None = None,
-    ) -> None:
-        self._engine = engine
-        self.first = first
-        self._slot = slot
-        self._request = request
+    first: AttemptStart | None = None
+    slot: Reservation | None = None
+    request: CompletionRequest | None = None
 
-    def created(self, job: Job, attempt: Attempt | None) -> None:
-        if self.first is not None and self._slot is not None and attempt is not None:
-            self._engine._run_started(job, attempt, self.first, self._slot, self._request)
-        else:
-            self._engine.hand_over(job)
 
-    def close(self) -> None:
-        """After the creating call, committed or not: a slot not handed over (the job already
-        existed, or the transaction failed) is free again."""
-        if self._slot is not None:
-            self._slot.give_back()
+QUEUED = Launch()
 
 
 def make_worker_id() -> str:
@@ -109,26 +100,38 @@ class Engine:
         self._heard = False  # the wake-up came from another process (see `_poll`)
         self._stopping = False
 
-    async def launch(self, task: TaskRuntime, request: CompletionRequest) -> Launch:
-        """What becomes of a job of `task` this process is about to create. When it can start
+    async def create(self, task: TaskRuntime, request: CompletionRequest, insert: Insert) -> Job:
+        """Create a job of `task` claimed by this process, through `insert`: with its first
+        attempt when it can start at once (`_launch`); once committed the job goes to a driver
+        here (`_created`). A slot reserved for it and not handed over (the job already existed,
+        or nothing was committed) is free again when this returns or raises."""
+        launch = await self._launch(task, request)
+        try:
+            return await insert(launch.first, functools.partial(self._created, launch))
+        finally:
+            if launch.slot is not None:
+                launch.slot.give_back()
+
+    async def _launch(self, task: TaskRuntime, request: CompletionRequest) -> Launch:
+        """How a job of `task` this process is about to create starts. When it can start
         at once (a worker slot is free, and the policy picks a provider whose circuit is
         closed) its first attempt goes in the creating transaction, with the slot reserved
         for it. Otherwise the job is created queued and goes the usual way: a half-open
         circuit's probe, for one, is claimed in a transaction of its own; a failed read of the
         eligibility never stops a job from being accepted."""
         if self._stopping or not self._loops or self._slots.full:
-            return Launch(self)  # not started yet (warming up) or stopping: the job goes queued
+            return QUEUED  # not started yet (warming up) or stopping: the job goes queued
         deadline = Deadline.new(task, time.time())
         try:
             step = await next_step(self.health, task, [], deadline)
         except Exception:
             log.exception("eligibility for task %s unknown: the job is created queued", task.name)
-            return Launch(self)
+            return QUEUED
         first = self._first_start(task, step, deadline)
         if first is None or self._stopping:
-            return Launch(self)
+            return QUEUED
         slot = await self._slots.reserve()  # None: all taken while the eligibility was read
-        return Launch(self, first, slot, request) if slot is not None else Launch(self)
+        return Launch(first, slot, request) if slot is not None else QUEUED
 
     def _first_start(
         self, task: TaskRuntime, step: Step, deadline: Deadline
@@ -146,19 +149,14 @@ class Engine:
             tuple(step.refusals()),
         )
 
-    async def _claim_eligibility(self) -> dict[str, dict[str, Eligibility]]:
-        """The eligibility of every task that may repeat, read before a claiming transaction
-        (the gate caches it): the first attempts chosen inside need no I/O. Exclusive tasks
-        are left to their drivers."""
-        eligibility: dict[str, dict[str, Eligibility]] = {}
-        for name, task in self.tasks.items():
-            if task.policy.exclusive:
-                continue
-            try:
-                eligibility[name] = await self.health.eligibility(task)
-            except Exception:
-                log.exception("eligibility for task %s unknown: its driver decides", name)
-        return eligibility
+    def _created(self, launch: Launch, job: Job, attempt: Attempt | None) -> None:
+        """The store's after-commit hook for a job `create` made (run even if the creating
+        call was cancelled while waiting for the commit): driven at once on its slot when it
+        was committed with its first attempt, else queued for a driver."""
+        if launch.first is not None and launch.slot is not None and attempt is not None:
+            self._run_started(job, attempt, launch.first, launch.slot, launch.request)
+        else:
+            self.hand_over(job)
 
     def _run_started(
         self,
@@ -174,6 +172,20 @@ class Engine:
             self._drive(job, attempt, first, request), name=f"job-{job.id}"
         )
         slot.handed_over()
+
+    async def _claim_eligibility(self) -> dict[str, dict[str, Eligibility]]:
+        """The eligibility of every task that may repeat, read before a claiming transaction
+        (the gate caches it): the first attempts chosen inside need no I/O. Exclusive tasks
+        are left to their drivers."""
+        eligibility: dict[str, dict[str, Eligibility]] = {}
+        for name, task in self.tasks.items():
+            if task.policy.exclusive:
+                continue
+            try:
+                eligibility[name] = await self.health.eligibility(task)
+            except Exception:
+                log.exception("eligibility for task %s unknown: its driver decides", name)
+        return eligibility
 
     def is_driving(self, job_id: str) -> bool:
         return job_id in self._active or job_id in self._queued
