@@ -216,7 +216,7 @@ class AttemptCall:
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            await self._unrecorded(completion.output, cost, exc)
+            await self._unrecorded(completion.output, cost, began, exc)
             return
         if outcome.won:
             self.on_won(outcome.job)
@@ -230,7 +230,9 @@ class AttemptCall:
         self.book.ended[attempt.id] = outcome.attempt
         self.worker.metric(outcome.attempt, False)
 
-    async def _unrecorded(self, output: Any, usage: AttemptUsage, error: BaseException) -> None:
+    async def _unrecorded(
+        self, output: Any, usage: AttemptUsage, began: float, error: BaseException
+    ) -> None:
         """The answer's result could not be recorded: keep the answer on its attempt, marked
         unknown ("answered; result could not be recorded") for an operator to resolve with it;
         if even that cannot be written, the answer goes to the log, whole, at CRITICAL."""
@@ -244,16 +246,14 @@ class AttemptCall:
             "attempt as succeeded with its output"
         )
         try:
-            done = await persist(
-                lambda: self.store.finish_attempt(
-                    attempt.id,
-                    AttemptState.UNKNOWN,
-                    error_kind=UNRECORDED,
-                    error=summary,
-                    usage=usage,
-                    output=output,
-                    error_detail=message,
-                )
+            await self._end(
+                AttemptState.UNKNOWN,
+                UNRECORDED,
+                began,
+                summary,
+                output=output,
+                detail=message,
+                usage=usage,
             )
         except Exception:
             log.critical(
@@ -264,8 +264,6 @@ class AttemptCall:
             )
             raise
         log.error("attempt %s of job %s: %s", attempt.id, self.job.id, message)
-        self.book.ended[attempt.id] = done
-        self.worker.metric(done, False)
 
     async def _end_cancelled(self, began: float) -> None:
         reason = self.book.cancel_reasons.get(self.attempt.id)
@@ -288,11 +286,14 @@ class AttemptCall:
         timed_out: bool = False,
         output: Any = None,
         detail: str | None = None,
+        usage: AttemptUsage | None = None,
     ) -> None:
         """Record an attempt's end: `error` is the summary anyone may read, `detail` the raw
-        text behind it (operators only, router/disclosure.py)."""
+        text behind it (operators only, router/disclosure.py); `usage`, what an answered call
+        used (else only the latency since `began`)."""
         attempt = self.attempt
-        usage = AttemptUsage(latency_ms=(time.perf_counter() - began) * 1000)
+        if usage is None:
+            usage = AttemptUsage(latency_ms=(time.perf_counter() - began) * 1000)
         done = await persist(
             lambda: self.store.finish_attempt(
                 attempt.id,
