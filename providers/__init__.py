@@ -1,7 +1,8 @@
-"""Providers: the `Provider` seam, its error taxonomy, and (lazily) the litellm adapter.
+"""Providers: the `Provider` seam, its error taxonomy, and (lazily) the two transports.
 
-`LiteLLMProvider` is resolved on first attribute access (it pulls in jsonschema and tenacity;
-litellm itself is imported only when a call is made), so `import providers` stays cheap.
+`LiteLLMProvider` and `OpenAIHttpProvider` are resolved on first attribute access (they pull in
+jsonschema and tenacity; litellm itself is imported only when a call is made), so
+`import providers` stays cheap.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from providers.errors import (
 
 if TYPE_CHECKING:
     from providers.litellm_provider import LiteLLMProvider
+    from providers.openai_http import OpenAIHttpProvider
 
 __all__ = [
     "CassetteMiss",
@@ -41,6 +43,7 @@ __all__ = [
     "MarkerTokens",
     "Message",
     "NotSent",
+    "OpenAIHttpProvider",
     "OutcomeUnknown",
     "PromptInspection",
     "Provider",
@@ -57,4 +60,8 @@ def __getattr__(name: str) -> Any:
         from providers.litellm_provider import LiteLLMProvider
 
         return LiteLLMProvider
+    if name == "OpenAIHttpProvider":
+        from providers.openai_http import OpenAIHttpProvider
+
+        return OpenAIHttpProvider
     raise AttributeError(f"module 'providers' has no attribute {name!r}")

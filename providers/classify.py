@@ -45,6 +45,7 @@ have raised, so this module imports none of them (litellm stays lazy).
 from __future__ import annotations
 
 import email.utils
+import json
 import socket
 import sys
 import time
@@ -229,4 +230,39 @@ def _from_response(
 ) -> ProviderError:
     status = int(response.status_code)
     retry_after = parse_retry_after(_headers_of(response, top))
-    return from_status(status, _message(top, link), provider, retry_after)
+    message = _answer_message(response) if top is link else _message(top, link)
+    return from_status(status, message, provider, retry_after)
+
+
+def _answer_message(response: Any) -> str:
+    """What an HTTP error answer says, for a direct httpx call (no SDK wrote a message): the
+    status line and the OpenAI error body's `error.message` (else the body's first bytes)."""
+    reason = getattr(response, "reason_phrase", "") or ""
+    head = f"HTTP {int(response.status_code)} {reason}".strip()
+    try:
+        text = str(response.text)
+    except Exception:  # a streamed body never read: the status line is all there is
+        return head
+    detail = text
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        error = body.get("error")
+        found = error.get("message") if isinstance(error, dict) else error
+        if isinstance(found, str) and found.strip():
+            detail = found
+    detail = " ".join(detail.split())
+    return f"{head}: {detail}"[:_MAX_MESSAGE] if detail else head
+
+
+def malformed_answer(detail: str, provider: str, status: int) -> Rejected:
+    """A success status whose body is not a chat completion: the provider answered (it may
+    have acted) with something unusable, a fault of the provider (counts against health)."""
+    return Rejected(
+        f"HTTP {status} answer is not a chat completion: {' '.join(detail.split())}"[:_MAX_MESSAGE],
+        provider=provider,
+        status=status,
+        counts_against_health=True,
+    )

@@ -17,6 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 StructuredOutput = Literal["json_schema", "json_object_schema", "none"]
+Transport = Literal["litellm", "openai"]
+OPENAI_PREFIX = "openai/"  # the model prefix of an OpenAI-compatible server (litellm's route)
 Waivable = Literal["rendering"]  # the certification checks whose `unverified` may be accepted
 
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}$")
@@ -148,6 +150,11 @@ class ProviderConfig(_Frozen):
     )
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     extra_params: dict[str, Any] = Field(default_factory=dict)
+    transport: Transport = Field(
+        default="litellm",
+        description="how requests travel: litellm (any model), or openai (httpx straight to an "
+        "OpenAI-compatible api_base, model openai/...; less CPU per call)",
+    )
 
     @field_validator("api_key_env")
     @classmethod
@@ -186,12 +193,33 @@ class ProviderConfig(_Frozen):
             raise ValueError("retry.max must be >= retry.initial")
         return self
 
+    @model_validator(mode="after")
+    def _transport_fits(self) -> ProviderConfig:
+        if self.transport != "openai":
+            return self
+        if not self.model.startswith(OPENAI_PREFIX) or len(self.model) == len(OPENAI_PREFIX):
+            raise ValueError(
+                f'transport = "openai" needs model = "openai/<name>" (an OpenAI-compatible '
+                f"server), got model = {self.model!r}: set the model to openai/<name the server "
+                "serves> or remove transport (litellm, the default, reaches any model)"
+            )
+        if self.api_base is None:
+            raise ValueError(
+                'transport = "openai" needs api_base (the server\'s URL, e.g. '
+                '"http://127.0.0.1:8081/v1"): set api_base or remove transport'
+            )
+        return self
+
 
 def provider_fingerprint(name: str, config: ProviderConfig) -> str:
     """sha256 (hex) of the canonical JSON of the provider's name and behaviour-affecting fields.
 
     Excluded on purpose: the key's env var name, timeouts, concurrency, rate limits, retry policy
-    and context_window — they change how a call is made, not what the model answers. A waiver
+    and context_window — they change how a call is made, not what the model answers. The
+    `transport` is included when it is not the default litellm: the same server reached another
+    way builds its requests in other code (body, parameters, parsing), so a certification earned
+    through litellm is not reused by the native transport (absent, it leaves the fingerprints of
+    litellm providers as they were, and their certifications and cassettes valid). A waiver
     (`accept_unverified`) is included when present: a certification earned under a waiver goes
     stale when the waiver is withdrawn or changed (absent, it leaves older fingerprints as they
     were).
@@ -204,6 +232,8 @@ def provider_fingerprint(name: str, config: ProviderConfig) -> str:
         "chat_format": config.chat_format,
         "extra_params": config.extra_params,
     }
+    if config.transport != "litellm":
+        identity["transport"] = config.transport
     if config.accept_unverified:
         identity["accept_unverified"] = {str(k): v for k, v in config.accept_unverified.items()}
     canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -1,14 +1,11 @@
 """`LiteLLMProvider`: the `Provider` (and `InspectableProvider`) that calls LLMs through litellm.
 
-One `complete()` is, from the outside in:
+The call's shape (deadline, the one retry layer, rate limiter, bulkhead, output checks,
+`inspect_prompt`) is `providers.adapter.Adapter`'s; this module is the litellm transport:
 
-    deadline = now + (request.timeout or config.timeout.read)      whole call, retries included
-    retrying(...)             our ONE retry layer (NotSent and 429 only; never past the deadline)
-      rate_limiter.admit      local token buckets; NotSent when the wait exceeds the deadline
-      asyncio.timeout_at      the deadline, enforced here: litellm's timeout is inactivity only
-        bulkhead.hold         a slot only while the request is in flight
-          litellm.acompletion num_retries=0, max_retries=0: litellm and the SDK retry nothing
-    parse + validate          invalid JSON or schema-invalid answer -> Rejected (not retried)
+    litellm.acompletion       num_retries=0, max_retries=0: litellm and the SDK retry nothing;
+                              litellm's timeout is inactivity only (the deadline is the
+                              adapter's `asyncio.timeout_at`)
 
 Every failure leaves as a `ProviderError` from `providers.classify` (or `CassetteMiss`).
 The deadline expiring while the request is in flight is `OutcomeUnknown`; expiring while still
@@ -17,103 +14,33 @@ waiting for a bulkhead slot is `NotSent`.
 
 from __future__ import annotations
 
-import asyncio
-import os
 from typing import Any, ClassVar
 
-from providers import _litellm, prompt_inspection, structured
-from providers.base import Completion, CompletionRequest, Message, PromptInspection, Usage
-from providers.chat_formats import FORMATS, fold_system
-from providers.classify import classify
-from providers.config import ProviderConfig, provider_fingerprint
-from providers.errors import NotSent, OutcomeUnknown, ProviderError, Rejected
-from providers.redact import register_secret
-from providers.resilience import Bulkhead, RateLimiter, retrying
+from providers import _litellm
+from providers.adapter import KEYLESS_API_KEY, Adapter, Answer
+from providers.base import CompletionRequest, Message
+from providers.config import ProviderConfig
 
-# Sent as the key when `api_key_env` is None (a keyless local server). The openai SDK refuses
-# to build a request without some key, and that refusal would be an unclassifiable error.
-KEYLESS_API_KEY = "no-key"
+__all__ = ["KEYLESS_API_KEY", "LiteLLMProvider"]
 
 
-class LiteLLMProvider:
+class LiteLLMProvider(Adapter):
     """A configured provider reached through litellm (lazily imported on first use)."""
 
     _open: ClassVar[int] = 0  # instances not yet closed: litellm's client cache is process-wide
 
     def __init__(self, name: str, config: ProviderConfig) -> None:
-        self._name = name
-        self._config = config
-        self._fingerprint = provider_fingerprint(name, config)
-        self.bulkhead = Bulkhead(config.max_concurrency)
-        self.rate_limiter = RateLimiter(
-            name, config.rate_limit.requests_per_minute, config.rate_limit.tokens_per_minute
-        )
-        self._http: Any = None  # httpx.AsyncClient for llama.cpp /extras/tokenize, when used
-        self._closed = False
+        super().__init__(name, config)
         LiteLLMProvider._open += 1
 
-    @property
-    def name(self) -> str:
-        return self._name
+    def _ready(self) -> None:
+        _litellm.load()
 
-    @property
-    def fingerprint(self) -> str:
-        return self._fingerprint
-
-    @property
-    def model(self) -> None:
-        """None: an attempt records the model the answer names (litellm's model string is a
-        route, e.g. ``openai/gpt-4o-mini``, not what the provider reports)."""
-        return None
-
-    @property
-    def config(self) -> ProviderConfig:
-        return self._config
-
-    def _api_key(self) -> str:
-        env = self._config.api_key_env
-        if env is None:
-            return KEYLESS_API_KEY
-        key = os.environ.get(env)
-        if not key:
-            raise NotSent(
-                f"environment variable {env} (api_key_env) is not set or empty",
-                provider=self._name,
-                retryable=False,
-                counts_against_health=False,
-            )
-        register_secret(key)  # a provider may echo it: scrubbed from every error text
-        return key
-
-    def _system_role(self) -> bool:
-        fmt = FORMATS.get(self._config.chat_format or "")
-        return fmt is None or "system" in fmt.roles
-
-    def _wire_messages(
-        self, messages: tuple[Message, ...], output_schema: dict[str, Any] | None
-    ) -> tuple[Message, ...]:
-        """The messages as they go out: system text folded for a format without a system role,
-        the schema instruction added when the provider cannot be asked for a schema."""
-        cfg = self._config
-        sent = fold_system(cfg.chat_format, messages)
-        if (
-            output_schema is not None
-            and structured.response_format(cfg.structured_output, output_schema) is None
-        ):
-            sent = structured.with_instruction(sent, output_schema, self._system_role())
-        return sent
-
-    def _request_kwargs(self, request: CompletionRequest) -> dict[str, Any]:
+    def _request(self, request: CompletionRequest, messages: tuple[Message, ...]) -> dict[str, Any]:
         """The keyword arguments of the litellm call for `request` (key included)."""
         import httpx  # litellm depends on it; imported here to keep `providers` cheap
 
         cfg = self._config
-        messages = self._wire_messages(request.messages, request.output_schema)
-        response_format = None
-        if request.output_schema is not None:
-            response_format = structured.response_format(
-                cfg.structured_output, request.output_schema
-            )
         kwargs: dict[str, Any] = {
             **cfg.extra_params,
             "model": cfg.model,
@@ -127,26 +54,25 @@ class LiteLLMProvider:
             "api_base": cfg.api_base,
             "temperature": request.temperature,
             "max_tokens": request.max_tokens,
-            "response_format": response_format,
+            "response_format": self._response_format(request),
         }
         kwargs.update({k: v for k, v in optional.items() if v is not None})
         return kwargs
 
-    def _built(self, request: CompletionRequest) -> dict[str, Any]:
-        """`_request_kwargs`, any failure to build them a definite `NotSent` (not retried: the
-        same request fails the same way) rather than an unrecognised error, which the router
-        would have to record as an outcome unknown for a request that never left."""
-        try:
-            return self._request_kwargs(request)
-        except ProviderError:
-            raise
-        except Exception as exc:
-            raise NotSent(
-                f"the request could not be built: {type(exc).__name__}: {exc}",
-                provider=self._name,
-                retryable=False,
-                counts_against_health=False,
-            ) from exc
+    async def _send(self, built: dict[str, Any]) -> Any:
+        return await _litellm.load().acompletion(**built)
+
+    def _read(self, response: Any) -> Answer:
+        choices = getattr(response, "choices", None) or []
+        message = getattr(choices[0], "message", None) if choices else None
+        usage = getattr(response, "usage", None)
+        return Answer(
+            text=getattr(message, "content", None) or "",
+            model=getattr(response, "model", None),
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
+            cost_usd=_cost(response),
+        )
 
     async def warm_up(self) -> None:
         """Import litellm and run its first-call setup for this model now, rather than inside
@@ -157,164 +83,13 @@ class LiteLLMProvider:
         circuits opened for the whole fleet). No request is sent (`_litellm.warm`)."""
         await _litellm.warm(self._config.model)
 
-    async def complete(self, request: CompletionRequest) -> Completion:
-        if self._closed:
-            raise RuntimeError(f"provider {self._name!r} is closed")
-        litellm = _litellm.load()
-        kwargs = self._built(request)  # NotSent when it cannot be built: nothing was sent
-        budget = request.timeout or self._config.timeout.read
-        deadline = asyncio.get_running_loop().time() + budget
-        estimate = _estimate_tokens(request) if self._config.rate_limit.tokens_per_minute else 0
-
-        async def attempt() -> Any:
-            return await self._attempt(litellm, kwargs, estimate, deadline, budget)
-
-        response = await retrying(attempt, self._config.retry, deadline=deadline)
-        return self._completion(response, request, estimate)
-
-    async def _attempt(
-        self, litellm: Any, kwargs: dict[str, Any], estimate: int, deadline: float, budget: float
-    ) -> Any:
-        loop = asyncio.get_running_loop()
-        await self.rate_limiter.admit(estimate, budget=deadline - loop.time())
-        in_flight = False
-        scope = asyncio.timeout_at(deadline)
-        try:
-            async with scope, self.bulkhead.hold():
-                in_flight = True
-                return await litellm.acompletion(**kwargs)
-        except TimeoutError as exc:
-            if not scope.expired():
-                raise classify(exc, self._name) from exc
-            if not in_flight:
-                raise NotSent(
-                    f"no bulkhead slot free (limit {self.bulkhead.limit}) within the "
-                    f"{budget:g}s deadline",
-                    provider=self._name,
-                    counts_against_health=False,
-                ) from exc
-            raise OutcomeUnknown(
-                f"deadline of {budget:g}s passed with the request in flight", provider=self._name
-            ) from exc
-        except ProviderError:
-            raise
-        except Exception as exc:
-            raise classify(exc, self._name) from exc
-
-    def _completion(self, response: Any, request: CompletionRequest, estimate: int) -> Completion:
-        choices = getattr(response, "choices", None) or []
-        message = getattr(choices[0], "message", None) if choices else None
-        text = getattr(message, "content", None) or ""
-        prompt_tokens, completion_tokens = _reported_usage(getattr(response, "usage", None))
-        if estimate:
-            self.rate_limiter.settle(estimate, (prompt_tokens or 0) + (completion_tokens or 0))
-        output = None
-        if request.output_schema is not None:
-            output = structured.parse_output(
-                text, request.output_schema, provider=self._name, prompt_tokens=prompt_tokens
-            )
-        return Completion(
-            text=text,
-            output=output,
-            model=getattr(response, "model", None),
-            usage=Usage(
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                cost_usd=_cost(response),
-            ),
-        )
-
-    async def inspect_prompt(
-        self, messages: tuple[Message, ...], output_schema: dict[str, Any] | None = None
-    ) -> PromptInspection:
-        """How the server receives `messages` sent with `output_schema` (as `complete` sends
-        them), and what it would count if their system text were lost."""
-        litellm = _litellm.load()
-        cfg = self._config
-        sent = self._wire_messages(messages, output_schema)
-        bare = None
-        if any(m.role == "system" for m in messages):
-            bare = self._wire_messages(
-                tuple(m for m in messages if m.role != "system"), output_schema
-            )
-        if cfg.chat_format is None:
-            return prompt_inspection.inspect_hosted(
-                litellm, cfg.model, sent, cfg.context_window, bare=bare
-            )
-        window = prompt_inspection.context_window(litellm, cfg.model, cfg.context_window)
-        inspection = await prompt_inspection.inspect_llama(
-            cfg.chat_format, sent, self._tokenize, self._detokenize, window, bare=bare
-        )
-        if fold_system(cfg.chat_format, messages) is messages:
-            return inspection
-        # The system text travels folded into the first user turn: check that it is there.
-        present = all(
-            m.content in (inspection.rendered or "") for m in messages if m.role == "system"
-        )
-        return inspection.model_copy(
-            update={
-                "accepted_roles": prompt_inspection.ALL_ROLES,
-                "system_present": present,
-                "notes": (
-                    *inspection.notes,
-                    "the adapter folds the system text into the first "
-                    "user turn, as Gemma's own chat template does",
-                ),
-            }
-        )
-
-    async def _tokenize(self, text: str) -> list[int]:
-        """Token ids from the llama.cpp server's own tokenizer (BOS added, specials parsed)."""
-        answer = await self._extras(prompt_inspection.TOKENIZE_PATH, {"input": text})
-        tokens = answer.get("tokens")
-        if not isinstance(tokens, list):
-            raise Rejected(
-                f"{prompt_inspection.TOKENIZE_PATH} answered without a token list",
-                provider=self._name,
-            )
-        return [int(t) for t in tokens]
-
-    async def _detokenize(self, tokens: list[int]) -> str:
-        """The server's text for `tokens` (control tokens come back empty)."""
-        answer = await self._extras(prompt_inspection.DETOKENIZE_PATH, {"tokens": tokens})
-        text = answer.get("text")
-        if not isinstance(text, str):
-            raise Rejected(
-                f"{prompt_inspection.DETOKENIZE_PATH} answered without a text", provider=self._name
-            )
-        return text
-
-    async def _extras(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        import httpx
-
-        if self._config.api_base is None:
-            raise ValueError(f"provider {self._name!r}: chat_format needs api_base")
-        if self._http is None:
-            timeout = httpx.Timeout(self._config.timeout.read, connect=self._config.timeout.connect)
-            self._http = httpx.AsyncClient(timeout=timeout)
-        url = prompt_inspection.server_root(self._config.api_base) + path
-        body = {**body, "model": self._config.model.split("/", 1)[-1]}
-        headers = {"Authorization": f"Bearer {self._api_key()}"}
-        try:
-            response = await self._http.post(url, json=body, headers=headers)
-            response.raise_for_status()
-            answer = response.json()
-        except Exception as exc:
-            raise classify(exc, self._name) from exc
-        if not isinstance(answer, dict):
-            raise Rejected(
-                f"{path} answered {type(answer).__name__}, not an object", provider=self._name
-            )
-        return answer
-
     async def close(self) -> None:
         """Release this provider; the last open one also closes litellm's shared clients."""
         if self._closed:
             return
         self._closed = True
         LiteLLMProvider._open -= 1
-        if self._http is not None:
-            await self._http.aclose()
+        await self._close_http()
         if LiteLLMProvider._open == 0:
             await _litellm.close_clients()
 
@@ -323,26 +98,6 @@ class LiteLLMProvider:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
-
-
-def _reported_usage(usage: Any) -> tuple[int | None, int | None]:
-    """(prompt, completion) tokens as the provider reported them; None where it reported none.
-
-    litellm fills a `usage` the server left out with zeros, and no non-empty prompt counts 0
-    tokens: a 0 prompt count is "not reported", never a count (certification compares it with
-    its own, see `contracts.rendering`).
-    """
-    prompt = getattr(usage, "prompt_tokens", None)
-    completion = getattr(usage, "completion_tokens", None)
-    if not prompt:
-        return None, completion or None
-    return prompt, completion
-
-
-def _estimate_tokens(request: CompletionRequest) -> int:
-    """Cheap upper-ish estimate for the tokens-per-minute bucket (4 chars a token + answer)."""
-    chars = sum(len(m.content) for m in request.messages)
-    return chars // 4 + 1 + (request.max_tokens or 0)
 
 
 def _cost(response: Any) -> float | None:

@@ -102,10 +102,10 @@ def build_providers(
     providers: dict[str, Provider] = dict(given or {})
     missing = [name for name in config.providers if name not in providers]
     if missing:
-        from providers.litellm_provider import LiteLLMProvider
+        from providers.transports import build_provider
 
         for name in missing:
-            providers[name] = LiteLLMProvider(name, config.providers[name])
+            providers[name] = build_provider(name, config.providers[name])
     return providers
 
 

@@ -1,0 +1,127 @@
+"""`OpenAIHttpProvider`: an OpenAI-compatible server called directly over httpx, without litellm.
+
+Selected by ``transport = "openai"`` on a provider whose `model` is ``openai/<name>`` and that
+has an `api_base` (`providers.config`): litellm's per-call work (request building through its
+handlers, response objects, logging and cost tasks) is most of a worker's CPU per job
+(docs/benchmarks.md), and for a server that already speaks the OpenAI chat API none of it is
+needed. Everything that decides what a call means is shared with the litellm transport
+(`providers.adapter.Adapter`): the whole-call deadline, the ONE retry layer, bulkhead, rate
+limiter, chat-format folding, structured output, usage reporting, `inspect_prompt`.
+
+One request, as sent::
+
+    POST {api_base}/chat/completions
+    Authorization: Bearer <key from api_key_env, or "no-key">
+    {"model": "<model without openai/>", "messages": [...], "temperature": ..., "max_tokens":
+     ..., "response_format": ..., **extra_params}        (keys left out when not set)
+
+on this provider's one `httpx.AsyncClient` (connect timeout `timeout.connect`, inactivity
+timeout `timeout.read`; the deadline bounds the whole call). vcrpy records and replays httpx, so
+`providers.cassettes` works unchanged. Failures go through `providers.classify` like litellm's:
+a refused or timed-out connect is `NotSent`; a read timeout, a reset or a connection closed after
+the request left is `OutcomeUnknown`; an HTTP error answer by its status (`STATUS_TABLE`); a
+success status whose body is not a chat completion is `Rejected` (`classify.malformed_answer`).
+No cost is reported (`cost_usd` None): pricing is litellm's model map, which this transport
+does not load.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from providers.adapter import Adapter, Answer
+from providers.base import CompletionRequest, Message
+from providers.classify import malformed_answer
+from providers.config import OPENAI_PREFIX
+
+
+@dataclass(frozen=True)
+class _Request:
+    url: str
+    body: bytes
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class _Reply:
+    status: int
+    body: bytes
+
+
+class OpenAIHttpProvider(Adapter):
+    """A configured OpenAI-compatible provider reached with one httpx client."""
+
+    def _request(self, request: CompletionRequest, messages: tuple[Message, ...]) -> _Request:
+        cfg = self._config
+        if cfg.api_base is None or not cfg.model.startswith(OPENAI_PREFIX):
+            # ProviderConfig refuses this; a config built another way must not reach the wire
+            raise ValueError("transport 'openai' needs model 'openai/<name>' and api_base")
+        body: dict[str, Any] = {
+            **cfg.extra_params,
+            "model": cfg.model[len(OPENAI_PREFIX) :],
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+        }
+        optional = {
+            "temperature": request.temperature,
+            "max_tokens": request.max_tokens,
+            "response_format": self._response_format(request),
+        }
+        body.update({k: v for k, v in optional.items() if v is not None})
+        return _Request(
+            url=cfg.api_base.rstrip("/") + "/chat/completions",
+            body=json.dumps(body, ensure_ascii=False).encode("utf-8"),
+            headers={
+                "Authorization": f"Bearer {self._api_key()}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+            },
+        )
+
+    async def _send(self, built: _Request) -> _Reply:
+        response = await self._client().post(built.url, content=built.body, headers=built.headers)
+        response.raise_for_status()  # an error answer: `Adapter._attempt` classifies it
+        return _Reply(response.status_code, response.content)
+
+    def _read(self, response: _Reply) -> Answer:
+        try:
+            data = json.loads(response.body)
+        except ValueError as exc:
+            raise malformed_answer(
+                f"not JSON ({exc}): {response.body[:120]!r}", self._name, response.status
+            ) from exc
+        choices = data.get("choices") if isinstance(data, dict) else None
+        first = choices[0] if isinstance(choices, list) and choices else None
+        message = first.get("message") if isinstance(first, dict) else None
+        if not isinstance(message, dict):
+            raise malformed_answer(
+                f"no choices[0].message: {response.body[:120]!r}", self._name, response.status
+            )
+        content = message.get("content")
+        usage = data.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        model = data.get("model")
+        return Answer(
+            text=content if isinstance(content, str) else "",
+            model=model if isinstance(model, str) else None,
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+        )
+
+    async def warm_up(self) -> None:
+        """Make the HTTP client now (httpx's import and SSL context), sending nothing."""
+        self._client()
+
+    async def close(self) -> None:
+        """Close this provider's HTTP client; a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._close_http()
+
+    async def __aenter__(self) -> OpenAIHttpProvider:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
