@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from providers import _litellm, prompt_inspection, structured
 from providers.base import Completion, CompletionRequest, Message, PromptInspection, Usage
@@ -318,6 +318,18 @@ class Adapter:
                 f"{path} answered {type(answer).__name__}, not an object", provider=self._name
             )
         return answer
+
+    async def warm_up(self) -> None:
+        """Nothing to do unless a transport says otherwise."""
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
 
     async def _close_http(self) -> None:
         if self._http is not None:

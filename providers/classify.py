@@ -259,10 +259,12 @@ def _answer_message(response: Any) -> str:
 
 def malformed_answer(detail: str, provider: str, status: int) -> Rejected:
     """A success status whose body is not a chat completion: the provider answered (it may
-    have acted) with something unusable, a fault of the provider (counts against health)."""
+    have acted) with something unusable, a fault of the provider (counts against health). No
+    `status` on the error: it was no error answer (the summary would read "an error (HTTP
+    200)"); the message names it."""
+    text = " ".join(detail.split())
     return Rejected(
-        f"HTTP {status} answer is not a chat completion: {' '.join(detail.split())}"[:_MAX_MESSAGE],
+        f"HTTP {status} answer is not a chat completion: {text}"[:_MAX_MESSAGE],
         provider=provider,
-        status=status,
         counts_against_health=True,
     )

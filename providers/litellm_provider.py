@@ -93,12 +93,6 @@ class LiteLLMProvider(Adapter):
         if LiteLLMProvider._open == 0:
             await _litellm.close_clients()
 
-    async def __aenter__(self) -> LiteLLMProvider:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
 
 def _cost(response: Any) -> float | None:
     """The USD cost litellm already computed for this response (None: model not in its map).

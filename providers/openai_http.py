@@ -119,9 +119,3 @@ class OpenAIHttpProvider(Adapter):
             return
         self._closed = True
         await self._close_http()
-
-    async def __aenter__(self) -> OpenAIHttpProvider:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()

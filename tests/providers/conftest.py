@@ -1,5 +1,9 @@
 """Provider-test fixtures: the fault server (one process per session, reset per test), a
-provider factory that closes what it made, and no retry backoff (resilience.set_testing)."""
+provider factory that closes what it made, and no retry backoff (resilience.set_testing).
+
+`make_provider` builds the transport the `transport` fixture names: "litellm" unless a module
+or test parametrizes it (``pytestmark = pytest.mark.parametrize("transport", TRANSPORTS)``),
+so a behaviour both transports must share is one test run over both."""
 
 from __future__ import annotations
 
@@ -11,11 +15,13 @@ from typing import Any
 import pytest
 
 from providers import _litellm, resilience
+from providers.adapter import Adapter
 from providers.config import ProviderConfig
-from providers.litellm_provider import LiteLLMProvider
+from providers.transports import build_provider
 from tests.providers.fault_server import FaultServer, start_fault_server
 
-MakeProvider = Callable[..., LiteLLMProvider]
+MakeProvider = Callable[..., Adapter]
+TRANSPORTS = ("litellm", "openai")
 
 
 @pytest.fixture(scope="session")
@@ -75,14 +81,21 @@ def closed_port() -> int:
 
 
 @pytest.fixture
-async def make_provider(fault: FaultServer) -> AsyncIterator[MakeProvider]:
-    """Build a LiteLLMProvider aimed at the fault server; fields override the config."""
-    made: list[LiteLLMProvider] = []
+def transport() -> str:
+    """The transport `make_provider` builds (parametrize it to run a test over both)."""
+    return "litellm"
 
-    def make(name: str = "fault", **fields: Any) -> LiteLLMProvider:
+
+@pytest.fixture
+async def make_provider(fault: FaultServer, transport: str) -> AsyncIterator[MakeProvider]:
+    """Build a provider of `transport` aimed at the fault server; fields override the config."""
+    made: list[Adapter] = []
+
+    def make(name: str = "fault", **fields: Any) -> Adapter:
         fields.setdefault("model", "openai/fault-model")
         fields.setdefault("api_base", fault.api_base)
-        provider = LiteLLMProvider(name, ProviderConfig(**fields))
+        fields.setdefault("transport", transport)
+        provider = build_provider(name, ProviderConfig(**fields))
         made.append(provider)
         return provider
 

@@ -35,6 +35,8 @@ or JSON) overrides both for that one request.
     close_before  read the request, close the connection without computing anything
     drop_after    read the request, compute the answer (counted as completed), close unanswered
     reset         read the request, then abort the connection with a TCP RST
+    garbled       200 with `body` as the whole HTTP body (default an HTML page): not a chat
+                  completion at all
     trickle       send the answer's body in `chunks` pieces spread over `seconds`
     proxy         forward to `upstream`; drop `drop_share` of the answers (seeded RNG)
 """
@@ -297,6 +299,9 @@ async def _chat(
         return True
     if kind == "proxy":
         return await _serve_proxy(writer, path, headers, body)
+    if kind == "garbled":
+        await _send(writer, 200, str(spec.get("body", "<html>bad gateway</html>")).encode())
+        return True
     answer = _completion_body(
         parsed, str(spec.get("content", STATE.content)), usage=bool(spec.get("usage", True))
     )

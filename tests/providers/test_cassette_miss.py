@@ -1,4 +1,4 @@
-"""Through LiteLLMProvider, a request missing from a cassette fails loudly as CassetteMiss, never
+"""Through either transport, a request missing from a cassette fails loudly as CassetteMiss, never
 as a provider failure (a router would retry or fail over on litellm's 500 and hide the missing
 recording). Recording and replay use the project's `providers.cassettes.cassette`."""
 
@@ -12,8 +12,10 @@ import vcr
 from providers.base import CompletionRequest, Message
 from providers.cassettes import cassette
 from providers.errors import CassetteMiss, ProviderError
-from tests.providers.conftest import MakeProvider
+from tests.providers.conftest import TRANSPORTS, MakeProvider
 from tests.providers.fault_server import FaultServer
+
+pytestmark = pytest.mark.parametrize("transport", TRANSPORTS)
 
 
 def ask(text: str) -> CompletionRequest:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
 from typing import Any
 
@@ -168,3 +170,58 @@ def test_extra_params_is_an_allow_list_naming_the_key(extra: dict[str, Any], say
 def test_allowed_extra_params_pass() -> None:
     extra = {"top_p": 0.9, "seed": 7, "stop": ["\n\n"], "user": "shop", "top_k": 40}
     assert ProviderConfig(**{**BASE, "extra_params": extra}).extra_params == extra
+
+
+NATIVE: dict[str, Any] = {
+    "model": "openai/gemma-3-270m",
+    "api_base": "http://127.0.0.1:8081/v1",
+    "transport": "openai",
+}
+
+
+def test_transport_defaults_to_litellm_and_openai_is_accepted_where_it_fits() -> None:
+    assert ProviderConfig(**BASE).transport == "litellm"
+    assert ProviderConfig(**NATIVE).transport == "openai"
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"model": "anthropic/claude-3-haiku"}, "model = 'anthropic/claude-3-haiku'"),
+        ({"model": "openai/"}, "model = 'openai/'"),
+        ({"model": "gpt-4o-mini"}, 'needs model = "openai/<name>"'),
+        ({"api_base": None}, "needs api_base"),
+        ({"transport": "aiohttp"}, "transport"),
+    ],
+)
+def test_transport_openai_is_refused_where_it_does_not_fit(
+    fields: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        ProviderConfig(**{**NATIVE, **fields})
+    assert says in str(caught.value)
+    if fields.get("transport") is None:
+        assert "remove transport" in str(caught.value)  # the fix is named
+
+
+def test_the_transport_is_in_the_fingerprint_only_when_it_is_not_litellm() -> None:
+    """A certification earned through litellm is not reused by the native transport; the
+    fingerprints of litellm providers are what they were before the key existed (their
+    certifications and cassettes stay valid)."""
+    litellm = {**NATIVE, "transport": "litellm"}
+    assert provider_fingerprint("p", ProviderConfig(**NATIVE)) != provider_fingerprint(
+        "p", ProviderConfig(**litellm)
+    )
+    before = {
+        "name": "p",
+        "model": NATIVE["model"],
+        "api_base": NATIVE["api_base"],
+        "structured_output": "json_schema",
+        "chat_format": None,
+        "extra_params": {},
+    }
+    canonical = json.dumps(before, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert (
+        provider_fingerprint("p", ProviderConfig(**litellm))
+        == hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    )

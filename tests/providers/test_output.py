@@ -8,8 +8,10 @@ import pytest
 from providers.base import CompletionRequest, Message
 from providers.errors import ErrorKind, InvalidOutput, ProviderError
 from providers.structured import schema_instruction, strip_fence
-from tests.providers.conftest import MakeProvider
+from tests.providers.conftest import TRANSPORTS, MakeProvider
 from tests.providers.fault_server import FaultServer
+
+both = pytest.mark.parametrize("transport", TRANSPORTS)  # each test that calls a provider
 
 SCHEMA = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}
 SYSTEM = Message(role="system", content="You write captions.")
@@ -24,6 +26,7 @@ def sent_body(fault: FaultServer) -> dict[str, object]:
     return body
 
 
+@both
 async def test_json_schema_mode_sends_strict_json_schema(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -41,6 +44,7 @@ async def test_json_schema_mode_sends_strict_json_schema(
     assert body["max_tokens"] == 50
 
 
+@both
 async def test_json_object_schema_mode_sends_what_llama_cpp_accepts(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -48,6 +52,7 @@ async def test_json_object_schema_mode_sends_what_llama_cpp_accepts(
     assert sent_body(fault)["response_format"] == {"type": "json_object", "schema": SCHEMA}
 
 
+@both
 async def test_none_mode_puts_the_schema_in_the_system_message(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -60,6 +65,7 @@ async def test_none_mode_puts_the_schema_in_the_system_message(
     ]
 
 
+@both
 async def test_none_mode_without_system_role_uses_the_last_user_message(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -75,6 +81,7 @@ async def test_none_mode_without_system_role_uses_the_last_user_message(
     }
 
 
+@both
 async def test_no_schema_sends_no_response_format_and_returns_text(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -86,6 +93,7 @@ async def test_no_schema_sends_no_response_format_and_returns_text(
     assert completion.output is None
 
 
+@both
 @pytest.mark.parametrize(
     "content",
     [
@@ -108,6 +116,7 @@ def test_strip_fence_leaves_unfenced_text_alone() -> None:
     assert strip_fence('{"a": "```"}') == '{"a": "```"}'
 
 
+@both
 @pytest.mark.parametrize(
     ("content", "says"),
     [
@@ -129,6 +138,7 @@ async def test_unusable_answers_are_rejected_with_the_reason(
     assert fault.stats()["total"] == 1  # an answer is final: no retry
 
 
+@both
 async def test_usage_comes_from_the_response(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -139,35 +149,45 @@ async def test_usage_comes_from_the_response(
     assert completion.model == "fault-model"
 
 
+@both
 async def test_cost_only_for_models_in_litellms_map(
-    fault: FaultServer, make_provider: MakeProvider
+    fault: FaultServer, make_provider: MakeProvider, transport: str
 ) -> None:
+    """litellm prices from its model map; the native transport reports no cost at all
+    (docs/config-reference.md, `transport`)."""
     unmapped = await make_provider(model="openai/fault-model").complete(REQUEST)
     assert unmapped.usage.cost_usd is None
     mapped = await make_provider(model="openai/gpt-4o-mini").complete(REQUEST)
+    if transport == "openai":
+        assert mapped.usage.cost_usd is None
+        return
     assert mapped.usage.cost_usd is not None
     assert 0 < mapped.usage.cost_usd < 0.001
 
 
+@both
 async def test_closed_provider_refuses_and_a_new_one_works_on_the_same_loop(
-    fault: FaultServer,
+    fault: FaultServer, transport: str
 ) -> None:
     """close() of the last open provider closes litellm's shared clients; litellm would then
     hand the next call a closed client (measured) unless the client cache is flushed too."""
     from providers.config import ProviderConfig
-    from providers.litellm_provider import LiteLLMProvider
+    from providers.transports import build_provider
 
-    config = ProviderConfig(model="openai/fault-model", api_base=fault.api_base)
-    first = LiteLLMProvider("first", config)
+    config = ProviderConfig(
+        model="openai/fault-model", api_base=fault.api_base, transport=transport
+    )
+    first = build_provider("first", config)
     await first.complete(REQUEST)
     await first.close()
     with pytest.raises(RuntimeError, match="closed"):
         await first.complete(REQUEST)
-    async with LiteLLMProvider("second", config) as second:
+    async with build_provider("second", config) as second:
         assert (await second.complete(REQUEST)).output == {"text": "ok"}
     assert fault.stats()["total"] == 2
 
 
+@both
 async def test_a_server_that_reports_no_usage_gives_no_prompt_count(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -184,6 +204,7 @@ async def test_a_server_that_reports_no_usage_gives_no_prompt_count(
     assert caught.value.prompt_tokens is None
 
 
+@both
 async def test_no_usage_from_the_real_adapter_is_unverified_not_a_rendering_failure(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -214,6 +235,7 @@ async def test_no_usage_from_the_real_adapter_is_unverified_not_a_rendering_fail
     assert (await certify(make_provider(), contract, accept_unverified=waiver)).passed
 
 
+@both
 async def test_an_extra_property_is_rejected_where_the_schema_closes_the_object(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:

@@ -7,8 +7,10 @@ import pytest
 
 from providers.base import InspectableProvider, Message, Provider
 from providers.chat_formats import fold_system, render
-from tests.providers.conftest import MakeProvider
+from tests.providers.conftest import TRANSPORTS, MakeProvider
 from tests.providers.fault_server import DEFAULT_SPECIALS, FaultServer
+
+both = pytest.mark.parametrize("transport", TRANSPORTS)  # inspection is shared code
 
 
 def msgs(*pairs: tuple[str, str]) -> tuple[Message, ...]:
@@ -88,6 +90,7 @@ def fake_token_count(text: str, specials: tuple[str, ...] = DEFAULT_SPECIALS) ->
     return count
 
 
+@both
 async def test_llama_gemma_inspection(fault: FaultServer, make_provider: MakeProvider) -> None:
     provider = make_provider(
         model="openai/gemma-3-270m",
@@ -127,6 +130,7 @@ async def test_llama_gemma_inspection(fault: FaultServer, make_provider: MakePro
     assert body["total"] == 0  # inspecting generates nothing
 
 
+@both
 async def test_markers_that_split_are_not_special(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -142,6 +146,7 @@ async def test_markers_that_split_are_not_special(
     )
 
 
+@both
 async def test_unreproduced_chat_format_says_so(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -153,6 +158,7 @@ async def test_unreproduced_chat_format_says_so(
     assert len(inspection.unverified) == 1 and "not reproduced" in inspection.unverified[0]
 
 
+@both
 async def test_llama2_markers_are_split_into_plain_tokens_with_their_ids(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:

@@ -1,5 +1,6 @@
 """Retries happen in exactly one layer (ours), counted at the fault server; bulkhead, rate limit
-and deadline behave as documented. Pins the LITELLM-NOTES facts the design relies on."""
+and deadline behave as documented. Pins the LITELLM-NOTES facts the design relies on. Every
+test of the shared behaviour runs over both transports (`both`)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from typing import Any
 import pytest
 
 from providers import _litellm, resilience
+from providers.adapter import Adapter
 from providers.base import Completion, CompletionRequest, Message
 from providers.config import ProviderConfig
 from providers.errors import ErrorKind, ProviderError
 from providers.litellm_provider import LiteLLMProvider
-from tests.providers.conftest import MakeProvider
+from providers.openai_http import OpenAIHttpProvider
+from tests.providers.conftest import TRANSPORTS, MakeProvider
 from tests.providers.fault_server import FaultServer
 
 REQUEST = CompletionRequest(messages=(Message(role="user", content="hello"),))
@@ -23,7 +26,10 @@ STATUS_500 = {"kind": "status", "status": 500}
 STATUS_429 = {"kind": "status", "status": 429, "retry_after": "0"}
 
 
-class CountingProvider(LiteLLMProvider):
+both = pytest.mark.parametrize("transport", TRANSPORTS)
+
+
+class _Counting(Adapter):
     """Counts our attempts, to count tries where the server cannot (a refused connection)."""
 
     attempts = 0
@@ -33,12 +39,24 @@ class CountingProvider(LiteLLMProvider):
         return await super()._attempt(*args, **kwargs)
 
 
-async def fail_kind(provider: LiteLLMProvider, request: CompletionRequest = REQUEST) -> ErrorKind:
+class CountingLiteLLM(_Counting, LiteLLMProvider):
+    pass
+
+
+class CountingOpenAI(_Counting, OpenAIHttpProvider):
+    pass
+
+
+COUNTING = {"litellm": CountingLiteLLM, "openai": CountingOpenAI}
+
+
+async def fail_kind(provider: Adapter, request: CompletionRequest = REQUEST) -> ErrorKind:
     with pytest.raises(ProviderError) as caught:
         await provider.complete(request)
     return caught.value.kind
 
 
+@both
 @pytest.mark.parametrize(
     ("scenario", "kind"),
     [
@@ -56,6 +74,7 @@ async def test_no_retry_on_answers_or_unknown_outcomes(
     assert fault.stats()["total"] == 1  # not 3 (the SDK's default), not 5 (litellm's loop on top)
 
 
+@both
 async def test_hang_past_deadline_is_one_request(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -66,21 +85,27 @@ async def test_hang_past_deadline_is_one_request(
     assert fault.stats()["total"] == 1
 
 
+@both
 async def test_connection_refused_is_tried_attempts_times(
-    closed_port: int, fault: FaultServer
+    closed_port: int, fault: FaultServer, transport: str
 ) -> None:
     config = ProviderConfig(
-        model="openai/m", api_base=f"http://127.0.0.1:{closed_port}/v1", retry={"attempts": 4}
+        model="openai/m",
+        api_base=f"http://127.0.0.1:{closed_port}/v1",
+        retry={"attempts": 4},
+        transport=transport,
     )
-    async with CountingProvider("refused", config) as provider:
+    counting = COUNTING[transport]
+    async with counting("refused", config) as provider:
         assert await fail_kind(provider) is ErrorKind.NOT_SENT
         assert provider.attempts == 4
     one_attempt = ProviderConfig(**{**config.model_dump(), "retry": {"attempts": 1}})
-    async with CountingProvider("refused", one_attempt) as provider:
+    async with counting("refused", one_attempt) as provider:
         assert await fail_kind(provider) is ErrorKind.NOT_SENT
         assert provider.attempts == 1
 
 
+@both
 async def test_429_then_answer_is_two_requests_and_succeeds(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -90,6 +115,7 @@ async def test_429_then_answer_is_two_requests_and_succeeds(
     assert fault.stats()["by_scenario"] == {"status_429": 1, "answer": 1}
 
 
+@both
 async def test_429_forever_stops_after_attempts(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -98,6 +124,7 @@ async def test_429_forever_stops_after_attempts(
     assert fault.stats()["total"] == 3
 
 
+@both
 @pytest.mark.parametrize("scenario", [STATUS_429, STATUS_500, "drop_after", "answer"])
 async def test_one_attempt_means_one_request(
     scenario: Any, fault: FaultServer, make_provider: MakeProvider
@@ -109,6 +136,7 @@ async def test_one_attempt_means_one_request(
     assert fault.stats()["total"] == 1
 
 
+@both
 async def test_retry_after_is_honoured(fault: FaultServer, make_provider: MakeProvider) -> None:
     resilience.set_testing(no_backoff=False)
     fault.control(sequence=[{"kind": "status", "status": 429, "retry_after": "0.5"}, "answer"])
@@ -118,6 +146,7 @@ async def test_retry_after_is_honoured(fault: FaultServer, make_provider: MakePr
     assert fault.stats()["total"] == 2
 
 
+@both
 async def test_retry_after_beyond_deadline_is_not_waited(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -145,6 +174,7 @@ async def test_litellm_default_has_hidden_retries(fault: FaultServer) -> None:
     assert fault.stats()["total"] > 1
 
 
+@both
 async def test_bulkhead_caps_requests_in_flight(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -158,6 +188,7 @@ async def test_bulkhead_caps_requests_in_flight(
     assert provider.bulkhead.in_flight == 0
 
 
+@both
 async def test_without_a_tight_bulkhead_the_server_sees_the_concurrency(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -168,6 +199,7 @@ async def test_without_a_tight_bulkhead_the_server_sees_the_concurrency(
     assert fault.stats()["max_in_flight"] > 2
 
 
+@both
 async def test_waiting_for_a_bulkhead_slot_past_the_deadline_is_not_sent(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -189,6 +221,7 @@ async def test_waiting_for_a_bulkhead_slot_past_the_deadline_is_not_sent(
     assert fault.stats()["total"] == 1
 
 
+@both
 async def test_trickling_body_outlives_read_timeout_but_not_the_deadline(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
@@ -209,6 +242,7 @@ async def test_trickling_body_outlives_read_timeout_but_not_the_deadline(
     assert time.monotonic() - started < 60.0
 
 
+@both
 async def test_local_rate_limit_refuses_beyond_the_budget(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:

@@ -1,0 +1,149 @@
+"""What only the native transport does: the request it puts on the wire, an answer that is no
+chat completion, its one HTTP client, and how it is chosen. Everything it shares with the litellm
+transport (classification, retries, deadline, bulkhead, output checks, inspection) runs over both
+transports in test_classification, test_retries, test_output, test_prompt_inspection and
+test_cassette_miss."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from providers.base import CompletionRequest, Message
+from providers.config import ProviderConfig
+from providers.errors import ErrorKind, InvalidOutput, ProviderError
+from providers.litellm_provider import LiteLLMProvider
+from providers.openai_http import OpenAIHttpProvider
+from providers.transports import build_provider
+from router.build import build_providers
+from router.config import RouterConfig
+from tests.providers.conftest import MakeProvider
+from tests.providers.fault_server import FaultServer
+
+SCHEMA = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}
+REQUEST = CompletionRequest(
+    messages=(
+        Message(role="system", content="You write captions."),
+        Message(role="user", content="Tea, warm."),
+    ),
+    output_schema=SCHEMA,
+    temperature=0.5,
+    max_tokens=40,
+)
+
+
+@pytest.fixture
+def transport() -> str:
+    return "openai"
+
+
+async def test_the_request_on_the_wire(fault: FaultServer, make_provider: MakeProvider) -> None:
+    provider = make_provider(
+        structured_output="json_object_schema", extra_params={"seed": 7, "top_k": 20}
+    )
+    assert isinstance(provider, OpenAIHttpProvider)
+    await provider.complete(REQUEST)
+    sent = fault.stats()["last_request"]
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["headers"]["authorization"] == "Bearer no-key"  # keyless: as litellm sends it
+    assert sent["headers"]["content-type"] == "application/json"
+    assert sent["body"] == {
+        "model": "fault-model",  # the route prefix "openai/" is not the server's model name
+        "messages": [
+            {"role": "system", "content": "You write captions."},
+            {"role": "user", "content": "Tea, warm."},
+        ],
+        "temperature": 0.5,
+        "max_tokens": 40,
+        "response_format": {"type": "json_object", "schema": SCHEMA},
+        "seed": 7,
+        "top_k": 20,
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ("<html>bad gateway</html>", "not JSON"),
+        ('{"id": "x", "object": "chat.completion"}', "no choices[0].message"),
+        ('{"choices": []}', "no choices[0].message"),
+    ],
+)
+async def test_a_success_status_without_a_chat_completion_is_rejected_once(
+    body: str, says: str, fault: FaultServer, make_provider: MakeProvider
+) -> None:
+    """The server answered (it may have acted) with something unusable: `rejected`, counted
+    against its health, not retried, and not an `InvalidOutput` (the model said nothing)."""
+    fault.control(default={"kind": "garbled", "body": body})
+    with pytest.raises(ProviderError) as caught:
+        await make_provider(retry={"attempts": 3}).complete(REQUEST)
+    error = caught.value
+    assert error.kind is ErrorKind.REJECTED and not isinstance(error, InvalidOutput)
+    assert (error.status, error.retryable, error.counts_against_health) == (None, False, True)
+    assert "HTTP 200 answer is not a chat completion" in error.message and says in error.message
+    assert fault.stats()["total"] == 1
+
+
+async def test_an_error_answer_quotes_the_servers_message(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
+    fault.control(default={"kind": "status", "status": 503, "say": "model is loading"})
+    with pytest.raises(ProviderError) as caught:
+        await make_provider(retry={"attempts": 1}).complete(REQUEST)
+    assert caught.value.message.startswith("HTTP 503 Service Unavailable: ")
+    assert "model is loading" in caught.value.message
+
+
+async def test_a_null_content_is_an_empty_text(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
+    fault.control(content="")
+    completion = await make_provider().complete(REQUEST.model_copy(update={"output_schema": None}))
+    assert completion.text == ""
+
+
+async def test_one_client_kept_alive_across_calls_and_closed_with_the_provider(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
+    provider = make_provider()
+    await provider.warm_up()  # makes the client, sends nothing
+    assert fault.stats()["total"] == 0
+    client = provider._http
+    assert client is not None
+    for _ in range(3):
+        await provider.complete(REQUEST)
+    assert provider._http is client
+    await provider.close()
+    assert client.is_closed
+    with pytest.raises(RuntimeError, match="closed"):
+        await provider.complete(REQUEST)
+    await provider.close()  # a second close does nothing
+
+
+def test_the_transport_picks_the_class() -> None:
+    native = ProviderConfig(model="openai/m", api_base="http://127.0.0.1:1/v1", transport="openai")
+    assert isinstance(build_provider("n", native), OpenAIHttpProvider)
+    assert isinstance(build_provider("l", ProviderConfig(model="openai/m")), LiteLLMProvider)
+
+
+async def test_the_router_builds_the_configured_transport() -> None:
+    data: dict[str, Any] = {
+        "database": {"url": "sqlite:///unused.db"},
+        "providers": {
+            "native": {
+                "model": "openai/m",
+                "api_base": "http://127.0.0.1:1/v1",
+                "transport": "openai",
+            },
+            "routed": {"model": "openai/m", "api_base": "http://127.0.0.1:1/v1"},
+        },
+    }
+    built = build_providers(RouterConfig.model_validate(data), None)
+    try:
+        assert type(built["native"]) is OpenAIHttpProvider
+        assert type(built["routed"]) is LiteLLMProvider
+        assert built["native"].fingerprint != built["routed"].fingerprint
+    finally:
+        for provider in built.values():
+            await provider.close()
