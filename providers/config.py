@@ -152,8 +152,10 @@ class ProviderConfig(_Frozen):
     extra_params: dict[str, Any] = Field(default_factory=dict)
     transport: Transport = Field(
         default="litellm",
-        description="how requests travel: litellm (any model), or openai (httpx straight to an "
-        "OpenAI-compatible api_base, model openai/...; less CPU per call)",
+        description="how requests travel: `litellm` (any model litellm reaches), or `openai`: "
+        "straight to an OpenAI-compatible server over HTTP without litellm (model `openai/...` "
+        "with an api_base; less CPU per call, no cost reported; a new fingerprint, so certify "
+        "again; docs/local-provider.md)",
     )
 
     @field_validator("api_key_env")

@@ -147,7 +147,7 @@ def stderr_tail(stderr: str | None) -> str:
     return "\n".join(f"    | {line}" for line in lines) or "    (nothing on stderr)"
 
 
-DIRECT = ("litellm", "litellm_router", "raw_http")  # no task, no contract: the peers
+DIRECT = ("litellm", "litellm_router", "openai_http")  # no task, no contract: the peers
 
 
 def plan(args: argparse.Namespace) -> list[tuple[str, str, int, int]]:
@@ -238,7 +238,17 @@ def main() -> None:
     parser.add_argument(
         "--scenarios",
         nargs="+",
-        default=["litellm", "litellm_router", "sqlite", "postgres1", "postgres2"],
+        default=[
+            "litellm",
+            "litellm_router",
+            "openai_http",
+            "sqlite",
+            "sqlite_openai",
+            "postgres1",
+            "postgres1_openai",
+            "postgres2",
+            "postgres2_openai",
+        ],
     )
     parser.add_argument(
         "--tasks",

@@ -3,8 +3,11 @@
     python -m tests.bench.scenarios --scenario sqlite --concurrency 64 --jobs 2000 --stub-port P
 
 Scenarios: litellm (direct acompletion), litellm_router (litellm.Router with a fallback),
-sqlite (jobrouter, workers in process), postgres1 / postgres2 (jobrouter submitting from this
-process, one or two `jobrouter worker` processes running the jobs). Prints one JSON line.
+openai_http (the product's native transport, `providers.openai_http.OpenAIHttpProvider`, called
+directly), sqlite (jobrouter, workers in process), postgres1 / postgres2 (jobrouter submitting
+from this process, one or two `jobrouter worker` processes running the jobs); each jobrouter
+scenario with the suffix `_openai` has its providers configured with `transport = "openai"`
+(no litellm in any process). Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -117,10 +120,13 @@ async def run_litellm_router(args: argparse.Namespace) -> dict[str, Any]:
 BENCH_CONTRACT = Path(__file__).with_name("bench_contract.yaml")
 
 
-def bench_config(port: int, url: str, contract: bool, poll_s: float = 0.5) -> str:
+def bench_config(
+    port: int, url: str, contract: bool, poll_s: float = 0.5, transport: str = "litellm"
+) -> str:
     """The benchmark's router config. With `contract` the task is the product as its users
     run it: input validated against the contract's schema, the prompt rendered from it, the
-    output checked against its schema and checks, and only certified providers called."""
+    output checked against its schema and checks, and only certified providers called.
+    `transport` is the providers' (`litellm`, or `openai`: the native transport)."""
     task = (
         f'contract = "{BENCH_CONTRACT}"\n'
         if contract
@@ -136,6 +142,7 @@ structured_output = "{structured}"
 context_window = 16384  # the stub serves any length; litellm does not know "openai/stub"
 max_concurrency = 256
 retry = {{ attempts = 1 }}
+transport = "{transport}"
 """
         for name in ("stub", "stub_fallback")
     )
@@ -153,21 +160,21 @@ poll_interval = {poll_s}
 """
 
 
-def raw_providers(port: int) -> dict[str, Any]:
-    """The PROTOTYPE transport (tests/bench/raw_provider.py) for both stub providers."""
-    from tests.bench.raw_provider import RawOpenAIProvider
+async def run_openai_http(args: argparse.Namespace) -> dict[str, Any]:
+    """The stub called through the product's native transport directly (no router): what the
+    transport itself costs, beside direct litellm."""
+    from providers import CompletionRequest, Message, ProviderConfig
+    from providers.config import RetryPolicy
+    from providers.openai_http import OpenAIHttpProvider
 
-    return {
-        name: RawOpenAIProvider(name, f"http://127.0.0.1:{port}/v1", "stub")
-        for name in ("stub", "stub_fallback")
-    }
-
-
-async def run_raw_http(args: argparse.Namespace) -> dict[str, Any]:
-    """PROTOTYPE: the stub called through the litellm-less transport directly (no router)."""
-    from providers import CompletionRequest, Message
-
-    provider = raw_providers(args.stub_port)["stub"]
+    config = ProviderConfig(
+        model="openai/stub",
+        api_base=f"http://127.0.0.1:{args.stub_port}/v1",
+        max_concurrency=256,
+        retry=RetryPolicy(attempts=1),
+        transport="openai",
+    )
+    provider = OpenAIHttpProvider("stub", config)
     request = CompletionRequest(messages=tuple(Message(**m) for m in MESSAGES))
 
     async def call(_: int) -> None:
@@ -179,9 +186,9 @@ async def run_raw_http(args: argparse.Namespace) -> dict[str, Any]:
         await provider.close()
 
 
-async def prepare(args: argparse.Namespace, url: str, raw: bool, workers: int) -> tuple[Path, Any]:
+async def prepare(args: argparse.Namespace, url: str, transport: str, workers: int) -> Path:
     """The schema, the prefill, the config file and (with a contract) the certifications,
-    before the clock; returns the config file and the providers given to the router."""
+    before the clock; returns the config file."""
     from router.store import open_store
     from tests.bench.prefill import prefill_postgres, prefill_sqlite
 
@@ -196,19 +203,18 @@ async def prepare(args: argparse.Namespace, url: str, raw: bool, workers: int) -
     # Worker processes on a SQLite file hear of new jobs only by polling: often (a read of a
     # local file is cheap); PostgreSQL's workers are woken by LISTEN/NOTIFY.
     poll_s = 0.02 if url.startswith("sqlite") and workers else 0.5
-    config_file.write_text(bench_config(args.stub_port, url, args.contract, poll_s))
-    given = raw_providers(args.stub_port) if raw else None
+    config_file.write_text(bench_config(args.stub_port, url, args.contract, poll_s, transport))
     if args.contract:
-        await certify(config_file, given)
-    return config_file, given
+        await certify(config_file)
+    return config_file
 
 
 async def run_jobrouter(
-    args: argparse.Namespace, url: str, workers: int, raw: bool = False
+    args: argparse.Namespace, url: str, workers: int, transport: str = "litellm"
 ) -> dict[str, Any]:
     from router import Router
 
-    config_file, given = await prepare(args, url, raw, workers)
+    config_file = await prepare(args, url, transport, workers)
     if args.statements:
         if args.statements.exists() and any(args.statements.iterdir()):
             raise RuntimeError(f"{args.statements} is not empty: counts would mix runs")
@@ -216,7 +222,7 @@ async def run_jobrouter(
     pg_before = await _pg_commits(url) if url.startswith("postgres") else None
     procs = start_workers(config_file, workers, args.statements, args.profile)
     try:
-        router = await Router.open(url, config_file, run_workers=workers == 0, providers=given)
+        router = await Router.open(url, config_file, run_workers=workers == 0)
     except BaseException:
         stop_workers(procs, config_file.parent)
         raise
@@ -265,7 +271,7 @@ async def run_jobrouter(
     return figures
 
 
-async def certify(config_file: Path, given: dict[str, Any] | None) -> None:
+async def certify(config_file: Path) -> None:
     """Certify both stub providers for the bench contract, as `jobrouter contracts run` does,
     before the clock starts (through the real certifier: the records are real)."""
     from router.build import build_providers, build_tasks, resolve_config
@@ -274,7 +280,7 @@ async def certify(config_file: Path, given: dict[str, Any] | None) -> None:
 
     config = resolve_config(config_file)
     tasks = build_tasks(config)
-    providers = build_providers(config, given)
+    providers = build_providers(config, None)
     store = await open_store(config.database.url)
     try:
         for pair in pairs_to_certify(config, tasks):
@@ -287,9 +293,8 @@ async def certify(config_file: Path, given: dict[str, Any] | None) -> None:
                     f"{record.model_dump_json()[:2000]}"
                 )
     finally:
-        if given is None:  # the router closes the ones it is given
-            for provider in providers.values():
-                await provider.close()
+        for provider in providers.values():
+            await provider.close()
         await store.close()
 
 
@@ -455,8 +460,11 @@ def main() -> None:
         "postgres": lambda: run_jobrouter(args, args.database, 0),  # workers in-process
         "postgres1": lambda: run_jobrouter(args, args.database, 1),
         "postgres2": lambda: run_jobrouter(args, args.database, 2),
-        "raw_http": lambda: run_raw_http(args),
-        "sqlite_raw": lambda: run_jobrouter(args, args.database, 0, raw=True),
+        "openai_http": lambda: run_openai_http(args),
+        "sqlite_openai": lambda: run_jobrouter(args, args.database, 0, "openai"),
+        "postgres_openai": lambda: run_jobrouter(args, args.database, 0, "openai"),
+        "postgres1_openai": lambda: run_jobrouter(args, args.database, 1, "openai"),
+        "postgres2_openai": lambda: run_jobrouter(args, args.database, 2, "openai"),
         # PROTOTYPE of several worker processes on one SQLite file (no change feed: they poll)
         "sqlite_workers1": lambda: run_jobrouter(args, args.database, 1),
         "sqlite_workers2": lambda: run_jobrouter(args, args.database, 2),
