@@ -17,6 +17,14 @@ The evidence is in the cause chain. Chains measured with litellm 1.110.2 (aiohtt
     cassette miss   litellm.InternalServerError <- ...
                     <- vcr.errors.CannotOverwriteExistingCassetteException
 
+The native transport (`providers.openai_http`, httpx called directly) raises the httpx links
+themselves: httpx.ConnectError / ConnectTimeout (refused, connect timeout), httpx.ReadTimeout,
+httpx.RemoteProtocolError (closed before or after the request was read: "Server disconnected
+without sending a response"), httpx.ReadError (reset), and for an HTTP error answer the
+httpx.HTTPStatusError of `raise_for_status`, whose message is the status line plus the body's
+`error.message` (`_answer_message`). A success status whose body is no chat completion is
+`malformed_answer` (Rejected).
+
 Rules. A cassette miss anywhere in the chain raises `CassetteMiss` (not a provider failure).
 Otherwise the chain is walked from the outermost exception inward (`__cause__`, else
 `__context__`) and the first link of a decisive type wins, because the outermost link is the
