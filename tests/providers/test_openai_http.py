@@ -6,6 +6,7 @@ test_cassette_miss."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from router.config import RouterConfig
 from tests.providers.conftest import MakeProvider
 from tests.providers.fault_server import FaultServer
 
+ECHO = Path(__file__).resolve().parents[1] / "acceptance" / "contracts" / "echo.yaml"
 SCHEMA = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}
 REQUEST = CompletionRequest(
     messages=(
@@ -147,3 +149,49 @@ async def test_the_router_builds_the_configured_transport() -> None:
     finally:
         for provider in built.values():
             await provider.close()
+
+
+@pytest.mark.parametrize("exclusive", [True, False], ids=["external", "none"])
+async def test_a_job_through_the_router_on_the_native_transport(
+    tmp_path: Path, fault: FaultServer, exclusive: bool
+) -> None:
+    """End to end through the public `Router`, both providers native (on one fault server):
+    a cut after the request was read is `unknown` on provider a; an exclusive task then waits
+    for an operator (b never called, I4), a harmless one fails over to b's answer."""
+    from router import AttemptState, JobState, Router
+    from router.config import TaskConfig
+    from tests.acceptance.test_resilience import OWNER, SETTLE, config, db_url, settled_attempts
+
+    def native(**fields: Any) -> ProviderConfig:
+        return ProviderConfig(
+            model="openai/fault-model",
+            api_base=fault.api_base,
+            structured_output="none",
+            retry={"attempts": 1},
+            transport="openai",
+            **fields,
+        )
+
+    fault.control(sequence=["drop_after", "answer"])
+    task = TaskConfig(
+        contract=str(ECHO),
+        providers=["a", "b"],
+        deadline=SETTLE,
+        side_effects="external" if exclusive else None,
+    )
+    async with Router.open(
+        db_url(tmp_path), config({"a": native(), "b": native()}, {"t": task})
+    ) as router:
+        assert type(router.providers["a"]) is OpenAIHttpProvider
+        job = await router.submit(OWNER, "k", "t", {"text": "x"})
+        job = await router.wait(job.id, timeout=SETTLE)
+        attempts = await settled_attempts(router, job.id)
+    first = attempts[0]
+    assert (first.provider, first.error_kind, first.state) == ("a", "unknown", AttemptState.UNKNOWN)
+    if exclusive:
+        assert job.state is JobState.UNKNOWN and len(attempts) == 1
+        assert fault.stats()["total"] == 1
+    else:
+        assert job.state is JobState.SUCCEEDED and job.result == {"text": "ok"}
+        assert [a.provider for a in attempts] == ["a", "b"]
+        assert fault.stats()["total"] == 2
