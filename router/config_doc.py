@@ -43,7 +43,7 @@ NOTES: dict[str, str] = {
     "(hosted providers), `json_object_schema` (llama.cpp's server, which refuses "
     "`json_schema`) or `none`",
     "providers.NAME.extra_params": "more request parameters (litellm keyword arguments; "
-    "with `transport = \"openai\"` keys of the request's JSON body), an allow-list: top_p, "
+    'with `transport = "openai"` keys of the request\'s JSON body), an allow-list: top_p, '
     "top_k, min_p, seed, frequency_penalty, presence_penalty, repetition_penalty, stop, user, "
     "reasoning_effort, flat values; anything else (fallbacks, mock_response, keys, headers, "
     "retries, ...) is refused with the reason (docs/failures.md)",
