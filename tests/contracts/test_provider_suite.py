@@ -28,7 +28,7 @@ from contracts import Case, CaseEvidence, Certification, Contract, certify
 from contracts.suite import case_params, describe_case
 from providers import _litellm
 from providers.cassettes import cassette, read_meta
-from providers.litellm_provider import LiteLLMProvider
+from providers.transports import build_provider
 from router.build import build_tasks
 from router.certifier import Pair, pairs_to_certify
 from router.config import load_config
@@ -44,8 +44,8 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)  # the records' timestamps; no verdict de
 @dataclass(frozen=True)
 class Recorded:
     """A configured provider as a test parameter. `case_params` needs only the name; the real
-    `LiteLLMProvider` is built, replayed and closed inside one event loop by `Replays`, so no
-    provider (nor litellm client) outlives the test that used it."""
+    provider (of its configured transport) is built, replayed and closed inside one event loop
+    by `Replays`, so no provider (nor litellm client) outlives the test that used it."""
 
     name: str
 
@@ -68,7 +68,7 @@ async def replay(pair: Pair) -> Certification:
     folder = CASSETTES / pair.provider / pair.contract.name
     if not (folder / "meta.json").is_file():
         pytest.fail(f"{folder.relative_to(ROOT)} is not recorded (no meta.json); {rerecord(pair)}")
-    provider = LiteLLMProvider(pair.provider, CONFIG.providers[pair.provider])
+    provider = build_provider(pair.provider, CONFIG.providers[pair.provider])
     meta = read_meta(folder)
     if (meta.provider_fingerprint, meta.contract_fingerprint) != (
         provider.fingerprint,

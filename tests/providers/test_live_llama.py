@@ -15,10 +15,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from providers.adapter import Adapter
 from providers.base import CompletionRequest, Message
 from providers.config import ProviderConfig
 from providers.errors import ErrorKind, ProviderError
-from providers.litellm_provider import LiteLLMProvider
+from providers.transports import build_provider
+from tests.providers.conftest import TRANSPORTS
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(900)]  # CPU generation on 2 cores
 
@@ -81,8 +83,10 @@ def llama_api_base() -> Iterator[str]:
         process.wait(timeout=30)
 
 
-def provider(api_base: str, structured_output: str = "json_object_schema") -> LiteLLMProvider:
-    return LiteLLMProvider(
+def provider(
+    api_base: str, transport: str, structured_output: str = "json_object_schema"
+) -> Adapter:
+    return build_provider(
         "local",
         ProviderConfig(
             model=f"openai/{ALIAS}",
@@ -91,15 +95,19 @@ def provider(api_base: str, structured_output: str = "json_object_schema") -> Li
             structured_output=structured_output,
             timeout={"read": 600},
             retry={"attempts": 1},
+            transport=transport,
         ),
     )
 
 
-async def test_inspected_token_count_is_what_the_server_counts(llama_api_base: str) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_inspected_token_count_is_what_the_server_counts(
+    llama_api_base: str, transport: str
+) -> None:
     """The adapter folds the system text into the first user turn (llama.cpp's gemma format
     would drop it): the inspection shows it present, and the server counts exactly what the
     inspection counted, which it would not if the system text had been dropped."""
-    async with provider(llama_api_base) as local:
+    async with provider(llama_api_base, transport) as local:
         inspection = await local.inspect_prompt(MESSAGES)
         completion = await local.complete(
             CompletionRequest(messages=MESSAGES, temperature=0, max_tokens=8, timeout=600)
@@ -113,8 +121,11 @@ async def test_inspected_token_count_is_what_the_server_counts(llama_api_base: s
     assert completion.text
 
 
-async def test_llama_cpp_refuses_json_schema_response_format(llama_api_base: str) -> None:
-    async with provider(llama_api_base, structured_output="json_schema") as local:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_llama_cpp_refuses_json_schema_response_format(
+    llama_api_base: str, transport: str
+) -> None:
+    async with provider(llama_api_base, transport, structured_output="json_schema") as local:
         with pytest.raises(ProviderError) as caught:
             await local.complete(
                 CompletionRequest(messages=MESSAGES, output_schema=SCHEMA, max_tokens=5, timeout=60)

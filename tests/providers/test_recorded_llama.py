@@ -1,9 +1,11 @@
-"""The litellm adapter against real llama.cpp servers, replayed from cassettes in CI.
+"""Both transports against real llama.cpp servers, replayed from cassettes in CI.
 
 Recorded from the local providers of cassettes/jobrouter.toml (servers as its header says)
 with
     JOBROUTER_RECORD=1 python -m pytest tests/providers/test_recorded_llama.py
 into cassettes/<provider>/provider_integration/<test>.yaml; otherwise replayed strictly.
+`primary` and `primary_openai` are the same server reached through litellm and through the
+native transport: the tests of the primary run over both (`PRIMARIES`).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from pathlib import Path
 import pytest
 
 from providers import CompletionRequest, Message
+from providers.adapter import Adapter
 from providers.cassettes import cassette, cassette_path, write_meta
 from providers.config import provider_fingerprint
 from providers.litellm_provider import LiteLLMProvider
+from providers.transports import build_provider
 from router.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2] / "cassettes"
@@ -34,10 +38,19 @@ SCHEMA = {
 }
 
 
+PRIMARIES = ("primary", "primary_openai")  # one server, through litellm and natively
+
+
 @pytest.fixture
 def recorded(request: pytest.FixtureRequest) -> Iterator[None]:
-    provider = request.node.get_closest_marker("provider").args[0]
-    path = cassette_path(ROOT, provider, GROUP, request.node.name)
+    """The test's cassette: cassettes/<provider>/provider_integration/<test function>.yaml, the
+    provider from the test's `name` parameter, else from its `provider` marker."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and "name" in callspec.params:
+        provider = callspec.params["name"]
+    else:
+        provider = request.node.get_closest_marker("provider").args[0]
+    path = cassette_path(ROOT, provider, GROUP, request.node.originalname)
     if RECORD and path.exists():
         path.unlink()
     with cassette(path, record=RECORD):
@@ -52,8 +65,9 @@ def recorded(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture
-async def primary() -> AsyncIterator[LiteLLMProvider]:
-    async with LiteLLMProvider("primary", CONFIG.providers["primary"]) as provider:
+async def primary(name: str) -> AsyncIterator[Adapter]:
+    """The primary server, through the transport the provider `name` is configured with."""
+    async with build_provider(name, CONFIG.providers[name]) as provider:
         yield provider
 
 
@@ -63,8 +77,8 @@ async def chatml() -> AsyncIterator[LiteLLMProvider]:
         yield provider
 
 
-@pytest.mark.provider("primary")
-async def test_gemma_prompt_as_the_server_sees_it(recorded: None, primary: LiteLLMProvider) -> None:
+@pytest.mark.parametrize("name", PRIMARIES)
+async def test_gemma_prompt_as_the_server_sees_it(recorded: None, primary: Adapter) -> None:
     inspection = await primary.inspect_prompt((SYSTEM, USER))
     assert inspection.rendered is not None
     assert inspection.rendered.startswith("<start_of_turn>user\nYou write shop titles.")
@@ -83,10 +97,8 @@ async def test_chatml_markers_are_plain_text_to_gemma(
     assert inspection.control_tokens_special is False
 
 
-@pytest.mark.provider("primary")
-async def test_grammar_constrained_answer_is_schema_valid(
-    recorded: None, primary: LiteLLMProvider
-) -> None:
+@pytest.mark.parametrize("name", PRIMARIES)
+async def test_grammar_constrained_answer_is_schema_valid(recorded: None, primary: Adapter) -> None:
     request = CompletionRequest(
         messages=(SYSTEM, USER), output_schema=SCHEMA, temperature=0, max_tokens=40
     )

@@ -35,9 +35,11 @@ def test_the_demo_tells_the_whole_story_offline(tmp_path: Path) -> None:
     flat = " ".join(out.split())
     assert "certifications: REPLAYED" in flat and "job calls: REPLAYED" in flat
     assert "LIVE" not in out  # nothing ran live, and the screen does not say it did
-    # the conclusion, derived from the matrix: the llama-2 server behaves, but fails rendering
+    # the conclusion, derived from the matrix: the llama-2 server behaves, but fails rendering;
+    # the primary's server reached without litellm (transport "openai") is certified on its own
     assert (
-        "product_title: certified primary, backup; refused gemma_chatml (failed rendering)" in flat
+        "product_title: certified primary, backup, primary_openai; "
+        "refused gemma_chatml (failed rendering)" in flat
     )
     assert "gemma_llama2 (failed rendering)" in flat
 
