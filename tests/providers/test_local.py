@@ -36,6 +36,7 @@ from providers.local import (
     state_file,
     stop_local_server,
 )
+from tests.providers.conftest import TRANSPORTS
 
 
 def _need(module: str) -> None:
@@ -333,10 +334,10 @@ MARKER_IDS = {  # measured: docs/local-provider.md, "/extras/tokenize"
 }
 
 
-def _live_provider(server: LocalServer, chat_format: str | None) -> Any:
-    from providers.litellm_provider import LiteLLMProvider
+def _live_provider(server: LocalServer, chat_format: str | None, transport: str) -> Any:
+    from providers.transports import build_provider
 
-    return LiteLLMProvider(
+    return build_provider(
         "live",
         ProviderConfig(
             model="openai/gemma-3-270m",
@@ -346,13 +347,15 @@ def _live_provider(server: LocalServer, chat_format: str | None) -> Any:
             context_window=2048,
             timeout={"read": 600},
             retry={"attempts": 1},
+            transport=transport,
         ),
     )
 
 
 @pytest.mark.live
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_live_usage_equals_the_inspected_count_and_markers_show_their_ids(
-    live_server: LocalServer,
+    live_server: LocalServer, transport: str
 ) -> None:
     """Ground truth for each format the servers run (gemma, chatml, and llama-2, the fallback
     without --chat_format): the server's usage.prompt_tokens is exactly the product's count,
@@ -365,7 +368,7 @@ async def test_live_usage_equals_the_inspected_count_and_markers_show_their_ids(
         Message(role="system", content=SYSTEM["content"]),
         Message(role="user", content=USER["content"]),
     )
-    async with _live_provider(live_server, chat_format) as provider:
+    async with _live_provider(live_server, chat_format, transport) as provider:
         inspection = await provider.inspect_prompt(messages)
         completion = await provider.complete(
             CompletionRequest(messages=messages, max_tokens=1, temperature=0, timeout=600)
@@ -379,8 +382,9 @@ async def test_live_usage_equals_the_inspected_count_and_markers_show_their_ids(
 
 @pytest.mark.live
 @pytest.mark.parametrize("live_server", ["gemma"], indirect=True)  # gemma drops system text
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_live_gemma_configured_as_hosted_fails_rendering_system_dropped(
-    live_server: LocalServer,
+    live_server: LocalServer, transport: str
 ) -> None:
     """The issue's second blind spot, live: a gemma server configured without chat_format is
     treated as a hosted API, the system text goes out as a message and llama.cpp drops it; the
@@ -406,7 +410,7 @@ async def test_live_gemma_configured_as_hosted_fails_rendering_system_dropped(
             "cases": [{"name": "hi", "input": {"text": "Say hi."}, "expect": []}],
         }
     )
-    async with _live_provider(live_server, None) as provider:
+    async with _live_provider(live_server, None, transport) as provider:
         cert = await certify(provider, contract)
     case = cert.cases[0]
     assert "rendering" in case.failed_checks and not cert.passed
