@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from providers.base import CompletionRequest, Message
+from providers.base import CompletionRequest, InspectableProvider, Message, Provider
 from providers.config import ProviderConfig
 from providers.errors import ErrorKind, InvalidOutput, ProviderError
 from providers.litellm_provider import LiteLLMProvider
@@ -125,7 +125,9 @@ async def test_one_client_kept_alive_across_calls_and_closed_with_the_provider(
 
 def test_the_transport_picks_the_class() -> None:
     native = ProviderConfig(model="openai/m", api_base="http://127.0.0.1:1/v1", transport="openai")
-    assert isinstance(build_provider("n", native), OpenAIHttpProvider)
+    built = build_provider("n", native)
+    assert isinstance(built, OpenAIHttpProvider)
+    assert isinstance(built, InspectableProvider) and isinstance(built, Provider)
     assert isinstance(build_provider("l", ProviderConfig(model="openai/m")), LiteLLMProvider)
 
 
