@@ -8,11 +8,13 @@ import asyncio
 
 import pytest
 
-from router.errors import IdempotencyConflict
+import router.store.jobs
+from router.errors import IdempotencyConflict, StoreError
 from router.models import Attempt, Job, NewEvent
 from router.states import AttemptState, JobState
 from router.store import SqlStore
 from router.store.claims import AttemptStart
+from tests.support.faulty_connector import FaultyConnector
 
 SKIPPED = NewEvent(kind="provider.skipped", data={"provider": "c"})
 FIRST = AttemptStart(provider="a", model="m", worker="w1", lease_s=30.0, notes=(SKIPPED,))
@@ -186,3 +188,43 @@ async def test_a_started_creation_keeps_the_created_jobs_for_wait(store: SqlStor
     assert attempt is not None
     assert store.created_here(job.id) == job
     assert store.created_here(earlier.id) == earlier
+
+
+@pytest.mark.parametrize("first", [None, FIRST], ids=["queued", "started"])
+async def test_a_creation_whose_commit_fails_is_not_remembered_and_raises_its_error(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch, first: AttemptStart | None
+) -> None:
+    """The creating transaction runs all its statements, then fails instead of committing
+    (tests/support/faulty_connector.py: "connection lost before COMMIT"): the caller gets that
+    StoreError, the job was not written, and the process does not keep it as created here (a
+    `wait` would be handed a job that never existed). Kills `JobMethods.create_and_start` 107,
+    108 (`_forget_created(None)`, `str(None)`: the job kept) and 109, 110 (`row_params["XXidXX"]`,
+    `["ID"]`: a KeyError in place of the store's error)."""
+    made: list[str] = []
+    real_new_id = router.store.jobs.new_id
+
+    def noted_new_id() -> str:
+        made.append(real_new_id())
+        return made[-1]
+
+    monkeypatch.setattr(router.store.jobs, "new_id", noted_new_id)
+    faulty = FaultyConnector(store.connector)
+    faulty.fail("insert_job", "before")
+    creating = SqlStore(faulty)  # the same database, through the fault injector
+    with pytest.raises(StoreError, match="before COMMIT"):
+        await creating.create_and_start(
+            owner="shop-1",
+            idempotency_key="k1",
+            task="caption",
+            input={"product": "tea"},
+            params={},
+            deadline_s=60.0,
+            claimed_by="w1",
+            claim_s=60.0,
+            first=first,
+        )
+    assert faulty.injected["insert_job"] == 1
+    job_id = made[0]  # the job's id is the first one made
+    assert creating.created_here(job_id) is None
+    assert await store.get_job(job_id) is None
+    assert await store.find_job("shop-1", "k1") is None

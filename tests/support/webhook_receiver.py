@@ -1,6 +1,7 @@
 """A real webhook receiver for outbox tests: a tiny ASGI app served by uvicorn on 127.0.0.1
 (an ephemeral port) inside the test's event loop. It records every request, and can answer 500
-to the first K, hang on the first K (until the test ends), or always fail."""
+to the first K, hang on the first K (until `release()` or the test's end), always fail, redirect,
+or answer a 500 whose body trickles in slowly."""
 
 from __future__ import annotations
 
@@ -20,12 +21,15 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
+TRICKLE_GAP_S = 0.05
+
 
 @dataclass(frozen=True)
 class Received:
     headers: dict[str, str]  # lower-case names
     body: bytes
     at: float  # time.monotonic() on arrival
+    method: str
 
     @property
     def event_id(self) -> str:
@@ -39,15 +43,21 @@ class Received:
 @dataclass
 class WebhookReceiver:
     fail_first: int = 0  # answer 500 to this many requests first
-    hang_first: int = 0  # never answer this many requests first (until the test ends)
+    hang_first: int = 0  # hold this many requests first, unanswered, until release() or the end
     always_fail: bool = False
     delay: float = 0.0  # seconds before each answer
     endless: bool = False  # answer 500 with a body that never ends (until the sender leaves)
     endless_sent: int = 0  # bytes of endless bodies written so far
+    redirect_to: str = ""  # answer 307 Temporary Redirect to this URL
+    trickle: int = 0  # answer 500 with this many body bytes, one per TRICKLE_GAP_S
     requests: list[Received] = field(default_factory=list)
     url: str = ""
     _arrived: asyncio.Condition = field(default_factory=asyncio.Condition)
     _release: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def release(self) -> None:
+        """Let the held requests (`hang_first`) be answered now."""
+        self._release.set()
 
     @property
     def delivered_ids(self) -> set[str]:
@@ -73,7 +83,7 @@ class WebhookReceiver:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         number = len(self.requests)
         async with self._arrived:
-            self.requests.append(Received(headers, body, time.monotonic()))
+            self.requests.append(Received(headers, body, time.monotonic(), scope["method"]))
             self._arrived.notify_all()
         if number < self.hang_first:
             await self._release.wait()
@@ -81,6 +91,16 @@ class WebhookReceiver:
             await asyncio.sleep(self.delay)
         if self.endless:
             await self._send_endless(receive, send)
+            return
+        if self.trickle:
+            await self._send_trickle(receive, send)
+            return
+        if self.redirect_to:
+            location = self.redirect_to.encode("latin-1")
+            await send(
+                {"type": "http.response.start", "status": 307, "headers": [(b"location", location)]}
+            )
+            await send({"type": "http.response.body", "body": b""})
             return
         failing = self.always_fail or number < self.fail_first
         status = 500 if failing else 200
@@ -110,6 +130,21 @@ class WebhookReceiver:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 self.endless_sent += len(chunk)
                 await asyncio.sleep(0)
+        finally:
+            left.cancel()
+
+    async def _send_trickle(self, receive: Receive, send: Send) -> None:
+        """500 at once, then `trickle` body bytes one every TRICKLE_GAP_S (far below any
+        per-read timeout), until the sender disconnects."""
+        left = asyncio.ensure_future(receive())  # completes with http.disconnect
+        await send({"type": "http.response.start", "status": 500, "headers": []})
+        try:
+            for _ in range(self.trickle):
+                if left.done():
+                    return
+                await send({"type": "http.response.body", "body": b"x", "more_body": True})
+                await asyncio.sleep(TRICKLE_GAP_S)
+            await send({"type": "http.response.body", "body": b""})
         finally:
             left.cancel()
 

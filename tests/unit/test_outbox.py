@@ -204,7 +204,7 @@ async def test_an_event_is_posted_signed_with_its_id_as_idempotency_key(
     store: SqlStore, receiver: WebhookReceiver
 ) -> None:
     """Also names the sender (kills mutants `OutboxDeliverer.send` 7, 11: httpx's own
-    User-Agent sent)."""
+    User-Agent sent) and is a POST (kills `send` 44, the method "XXPOSTXX")."""
     job = await job_in(store, JobState.SUCCEEDED, key="order-1")
     event = await event_of(store, job)
     sender = deliverer(store, receiver)
@@ -213,6 +213,7 @@ async def test_an_event_is_posted_signed_with_its_id_as_idempotency_key(
     finally:
         await sender.stop()
     [request] = receiver.requests
+    assert request.method == "POST"
     assert request.event_id == event.id
     assert request.headers["x-jobrouter-event"] == "job.succeeded"
     assert request.headers["content-type"] == "application/json"
