@@ -315,7 +315,7 @@ async def test_stop_while_an_answer_is_being_recorded_waits_for_it(
     """`stop` finds an answer's recording still running after the loop has ended (its row write
     waits for the loop's end): it waits for that recording, which writes and counts the
     delivery, then hands the claims back. Kills `OutboxDeliverer.stop` 5, 6
-    (`asyncio.wait(None)`, `set(None)`: a TypeError out of `stop`, claims kept)."""
+    (`asyncio.wait(None)`, `set(None)`: a ValueError or TypeError out of `stop`, claims kept)."""
     job = await job_in(store, JobState.SUCCEEDED, key="order-1")
     writing, loop_ended = asyncio.Event(), asyncio.Event()
     real_write = store.outbox_delivered
