@@ -45,7 +45,9 @@ from router.outbox import (
     OutboxDeliverer,
     Webhook,
     full_jitter,
-    retry_delay,
+    log_dead,
+    log_retry,
+    next_try_in,
 )
 from router.store.outbox import OutboxEvent
 from router.store.sqlstore import SqlStore
@@ -357,38 +359,16 @@ class NatsDelivery:
             return "delivered"
         if tries >= self.settings.max_tries:
             return await self._bury(msg, event, tries, outcome.error)
-        delay = retry_delay(
-            tries,
-            initial=self.settings.backoff_initial_s,
-            cap=self.settings.backoff_max_s,
-            jitter=self._jitter,
-        )
-        if outcome.retry_after_s is not None:
-            delay = max(delay, min(outcome.retry_after_s, self.settings.backoff_max_s))
+        delay = next_try_in(tries, outcome.retry_after_s, self.settings, self._jitter)
         await self.store.outbox_bus_try(event.id, tries=tries, error=outcome.error)
         await msg.nak(delay=delay)
-        log.warning(
-            "outbox event %s to owner %s failed (try %d of %d), again in %.1fs: %s",
-            event.id,
-            event.owner,
-            tries,
-            self.settings.max_tries,
-            delay,
-            outcome.error,
-        )
+        log_retry(log, event, tries, self.settings.max_tries, delay, outcome.error)
         return "retry"
 
     async def _bury(self, msg: Msg, event: OutboxEvent, tries: int, error: str) -> str:
         await self.store.outbox_bury_published(event.id, tries=tries, error=error)
         await msg.term()
-        log.error(
-            "outbox event %s (job %s, owner %s) failed %d times and is a dead letter: %s",
-            event.id,
-            event.job_id,
-            event.owner,
-            tries,
-            error,
-        )
+        log_dead(log, event, tries, error)
         return "dead"
 
 

@@ -130,6 +130,47 @@ class DeliverySettings:
         )
 
 
+def next_try_in(
+    tries: int, retry_after_s: float | None, settings: DeliverySettings, jitter: Jitter
+) -> float:
+    """Seconds until the try after the `tries`-th failed one, for both senders (the poller here
+    and router/bus_nats.py's consumer): the backoff, or the receiver's Retry-After when that is
+    longer, capped at `backoff_max_s` as the backoff is."""
+    delay = retry_delay(
+        tries, initial=settings.backoff_initial_s, cap=settings.backoff_max_s, jitter=jitter
+    )
+    if retry_after_s is not None:
+        delay = max(delay, min(retry_after_s, settings.backoff_max_s))
+    return delay
+
+
+def log_retry(
+    log: logging.Logger, event: OutboxEvent, tries: int, max_tries: int, delay: float, error: str
+) -> None:
+    """The line of a failed try that will be tried again (each sender logs to its own logger)."""
+    log.warning(
+        "outbox event %s to owner %s failed (try %d of %d), again in %.1fs: %s",
+        event.id,
+        event.owner,
+        tries,
+        max_tries,
+        delay,
+        error,
+    )
+
+
+def log_dead(log: logging.Logger, event: OutboxEvent, tries: int, error: str) -> None:
+    """The line of an event that became a dead letter."""
+    log.error(
+        "outbox event %s (job %s, owner %s) failed %d times and is a dead letter: %s",
+        event.id,
+        event.job_id,
+        event.owner,
+        tries,
+        error,
+    )
+
+
 @dataclass(frozen=True)
 class Outcome:
     delivered: bool
@@ -310,36 +351,14 @@ class OutboxDeliverer:
         tries = event.tries + 1
         if tries >= self.settings.max_tries:
             await self.store.outbox_bury(event.id, self.worker_id, error=outcome.error)
-            log.error(
-                "outbox event %s (job %s, owner %s) failed %d times and is a dead letter: %s",
-                event.id,
-                event.job_id,
-                event.owner,
-                tries,
-                outcome.error,
-            )
+            log_dead(log, event, tries, outcome.error)
             return "dead"
-        delay = retry_delay(
-            tries,
-            initial=self.settings.backoff_initial_s,
-            cap=self.settings.backoff_max_s,
-            jitter=self._jitter,
-        )
-        if outcome.retry_after_s is not None:
-            delay = max(delay, min(outcome.retry_after_s, self.settings.backoff_max_s))
+        delay = next_try_in(tries, outcome.retry_after_s, self.settings, self._jitter)
         if not await self.store.outbox_retry(
             event.id, self.worker_id, error=outcome.error, next_attempt_at=time.time() + delay
         ):
             return "retry"  # our claim had expired: the process that took it over decides
-        log.warning(
-            "outbox event %s to owner %s failed (try %d of %d), again in %.1fs: %s",
-            event.id,
-            event.owner,
-            tries,
-            self.settings.max_tries,
-            delay,
-            outcome.error,
-        )
+        log_retry(log, event, tries, self.settings.max_tries, delay, outcome.error)
         return "retry"
 
 
