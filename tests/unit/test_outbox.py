@@ -553,7 +553,7 @@ async def test_stop_between_the_delivered_write_and_the_counter_still_counts(
     sender = deliverer(store, receiver)
     sender.start()
     try:
-        await written.wait()
+        await asyncio.wait_for(written.wait(), 60.0)  # a ceiling: no delivery, no write
         stopping.set()
     finally:
         await sender.stop()
