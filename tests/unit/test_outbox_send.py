@@ -203,7 +203,9 @@ async def test_a_receivers_retry_after_sets_the_next_try_and_is_logged(
     header's value exactly. Kills `OutboxDeliverer.send` 65 (`delivered` None), 67, 70, 73, 75
     (Retry-After dropped or read under another name), `OutboxDeliverer._record` 26-34 (the
     max/min broken: a TypeError, nothing recorded) and 35 (`if await outbox_retry(...)`: a
-    retry not logged)."""
+    retry not logged). `_record`'s numbers are those of main a6a1ed5; since the wait and the
+    line moved into `next_try_in` and `log_retry`: `next_try_in` 11-19, `_record` 26 (the
+    Retry-After not passed on), 33 and 45-56 (the line's arguments)."""
     headers = {} if retry_after is None else {"Retry-After": retry_after}
     job = await job_in(store, JobState.SUCCEEDED, key="order-1")
     event = await event_of(store, job)
@@ -229,18 +231,29 @@ async def test_a_receivers_retry_after_sets_the_next_try_and_is_logged(
 # ---- what a try is counted as --------------------------------------------------------------------
 
 
-async def test_a_try_that_makes_a_dead_letter_is_counted_dead(store: SqlStore) -> None:
-    """Kills `OutboxDeliverer._record` 14, 15 (the outcome label "XXdeadXX", "DEAD")."""
+async def test_a_try_that_makes_a_dead_letter_is_counted_dead_and_logged(
+    store: SqlStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kills `OutboxDeliverer._record` 14, 15 (the outcome label "XXdeadXX", "DEAD"), numbered as
+    at main a6a1ed5. Since the line is written by `log_dead`, whose call mutmut mutates (it
+    leaves only `log.<level>(` calls alone): `_record` 22, 23 (the labels) and 14-21 (the
+    line's arguments: 17, the error None, changes only the line)."""
     job = await job_in(store, JobState.SUCCEEDED, key="order-1")
     sender = through(store, answering(500, {}), max_tries=1)
     before = counts()
     try:
-        assert await sender.deliver_due() == 1
+        with caplog.at_level(logging.ERROR, logger="jobrouter.outbox"):
+            assert await sender.deliver_due() == 1
     finally:
         await sender.stop()
     assert counted_since(before) == {"delivered": 0, "retry": 0, "dead": 1}
     [dead] = await store.dead_letters()
     assert dead.job_id == job.id and dead.tries == 1
+    [logged] = [r.getMessage() for r in caplog.records if "dead letter" in r.getMessage()]
+    assert logged == (
+        f"outbox event {dead.id} (job {job.id}, owner shop) failed 1 times and is a dead "
+        "letter: HTTP 500: busy"
+    )
 
 
 async def test_a_retry_whose_claim_was_taken_over_is_counted_and_left_to_the_new_owner(
@@ -249,7 +262,8 @@ async def test_a_retry_whose_claim_was_taken_over_is_counted_and_left_to_the_new
     """The claim expired during the try and another process took the event over: this try is
     counted as a retry, the row is the new owner's (untouched here) and no "again in" line is
     logged for a wait this process did not set. Kills `OutboxDeliverer._record` 45, 46 (the
-    label "XXretryXX", "RETRY") and 35 (the line logged for the lost claim)."""
+    label "XXretryXX", "RETRY") and 35 (the line logged for the lost claim), numbered as at main
+    a6a1ed5; 43, 44 and 33 since `next_try_in` and `log_retry`."""
     job = await job_in(store, JobState.SUCCEEDED, key="order-1")
 
     async def taken_over_meanwhile(request: httpx.Request) -> httpx.Response:
