@@ -127,7 +127,7 @@ class Router:
             leader = build_leader(store, settings, url, engine) if run_workers else None
             if run_workers and not start_in_background:  # before the first claim
                 await warm_up(provider_map.values())
-                await store.follow("runnable")
+                await engine.follow_runnable()
             exporting = telemetry.acquire(settings.telemetry)
         except BaseException:
             await store.close()
@@ -158,7 +158,8 @@ class Router:
         except Exception:  # a provider that cannot load fails its attempts with its own error
             log.exception("warming up the providers failed; starting the workers all the same")
         try:
-            await self.store.follow("runnable")
+            if self.engine is not None:
+                await self.engine.follow_runnable()
         except Exception:  # the poller finds the jobs all the same, later
             log.exception("listening for runnable jobs failed; the workers poll")
         self._start_workers()

@@ -289,26 +289,38 @@ class Engine:
 
     async def _poll(self) -> None:
         """Claim when woken or every `poll_s`; hear wake-ups only while they are worth their
-        cost to the database (router/hearing.py)."""
-        mode = Hearing.LISTEN
+        cost to the database (router/hearing.py). Where claims can wait on the server
+        (PostgreSQL), a quiet worker hears nothing: its claim waits on the server instead."""
+        wait_s = self.store.claim_wait_s(self.settings.poll_s)
+        quiet = Hearing.AWAIT if wait_s > 0 else Hearing.LISTEN
+        mode, rest = quiet, False
         while True:
-            await wait_event(self._wake, mode.timeout(self.settings.poll_s))
+            await wait_event(self._wake, mode.timeout(self.settings.poll_s, rest))
             self._wake.clear()
             woken, self._heard = self._heard, False
             try:
-                claimed = await self._claim_runnable()
-                mode, was = mode.after(claimed, woken), mode
+                claimed = await self._claim_runnable(wait_s if mode is Hearing.AWAIT else 0.0)
+                rest = claimed < 0
+                mode, was = mode.after(claimed, woken, quiet), mode
                 if mode.paused != was.paused:
                     await self.store.pause("runnable", mode.paused)
                     if not mode.paused:  # freed before the LISTEN took effect: claim now
                         self._wake.set()
             except Exception:
+                rest = True
                 log.exception("polling for runnable jobs failed")
 
-    async def _claim_runnable(self) -> int:
+    async def follow_runnable(self) -> None:
+        """Before `start`: hear other processes' runnable jobs, unless claims wait on the
+        server for them (then a wake-up would only cost every listening backend a read)."""
+        if self.store.claim_wait_s(self.settings.poll_s) <= 0:
+            await self.store.follow("runnable")
+
+    async def _claim_runnable(self, wait_s: float = 0.0) -> int:
         """Claim what is free and start the first attempts of the queued jobs among it, in
-        one transaction (see `SqlStore.claim_runnable`). Each such attempt has its slot
-        reserved as `launch` does: `stop` waits for them, and they are driven once committed."""
+        one transaction (see `SqlStore.claim_runnable`; `wait_s`: waiting on the server first
+        for a job). Each such attempt has its slot reserved as `launch` does: `stop` waits for
+        them, and they are driven once committed."""
         free = self.settings.workers - len(self._active) - self._queue.qsize()
         if free <= 0:
             return -1  # full: nothing claimed, but not for want of jobs
@@ -338,7 +350,7 @@ class Engine:
 
         try:
             claimed = await self.store.claim_runnable(
-                self.worker_id, self.settings.claim_s, free, first, take
+                self.worker_id, self.settings.claim_s, free, first, take, wait_s
             )
         finally:
             for slot in slots.values():  # not committed: the attempts chosen were never

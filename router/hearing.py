@@ -1,4 +1,5 @@
-"""Whether a worker hears wake-ups ("a job is free") or claims by polling, as data.
+"""Whether a worker hears wake-ups ("a job is free"), waits on the server, or claims by polling,
+as data.
 
 On PostgreSQL a wake-up is a notification, and the server wakes EVERY listening backend of the
 database for each notifying transaction; each reads it in a transaction of its own. So a
@@ -14,6 +15,16 @@ worker listens only while a wake-up is worth it:
 many wake-ups would have announced; a worker that loses a race to another leaves the hearing
 to that one, and its own poll still finds what nobody takes (the same `poll_s` that finds
 other processes' jobs without a change feed).
+
+Where claims can wait on the server (PostgreSQL, router/store/server_waits.py) the quiet mode
+is `await`, not `listen`: nothing is LISTENed for, and the claim itself waits on the server up
+to `poll_s` for a job, which it locks (another waiting worker passes over it): the wake-up
+and the claim are one transaction, and no race is lost, so there is no backoff.
+
+| mode | hears wake-ups | claims | next, after a claim that took n jobs |
+|---|---|---|---|
+| await | no | at once, waiting on the server up to `poll_s` | n >= 2: busy |
+| busy | no | every BUSY_POLL_S | n = 0: await |
 """
 
 from __future__ import annotations
@@ -28,25 +39,31 @@ class Hearing(Enum):
     LISTEN = "listen"
     BUSY = "busy"
     BACKOFF = "backoff"
+    AWAIT = "await"
 
     @property
     def paused(self) -> bool:
         """Whether wake-ups are not heard in this mode."""
         return self is not Hearing.LISTEN
 
-    def timeout(self, poll_s: float) -> float:
-        """How long to wait for a wake-up before claiming anyway."""
-        return min(BUSY_POLL_S, poll_s) if self is Hearing.BUSY else poll_s
+    def timeout(self, poll_s: float, rest: bool = False) -> float:
+        """How long to wait for a wake-up before claiming anyway; `rest`: the last claim could
+        not run (no free slot, or it failed), so an `await` worker does not claim at once."""
+        if self is Hearing.BUSY:
+            return min(BUSY_POLL_S, poll_s)
+        return 0.0 if self is Hearing.AWAIT and not rest else poll_s
 
-    def after(self, claimed: int, woken: bool) -> Hearing:
+    def after(self, claimed: int, woken: bool, quiet: Hearing | None = None) -> Hearing:
         """The mode after a claim that took `claimed` jobs (-1: no free slot, nothing tried);
-        `woken`: the claim followed a wake-up heard from another process."""
-        if self is Hearing.LISTEN:
+        `woken`: the claim followed a wake-up heard from another process; `quiet`: the mode
+        of a worker with little to do (LISTEN, or AWAIT where claims wait on the server)."""
+        quiet = quiet or Hearing.LISTEN
+        if self in (Hearing.LISTEN, Hearing.AWAIT):
             if claimed >= BUSY_AFTER:
                 return Hearing.BUSY
             return Hearing.BACKOFF if claimed == 0 and woken else self
         if self is Hearing.BUSY:
-            return Hearing.LISTEN if claimed == 0 else self
+            return quiet if claimed == 0 else self
         if claimed >= BUSY_AFTER:
             return Hearing.BUSY
-        return Hearing.LISTEN if claimed == 1 else self
+        return quiet if claimed == 1 else self

@@ -3,6 +3,9 @@
 A worker takes runnable jobs and starts their first attempts in ONE transaction
 (`claim_runnable`): on PostgreSQL every transaction is a commit on the server, and a worker that
 read the runnable jobs, claimed each, then started each one's attempt paid three per job.
+Where the connector can wait on the server (PostgreSQL), that transaction may first wait for a
+job to claim (`wait_s`, router/store/server_waits.py): the wake-up is then the claim itself,
+not a notification read in a transaction of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from router.models import Attempt, AttemptUsage, Job, NewEvent
 from router.states import AttemptState, JobState
 from router.store.connector import Connector, Tx
 from router.store.rows import attempt_from_row, job_from_row
+from router.store.server_waits import await_runnable, server_wait_s
 
 
 @dataclass(frozen=True)
@@ -86,15 +90,20 @@ class ClaimMethods:
         limit: int,
         first: FirstAttempt,
         on_claimed: Callable[[list[Claimed]], None],
+        wait_s: float = 0.0,
     ) -> list[Claimed]:
         """Claim up to `limit` runnable jobs (due, unclaimed or with an expired claim), and
         start the first attempt of each queued one `first` chooses one for, all in one
         transaction. PostgreSQL skips rows another worker is claiming at the same moment.
         `on_claimed(claimed)` runs once committed, even if this call is cancelled while
-        waiting for the COMMIT: an attempt started here must reach its driver."""
+        waiting for the COMMIT: an attempt started here must reach its driver. `wait_s` > 0
+        (at most `claim_wait_s`): first wait on the server up to that long for a job to claim;
+        cancelling the call cancels the wait."""
         now = time.time()
         claimed: list[Claimed] = []
         async with self.connector.write() as tx:
+            if wait_s > 0:
+                now = await await_runnable(tx, self._q, wait_s)
             rows = await tx.fetchall(
                 self._q["claim_runnable"],
                 {"worker": worker, "now": now, "claim_until": now + claim_s, "limit": limit},
@@ -114,6 +123,11 @@ class ClaimMethods:
             if item.attempt is not None:
                 self._notify(item.job.id, item.job)
         return claimed
+
+    def claim_wait_s(self, wanted: float) -> float:
+        """How long a claim may wait on the server for a job, up to `wanted` (0: it cannot:
+        SQLite; workers then hear wake-ups or poll)."""
+        return server_wait_s(self.connector, wanted)
 
     async def release(self, job_id: str, worker: str, next_run_s: float = 0.0) -> None:
         params = {"id": job_id, "worker": worker, "next_run_at": time.time() + next_run_s}

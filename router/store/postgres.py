@@ -155,8 +155,12 @@ class PostgresConnector:
         pool: asyncpg.Pool[asyncpg.Record],
         listener: Listener,
         acquire_timeout: float = ACQUIRE_TIMEOUT_S,
+        command_timeout: float = COMMAND_TIMEOUT_S,
     ) -> None:
         self.url = url  # password masked: this one is shown in messages and logs
+        # A read that waits on the server (router/store/server_waits.py) stays well within
+        # the statement timeout.
+        self.longest_wait_s = command_timeout / 2
         self.queries: Mapping[str, str] = load_queries(self.dialect)
         self._pool = pool
         self._acquire_timeout = acquire_timeout
@@ -195,7 +199,7 @@ class PostgresConnector:
         except BaseException:
             await pool.close()
             raise
-        return cls(safe, pool, listener, acquire_timeout)
+        return cls(safe, pool, listener, acquire_timeout, command_timeout)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[_PostgresTx]:

@@ -43,3 +43,13 @@ WHERE id IN (
     LIMIT :limit
     FOR UPDATE SKIP LOCKED)
 RETURNING *
+
+-- name: await_settled
+-- `settled_jobs` waiting on the server (migration 0012, router/store/server_waits.py): the
+-- jobs among :ids in one of :states, once at least one is; none after :wait_s seconds.
+SELECT * FROM jobrouter_await_settled(:ids, :states, :wait_s, :step_s)
+
+-- name: await_runnable
+-- First in a worker's claiming transaction (migration 0012): waits up to :wait_s seconds for
+-- a job `claim_runnable` may take and locks it for this transaction.
+SELECT jobrouter_await_runnable(:now, :wait_s, :step_s) AS found

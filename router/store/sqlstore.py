@@ -58,6 +58,7 @@ class SqlStore(
         self._cadence = Cadence()
         self._waits_kick: asyncio.Event | None = None
         self._waits_task: asyncio.Task[None] | None = None
+        self._wait_calls = self._wait_calls_for(connector)  # reads that wait on the server
         if isinstance(connector, ChangeFeed):
             connector.on_change(self._heard)
 

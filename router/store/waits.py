@@ -18,6 +18,11 @@ The reads adapt to the traffic, per process, not per wait (`Cadence`):
   (learnt), then again every `interval` until they settle. With more than BATCH waits open,
   reads are spaced so that each finds about BATCH settles; never more often than `MIN_S`.
 So a lone waiter pays little more than one read per job, and a busy process far less than one.
+
+Where the connector can wait on the server (PostgreSQL, router/store/server_waits.py) and at
+most BATCH waits of other processes' jobs are open, those are not polled: a read that waits on
+the server covers them and returns as soon as one settled (one transaction per settle, a few
+milliseconds after it); a wait opened meanwhile gets a read of its own.
 """
 
 from __future__ import annotations
@@ -33,8 +38,9 @@ from dataclasses import dataclass, field
 
 from router.models import Job
 from router.states import JobState
-from router.store.connector import Connector
+from router.store.connector import Connector, Row
 from router.store.rows import job_from_row
+from router.store.server_waits import WaitCalls
 
 log = logging.getLogger("jobrouter.store.waits")
 
@@ -55,6 +61,7 @@ class Wait:
     near: bool = False
     opened: float = field(default_factory=time.monotonic)
     reads: int = 0  # reads that looked for this job (0: the first is still to come)
+    found: bool = False  # a waiting read brought its settle: its waiter is about to close it
 
 
 @dataclass
@@ -102,6 +109,7 @@ class WaitMethods:
     _cadence: Cadence
     _waits_kick: asyncio.Event | None
     _waits_task: asyncio.Task[None] | None
+    _wait_calls: WaitCalls
 
     def _notify(self, job_id: str, job: Job | None = None) -> None: ...
 
@@ -124,6 +132,36 @@ class WaitMethods:
             self._waits_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._waits_task
+        await self._wait_calls.stop()
+
+    def _wait_calls_for(self, connector: Connector) -> WaitCalls:
+        def found(rows: list[Row]) -> None:
+            ids = {str(row["id"]) for row in rows}
+            for wait in self._waits.values():
+                wait.found = wait.found or wait.job_id in ids
+            for row in rows:
+                self._notify(str(row["id"]), job_from_row(row))
+
+        def ended() -> None:
+            if self._waits_kick is not None:
+                self._waits_kick.set()
+
+        return WaitCalls(connector, self._q, SETTLED, found, ended)
+
+    def _polled(self) -> dict[int, Wait]:
+        """The open waits that the polled reads look for: all of them, or, where the
+        connector waits on the server and few waits of other processes' jobs are open, only
+        the waits of jobs driven here (those others get waiting reads, started here)."""
+        calls = self._wait_calls
+        far = {key: w for key, w in self._waits.items() if not w.near and not w.found}
+        if not calls.usable or len(far) > BATCH:
+            return dict(self._waits)
+        covered = calls.covered()
+        fresh = {key: w for key, w in far.items() if key not in covered}
+        for wait in fresh.values():
+            wait.reads += 1
+        calls.cover((key, w.job_id) for key, w in fresh.items())
+        return {key: w for key, w in self._waits.items() if w.near}
 
     def _kick_waits(self) -> None:
         """Start the reader if it is not running; make it look at its schedule again."""
@@ -139,17 +177,18 @@ class WaitMethods:
         kick = self._waits_kick
         assert kick is not None
         last = time.monotonic()
-        while self._waits:
+        while self._waits or self._wait_calls.running:
             kick.clear()
-            pause = self._cadence.due(self._waits, last) - time.monotonic()
-            if pause > 0:
+            polled = self._polled()
+            pause = self._cadence.due(polled, last) - time.monotonic() if polled else None
+            if pause is None or pause > 0:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(pause):
                         await kick.wait()
                 continue  # look at the schedule again: a kick may bring an earlier wait
             since, last = time.monotonic() - last, time.monotonic()
             try:
-                await self._read_settled(list(self._waits.values()), since)
+                await self._read_settled(list(polled.values()), since)
             except Exception:  # a database away: the waiters' own timeouts read again
                 log.warning("reading the settled jobs of open waits failed", exc_info=True)
                 self._cadence.interval = MAX_S
