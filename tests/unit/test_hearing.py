@@ -6,7 +6,7 @@ import pytest
 
 from router.hearing import BUSY_POLL_S, Hearing
 
-L, B, K = Hearing.LISTEN, Hearing.BUSY, Hearing.BACKOFF
+L, B, K, A = Hearing.LISTEN, Hearing.BUSY, Hearing.BACKOFF, Hearing.AWAIT
 FULL = -1  # no free slot: nothing claimed, nothing tried
 
 # (mode, claimed, woken) -> next mode
@@ -34,12 +34,41 @@ TABLE = {
 }
 
 
+# Where claims wait on the server (PostgreSQL): the quiet mode is AWAIT, which hears nothing
+# (its claim is the wake-up) and loses no race (the wait locks the job it found), so a worker
+# is only ever awaiting or busy. `woken` is always False there (nothing is heard).
+AWAITING = {
+    (A, FULL): A,
+    (A, 0): A,
+    (A, 1): A,
+    (A, 2): B,
+    (A, 6): B,
+    (B, FULL): B,
+    (B, 0): A,
+    (B, 1): B,
+    (B, 4): B,
+}
+
+
 @pytest.mark.parametrize(("mode", "claimed", "woken"), list(TABLE))
 def test_every_mode_and_claim_outcome(mode: Hearing, claimed: int, woken: bool) -> None:
     assert mode.after(claimed, woken) is TABLE[(mode, claimed, woken)]
 
 
+@pytest.mark.parametrize(("mode", "claimed"), list(AWAITING))
+def test_a_worker_whose_claims_wait_on_the_server(mode: Hearing, claimed: int) -> None:
+    assert mode.after(claimed, False, quiet=A) is AWAITING[(mode, claimed)]
+
+
 def test_only_listen_hears_and_busy_polls_fast() -> None:
-    assert [m.paused for m in Hearing] == [False, True, True]
+    assert [m.paused for m in Hearing] == [False, True, True, True]
     assert B.timeout(0.5) == BUSY_POLL_S and L.timeout(0.5) == K.timeout(0.5) == 0.5
     assert B.timeout(0.02) == 0.02  # never slower than the configured poll
+
+
+def test_an_awaiting_worker_claims_at_once_unless_its_last_claim_could_not_run() -> None:
+    """Its claim waits on the server, so it does not wait before it; after a claim that could
+    not run (no free slot, or a failure) it rests `poll_s` instead of spinning."""
+    assert A.timeout(0.5) == 0.0
+    assert A.timeout(0.5, rest=True) == 0.5
+    assert B.timeout(0.5, rest=True) == BUSY_POLL_S
