@@ -62,8 +62,9 @@ NOTES: dict[str, str] = {
     "engine.workers": "jobs run at once by this process",
     "engine.claim": "seconds a claimed job stays this worker's without a heartbeat",
     "engine.lease": "seconds an attempt stays `started` without a heartbeat; then `unknown`",
-    "engine.poll_interval": "seconds between looks for runnable jobs (PostgreSQL also wakes "
-    "on LISTEN/NOTIFY, except while a worker is busy or backing off)",
+    "engine.poll_interval": "seconds between looks for runnable jobs (PostgreSQL: an idle "
+    "worker's claim waits on the server up to this long, at most half of "
+    "`database.command_timeout`, and takes a job as soon as one is free)",
     "engine.sweep_interval": "seconds between sweeps of expired attempt leases",
     "certification.ttl_days": "days a certification stays valid",
     "http.host": "address `jobrouter serve` listens on",
