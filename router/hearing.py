@@ -1,9 +1,23 @@
-"""Whether a worker hears wake-ups ("a job is free"), waits on the server, or claims by polling,
-as data.
+"""Whether a worker waits on the server, hears wake-ups ("a job is free"), or claims by
+polling, as data.
 
-On PostgreSQL a wake-up is a notification, and the server wakes EVERY listening backend of the
-database for each notifying transaction; each reads it in a transaction of its own. So a
-worker listens only while a wake-up is worth it:
+On PostgreSQL a wake-up through LISTEN/NOTIFY is a notification, and the server wakes EVERY
+listening backend of the database for each notifying transaction; each reads it in a
+transaction of its own. Where claims can wait on the server (PostgreSQL, migration 0012,
+router/store/server_waits.py) a worker does not listen at all: its quiet mode is `await`, in
+which the claim itself waits on the server up to `poll_s` for a job and locks it (another
+waiting worker passes over it), so the wake-up and the claim are one transaction and no race
+is lost:
+
+| mode | hears wake-ups | claims | next, after a claim that took n jobs |
+|---|---|---|---|
+| await | no | at once, waiting on the server up to `poll_s` | n >= 2: busy |
+| busy | no | every BUSY_POLL_S | n = 0: await |
+
+A busy worker takes in one claim what many wake-ups (or waiting claims, one per job) would
+have announced. Where claims cannot wait on the server, the quiet mode is `listen` (a
+connector without a change feed, SQLite, hears nothing and so claims every `poll_s`); with a
+change feed, a worker listens only while a wake-up is worth it:
 
 | mode | hears wake-ups | claims | next, after a claim that took n jobs (-1: no free slot) |
 |---|---|---|---|
@@ -11,20 +25,9 @@ worker listens only while a wake-up is worth it:
 | busy | no | every BUSY_POLL_S | n = 0: listen, and claim once more (what came before) |
 | backoff | no | every `poll_s` | n >= 2: busy; n = 1: listen |
 
-(n = 0 after a wake-up: another worker took the job.) A busy worker takes in one claim what
-many wake-ups would have announced; a worker that loses a race to another leaves the hearing
-to that one, and its own poll still finds what nobody takes (the same `poll_s` that finds
-other processes' jobs without a change feed).
-
-Where claims can wait on the server (PostgreSQL, router/store/server_waits.py) the quiet mode
-is `await`, not `listen`: nothing is LISTENed for, and the claim itself waits on the server up
-to `poll_s` for a job, which it locks (another waiting worker passes over it): the wake-up
-and the claim are one transaction, and no race is lost, so there is no backoff.
-
-| mode | hears wake-ups | claims | next, after a claim that took n jobs |
-|---|---|---|---|
-| await | no | at once, waiting on the server up to `poll_s` | n >= 2: busy |
-| busy | no | every BUSY_POLL_S | n = 0: await |
+(n = 0 after a wake-up: another worker took the job.) A worker that loses a race to another
+leaves the hearing to that one, and its own poll still finds what nobody takes (the same
+`poll_s` that finds other processes' jobs without a change feed).
 """
 
 from __future__ import annotations
