@@ -26,7 +26,7 @@ from router.store.connector import load_queries
 from router.store.postgres import PostgresConnector
 from router.store.server_waits import STEP_S
 from router.store.waits import SETTLED
-from tests.store.pg import ADMIN_URL
+from tests.store.pg import ADMIN_URL, fresh_database
 from tests.store.test_postgres_wakeups import opened
 from tests.support.fakes import FakeProvider
 from tests.support.store_jobs import create_job
@@ -45,8 +45,6 @@ RUNNING = (
 
 @pytest.fixture
 async def pg_url() -> AsyncIterator[str]:
-    from tests.store.pg import fresh_database
-
     async with fresh_database() as url:
         yield url
 
