@@ -26,6 +26,7 @@ bulkhead, the rate limiter, the retry layer, structured-output checks, and `insp
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from dataclasses import dataclass
 from typing import Any, Self
@@ -36,6 +37,7 @@ from providers.chat_formats import FORMATS, fold_system
 from providers.classify import classify
 from providers.config import ProviderConfig, provider_fingerprint
 from providers.errors import NotSent, OutcomeUnknown, ProviderError, Rejected
+from providers.http_wire import Wire, WireTimeouts
 from providers.redact import register_secret
 from providers.resilience import Bulkhead, RateLimiter, retrying
 
@@ -66,7 +68,11 @@ class Adapter:
         self.rate_limiter = RateLimiter(
             name, config.rate_limit.requests_per_minute, config.rate_limit.tokens_per_minute
         )
-        self._http: Any = None  # httpx.AsyncClient (llama.cpp /extras; the native transport)
+        # the provider's one aiohttp session (llama.cpp /extras; the native transport's calls)
+        self._wire = Wire(
+            WireTimeouts(connect=config.timeout.connect, read=config.timeout.read),
+            connections=config.max_concurrency,
+        )
         self._closed = False
 
     @property
@@ -117,20 +123,6 @@ class Adapter:
             )
         register_secret(key)  # a provider may echo it: scrubbed from every error text
         return key
-
-    def _client(self) -> Any:
-        """This provider's one httpx.AsyncClient (made on first use, closed in `close`)."""
-        if self._http is None:
-            import httpx  # imported here to keep `providers` cheap
-
-            cfg = self._config
-            self._http = httpx.AsyncClient(
-                timeout=httpx.Timeout(cfg.timeout.read, connect=cfg.timeout.connect),
-                limits=httpx.Limits(
-                    max_connections=None, max_keepalive_connections=cfg.max_concurrency
-                ),
-            )
-        return self._http
 
     def _system_role(self) -> bool:
         fmt = FORMATS.get(self._config.chat_format or "")
@@ -306,11 +298,14 @@ class Adapter:
             raise ValueError(f"provider {self._name!r}: chat_format needs api_base")
         url = prompt_inspection.server_root(self._config.api_base) + path
         body = {**body, "model": self._config.model.split("/", 1)[-1]}
-        headers = {"Authorization": f"Bearer {self._api_key()}"}
+        headers = {
+            "Authorization": f"Bearer {self._api_key()}",
+            "Content-Type": "application/json",
+        }
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         try:
-            response = await self._client().post(url, json=body, headers=headers)
-            response.raise_for_status()
-            answer = response.json()
+            _, content = await self._wire.post(url, data, headers)
+            answer = json.loads(content)
         except Exception as exc:
             raise classify(exc, self._name) from exc
         if not isinstance(answer, dict):
@@ -332,9 +327,7 @@ class Adapter:
         await self.close()
 
     async def _close_http(self) -> None:
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        await self._wire.close()
 
 
 def reported_usage(prompt: Any, completion: Any) -> tuple[int | None, int | None]:

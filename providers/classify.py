@@ -17,20 +17,23 @@ The evidence is in the cause chain. Chains measured with litellm 1.110.2 (aiohtt
     cassette miss   litellm.InternalServerError <- ...
                     <- vcr.errors.CannotOverwriteExistingCassetteException
 
-The native transport (`providers.openai_http`, httpx called directly) raises the httpx links
-themselves: httpx.ConnectError / ConnectTimeout (refused, connect timeout), httpx.ReadTimeout,
-httpx.RemoteProtocolError (closed before or after the request was read: "Server disconnected
-without sending a response"), httpx.ReadError (reset), and for an HTTP error answer the
-httpx.HTTPStatusError of `raise_for_status`, whose message is the status line plus the body's
-`error.message` (`_answer_message`). A success status whose body is no chat completion is
-`malformed_answer` (Rejected).
+The native transport (`providers.openai_http`) and the llama.cpp /extras calls of every
+transport go through `providers.http_wire` (aiohttp called directly) and raise aiohttp's links
+themselves: aiohttp.ClientConnectorError (refused; its DNS and certificate subclasses too) and
+ConnectionTimeoutError (connect timeout, or no pooled connection in time), SocketTimeoutError
+(read inactivity; a ServerTimeoutError), ServerDisconnectedError (closed before or after the
+request was read), ClientOSError / ClientConnectionResetError (reset), ClientPayloadError (body
+cut). For an HTTP error answer the wire reads the whole body first and raises `HttpStatusError`
+(below), whose message is the status line plus the body's `error.message` (`_answer_message`).
+A success status whose body is no chat completion is `malformed_answer` (Rejected).
 
 Rules. A cassette miss anywhere in the chain raises `CassetteMiss` (not a provider failure).
 Otherwise the chain is walked from the outermost exception inward (`__cause__`, else
 `__context__`) and the first link of a decisive type wins, because the outermost link is the
 latest event (a re-send that got an answer after a refused connection was answered):
 
-    HTTP response (httpx.HTTPStatusError)  -> by status, `STATUS_TABLE` below (docs/failures.md)
+    HTTP response (HttpStatusError, httpx.HTTPStatusError) -> by status, `STATUS_TABLE` below
+                                                              (docs/failures.md)
     connect refused / connect timeout / no pooled connection / DNS -> NotSent
     read timeout / read or write error / disconnect / reset / broken payload -> OutcomeUnknown
 
@@ -58,6 +61,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from providers.errors import CassetteMiss, NotSent, OutcomeUnknown, ProviderError, Rejected
@@ -98,6 +102,25 @@ TIMEOUT_STATUSES = frozenset({408, 504, 524})
 _MAX_MESSAGE = 400
 
 
+@dataclass(frozen=True)
+class HttpAnswer:
+    """An HTTP error answer read in full by a transport that called the server itself (the
+    attribute names are httpx.Response's, so one reader serves both)."""
+
+    status_code: int
+    reason_phrase: str
+    headers: Mapping[str, str]
+    text: str
+
+
+class HttpStatusError(Exception):
+    """The server answered with a status outside 2xx (`providers.http_wire.Wire.post`)."""
+
+    def __init__(self, response: HttpAnswer) -> None:
+        super().__init__(f"HTTP {response.status_code} {response.reason_phrase}".strip())
+        self.response = response
+
+
 def _loaded(table: Mapping[str, tuple[str, ...]]) -> tuple[type[BaseException], ...]:
     found: list[type[BaseException]] = []
     for module_name, names in table.items():
@@ -120,13 +143,16 @@ def cause_chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def _response_of(link: BaseException) -> Any | None:
-    """The real HTTP response a link carries: only `httpx.HTTPStatusError` is trusted.
+    """The real HTTP response a link carries: only our `HttpStatusError` (the wire read the
+    answer) and `httpx.HTTPStatusError` are trusted.
 
     Not `openai.APIStatusError`: litellm's own exceptions subclass it (litellm.InternalServerError
     is an openai.InternalServerError) and carry a synthetic 500 response for a dropped connection.
     Every real answer measured has an httpx.HTTPStatusError in the chain (the openai SDK keeps it
     as `__context__`; litellm's handler wraps it as MaskedHTTPStatusError, a subclass).
     """
+    if isinstance(link, HttpStatusError):
+        return link.response
     status_types = _loaded({"httpx": ("HTTPStatusError",)})
     if status_types and isinstance(link, status_types):
         return getattr(link, "response", None)
@@ -243,7 +269,7 @@ def _from_response(
 
 
 def _answer_message(response: Any) -> str:
-    """What an HTTP error answer says, for a direct httpx call (no SDK wrote a message): the
+    """What an HTTP error answer says, for a direct call (no SDK wrote a message): the
     status line and the OpenAI error body's `error.message` (else the body's first bytes)."""
     reason = getattr(response, "reason_phrase", "") or ""
     head = f"HTTP {int(response.status_code)} {reason}".strip()

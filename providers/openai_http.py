@@ -1,4 +1,4 @@
-"""`OpenAIHttpProvider`: an OpenAI-compatible server called directly over httpx, without litellm.
+"""`OpenAIHttpProvider`: an OpenAI-compatible server called directly over aiohttp, without litellm.
 
 Selected by ``transport = "openai"`` on a provider whose `model` is ``openai/<name>`` and that
 has an `api_base` (`providers.config`): litellm's per-call work (request building through its
@@ -15,14 +15,17 @@ One request, as sent::
     {"model": "<model without openai/>", "messages": [...], "temperature": ..., "max_tokens":
      ..., "response_format": ..., **extra_params}        (keys left out when not set)
 
-on this provider's one `httpx.AsyncClient` (connect timeout `timeout.connect`, inactivity
-timeout `timeout.read`; the deadline bounds the whole call). vcrpy records and replays httpx, so
-`providers.cassettes` works unchanged. Failures go through `providers.classify` like litellm's:
-a refused or timed-out connect is `NotSent`; a read timeout, a reset or a connection closed after
-the request left is `OutcomeUnknown`; an HTTP error answer by its status (`STATUS_TABLE`); a
-success status whose body is not a chat completion is `Rejected` (`classify.malformed_answer`).
-No cost is reported (`cost_usd` None): pricing is litellm's model map, which this transport
-does not load.
+on this provider's one `aiohttp.ClientSession` (`providers.http_wire`: a connector of at least
+`max_concurrency` kept-alive connections, socket connect timeout `timeout.connect`, inactivity
+timeout `timeout.read`; the deadline bounds the whole call). aiohttp, not httpx: one POST costs
+about a tenth of the CPU (docs/benchmarks.md, `python -m tests.bench.http_clients`). vcrpy
+records and replays aiohttp, so `providers.cassettes` works unchanged. Failures go through
+`providers.classify` like litellm's: a refused or timed-out connect is `NotSent`; a read
+timeout, a reset or a connection closed after the request left is `OutcomeUnknown`; an HTTP
+error answer (its body read first) by its status (`STATUS_TABLE`), quoting the body's
+`error.message`; a success status whose body is not a chat completion is `Rejected`
+(`classify.malformed_answer`). No cost is reported (`cost_usd` None): pricing is litellm's model
+map, which this transport does not load.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ class _Reply:
 
 
 class OpenAIHttpProvider(Adapter):
-    """A configured OpenAI-compatible provider reached with one httpx client."""
+    """A configured OpenAI-compatible provider reached with one aiohttp session."""
 
     def _request(self, request: CompletionRequest, messages: tuple[Message, ...]) -> _Request:
         cfg = self._config
@@ -80,9 +83,9 @@ class OpenAIHttpProvider(Adapter):
         )
 
     async def _send(self, built: _Request) -> _Reply:
-        response = await self._client().post(built.url, content=built.body, headers=built.headers)
-        response.raise_for_status()  # an error answer: `Adapter._attempt` classifies it
-        return _Reply(response.status_code, response.content)
+        # an error answer raises HttpStatusError (body read): `Adapter._attempt` classifies it
+        status, body = await self._wire.post(built.url, built.body, built.headers)
+        return _Reply(status, body)
 
     def _read(self, response: _Reply) -> Answer:
         try:
@@ -110,11 +113,11 @@ class OpenAIHttpProvider(Adapter):
         )
 
     async def warm_up(self) -> None:
-        """Make the HTTP client now (httpx's import and SSL context), sending nothing."""
-        self._client()
+        """Make the HTTP session now (aiohttp's import, the connector), sending nothing."""
+        self._wire.open()
 
     async def close(self) -> None:
-        """Close this provider's HTTP client; a second call does nothing."""
+        """Close this provider's HTTP session; a second call does nothing."""
         if self._closed:
             return
         self._closed = True

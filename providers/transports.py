@@ -1,7 +1,7 @@
 """The provider a `ProviderConfig` asks for: its `transport` picks the class.
 
     transport = "litellm"   `LiteLLMProvider` (the default; any model litellm reaches)
-    transport = "openai"    `OpenAIHttpProvider` (httpx straight to an OpenAI-compatible
+    transport = "openai"    `OpenAIHttpProvider` (aiohttp straight to an OpenAI-compatible
                             `api_base`; `ProviderConfig` allows it only for ``openai/...``)
 
 Both are imported lazily: neither is needed until a provider is built.

@@ -63,16 +63,17 @@ ROWS = {
         config={"timeout": {"read": 0.4}},
         timeout=5,
         says="ReadTimeout",
+        native_says="SocketTimeoutError",
     ),
-    # litellm's aiohttp transport reports a closed connection as ReadError; httpx's own as
-    # RemoteProtocolError ("Server disconnected without sending a response")
+    # litellm's aiohttp transport reports a closed connection as httpx's ReadError; the native
+    # transport's aiohttp as the link under it, ServerDisconnectedError
     "close before answer": Row(
-        "close_before", UNKNOWN, says="ReadError", native_says="RemoteProtocolError"
+        "close_before", UNKNOWN, says="ReadError", native_says="ServerDisconnectedError"
     ),
     "drop after compute": Row(
-        "drop_after", UNKNOWN, says="ReadError", native_says="RemoteProtocolError"
+        "drop_after", UNKNOWN, says="ReadError", native_says="ServerDisconnectedError"
     ),
-    "reset by peer": Row("reset", UNKNOWN, says="ReadError"),
+    "reset by peer": Row("reset", UNKNOWN, says="ReadError", native_says="ClientOSError"),
     # documented "not processed": the provider did not act
     "400": status(400, NOT_SENT, counts=False),
     "401": status(401, NOT_SENT, counts=False),
@@ -151,14 +152,22 @@ async def test_429_carries_retry_after_seconds(
     assert caught.value.retry_after == 7.0
 
 
+# The exception a message names for a failed connect, by transport (httpx's link under
+# litellm; aiohttp's own on the native transport).
+CONNECT_SAYS = {
+    "refused": {"litellm": "ConnectError", "openai": "ClientConnectorError"},
+    "timeout": {"litellm": "ConnectTimeout", "openai": "ConnectionTimeoutError"},
+}
+
+
 async def test_connection_refused_is_not_sent(
-    closed_port: int, make_provider: MakeProvider
+    closed_port: int, make_provider: MakeProvider, transport: str
 ) -> None:
     provider = make_provider(api_base=f"http://127.0.0.1:{closed_port}/v1", retry={"attempts": 1})
     with pytest.raises(ProviderError) as caught:
         await provider.complete(request())
     assert caught.value.kind is ErrorKind.NOT_SENT
-    assert "ConnectError" in caught.value.message
+    assert CONNECT_SAYS["refused"][transport] in caught.value.message
     assert caught.value.status is None  # litellm says 500; nothing answered
 
 
@@ -182,7 +191,7 @@ def full_backlog_port() -> Iterator[int]:
 
 
 async def test_connect_timeout_is_not_sent(
-    full_backlog_port: int, make_provider: MakeProvider
+    full_backlog_port: int, make_provider: MakeProvider, transport: str
 ) -> None:
     provider = make_provider(
         api_base=f"http://127.0.0.1:{full_backlog_port}/v1",
@@ -192,7 +201,7 @@ async def test_connect_timeout_is_not_sent(
     with pytest.raises(ProviderError) as caught:
         await provider.complete(request())
     assert caught.value.kind is ErrorKind.NOT_SENT
-    assert "ConnectTimeout" in caught.value.message
+    assert CONNECT_SAYS["timeout"][transport] in caught.value.message
 
 
 async def test_missing_key_env_is_not_sent_and_names_the_variable(

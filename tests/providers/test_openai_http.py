@@ -1,5 +1,5 @@
 """What only the native transport does: the request it puts on the wire, an answer that is no
-chat completion, its one HTTP client, and how it is chosen. Everything it shares with the litellm
+chat completion, its one HTTP session, and how it is chosen. Everything it shares with the litellm
 transport (classification, retries, deadline, bulkhead, output checks, inspection) runs over both
 transports in test_classification, test_retries, test_output, test_prompt_inspection and
 test_cassette_miss."""
@@ -111,16 +111,31 @@ async def test_one_client_kept_alive_across_calls_and_closed_with_the_provider(
     provider = make_provider()
     await provider.warm_up()  # makes the client, sends nothing
     assert fault.stats()["total"] == 0
-    client = provider._http
-    assert client is not None
+    client = provider._wire.session
+    assert client is not None and not client.closed
     for _ in range(3):
         await provider.complete(REQUEST)
-    assert provider._http is client
+    assert provider._wire.session is client
     await provider.close()
-    assert client.is_closed
+    assert client.closed
     with pytest.raises(RuntimeError, match="closed"):
         await provider.complete(REQUEST)
     await provider.close()  # a second close does nothing
+
+
+async def test_the_session_s_pool_and_timeouts_come_from_the_config(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
+    """A connection for every slot of the bulkhead; connect and inactivity timeouts as
+    configured, no total (the adapter's deadline bounds the call)."""
+    provider = make_provider(max_concurrency=12, timeout={"connect": 1.5, "read": 7})
+    await provider.warm_up()
+    session = provider._wire.session
+    assert session is not None and session.connector is not None
+    assert session.connector.limit >= 12
+    timeout = session.timeout
+    assert (timeout.sock_connect, timeout.sock_read, timeout.total) == (1.5, 7, None)
+    assert fault.stats()["total"] == 0
 
 
 def test_the_transport_picks_the_class() -> None:

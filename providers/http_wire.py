@@ -1,0 +1,102 @@
+"""One provider's HTTP wire: an aiohttp session, one POST, an error answer read in full.
+
+Used by the native transport (`providers.openai_http`) for chat completions and by every
+transport's `inspect_prompt` for llama.cpp's ``/extras`` tokenizer (`providers.adapter`).
+
+`Wire` holds ONE `aiohttp.ClientSession` per provider, made on first use inside the running
+event loop and closed by `close()`:
+
+- `TCPConnector(limit=...)`: at least the provider's `max_concurrency` connections (the
+  bulkhead bounds the chat calls in flight; the ``/extras`` calls of an inspection are outside
+  it), kept alive between calls.
+- `ClientTimeout(sock_connect=timeout.connect, sock_read=timeout.read, connect=timeout.read)`:
+  the connect timeout of one socket, the inactivity timeout of a read, and a bound on waiting
+  for a pooled connection plus connecting (as httpx's pool timeout was). No `total`: the
+  adapter's deadline bounds the whole call, retries included.
+- No redirects followed (a POST is not re-sent elsewhere); ``trust_env=True`` (proxy variables
+  honoured, as httpx did).
+
+`post` reads the whole body before it looks at the status (aiohttp's `raise_for_status` would
+drop the body, and with it the server's `error.message` the operator needs), then raises
+`providers.classify.HttpStatusError` for any status outside 2xx, with the status, reason,
+headers (Retry-After) and body text; `classify` maps it by `STATUS_TABLE`. Everything else
+aiohttp raises is left to `classify` too: `ClientConnectorError` / `ConnectionTimeoutError`
+(nothing sent) are `NotSent`; `ServerDisconnectedError`, `ClientOSError`, a socket read timeout,
+a broken payload while reading the body are `OutcomeUnknown`.
+
+vcrpy (9.x) patches `ClientSession._request`, so `providers.cassettes` records and replays this
+wire; a request missing from a replayed cassette raises vcrpy's
+`CannotOverwriteExistingCassetteException`, which `classify` turns into `CassetteMiss`.
+aiohttp is imported on first use only, to keep `providers` cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from providers.classify import HttpAnswer, HttpStatusError
+
+if TYPE_CHECKING:
+    import aiohttp
+
+
+@dataclass(frozen=True)
+class WireTimeouts:
+    connect: float  # one socket's connect
+    read: float  # inactivity while reading; also the bound on waiting for a pooled connection
+
+
+class Wire:
+    """One provider's aiohttp session (lazy, in the running loop) and its POST."""
+
+    def __init__(self, timeouts: WireTimeouts, connections: int) -> None:
+        self._timeouts = timeouts
+        self._connections = max(1, connections)
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession | None:
+        """The session when made (None before the first use and after `close`)."""
+        return self._session
+
+    def open(self) -> aiohttp.ClientSession:
+        """The session, made now if it is not yet (call it inside the running event loop)."""
+        if self._session is None:
+            import aiohttp  # imported here to keep `providers` cheap
+
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._connections),
+                timeout=aiohttp.ClientTimeout(
+                    total=None,
+                    connect=self._timeouts.read,
+                    sock_connect=self._timeouts.connect,
+                    sock_read=self._timeouts.read,
+                ),
+                trust_env=True,
+            )
+        return self._session
+
+    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        """POST `body` once: (status, body) of a 2xx answer, else `HttpStatusError`."""
+        async with self.open().post(
+            url, data=body, headers=headers, allow_redirects=False
+        ) as response:
+            content = await response.read()
+            status = response.status
+            if not 200 <= status < 300:
+                raise HttpStatusError(
+                    HttpAnswer(
+                        status_code=status,
+                        reason_phrase=response.reason or "",
+                        headers=dict(response.headers),
+                        text=content.decode("utf-8", errors="replace"),
+                    )
+                )
+            return status, content
+
+    async def close(self) -> None:
+        """Close the session (and its connections); a second call does nothing."""
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
