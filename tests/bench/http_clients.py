@@ -4,8 +4,9 @@
 
 Starts the benchmark stub (its own process) and, at each concurrency, times the same
 chat-completions POST through a bare `httpx.AsyncClient`, a bare `aiohttp.ClientSession` (what
-the retired prototype used) and `OpenAIHttpProvider.complete` (httpx plus the adapter: deadline,
-retry layer, bulkhead, parsing). Prints CPU ms per call (this process, all threads) and calls/s.
+the retired prototype used, and since issue 18 the native transport's wire) and
+`OpenAIHttpProvider.complete` (that aiohttp wire plus the adapter: deadline, retry layer,
+bulkhead, parsing). Prints CPU ms per call (this process, all threads) and calls/s.
 """
 
 from __future__ import annotations
