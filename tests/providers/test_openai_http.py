@@ -138,6 +138,26 @@ async def test_the_session_s_pool_and_timeouts_come_from_the_config(
     assert fault.stats()["total"] == 0
 
 
+async def test_a_proxy_from_the_environment_is_used_and_no_proxy_bypasses_it(
+    fault: FaultServer,
+    make_provider: MakeProvider,
+    closed_port: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """http_proxy is honoured (here a proxy that refuses: nothing sent, the server saw
+    nothing); with the server's host in no_proxy the call goes direct."""
+    for name in ("http_proxy", "HTTP_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{closed_port}")
+    with pytest.raises(ProviderError) as caught:
+        await make_provider(retry={"attempts": 1}).complete(REQUEST)
+    assert caught.value.kind is ErrorKind.NOT_SENT
+    assert fault.stats()["total"] == 0
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    await make_provider().complete(REQUEST)
+    assert fault.stats()["total"] == 1
+
+
 def test_the_transport_picks_the_class() -> None:
     native = ProviderConfig(model="openai/m", api_base="http://127.0.0.1:1/v1", transport="openai")
     built = build_provider("n", native)
