@@ -31,6 +31,18 @@ def test_first_reads_learn_the_age_mostly_hitting() -> None:
     assert cadence.expect == 0.1 * 1.25 * 0.9
 
 
+def test_one_read_of_many_fresh_waits_moves_the_age_one_step() -> None:
+    """A read of 64 first reads, 50 of them misses, lengthens `expect` once (by a quarter),
+    not 50 times: stepping per wait sent it to MAX_EXPECT_S in one read, and waits opened
+    next, all fresh, were not read for 5 s (every waiter of a c=64 PostgreSQL run stalled)."""
+    cadence = Cadence(expect=0.1)
+    fresh = [Wait(str(i), reads=1) for i in range(64)]
+    cadence.learn(fresh, {str(i) for i in range(14)}, since=0.1)
+    assert cadence.expect == 0.1 * 1.25
+    cadence.learn(fresh, {str(i) for i in range(43)}, since=0.1)  # 43 of 64: two in three
+    assert cadence.expect == 0.1 * 1.25 * 0.9
+
+
 def test_a_wait_that_missed_is_read_again_no_sooner_than_a_quarter_of_the_age() -> None:
     cadence = Cadence(expect=0.2, interval=MIN_S)
     assert cadence.due(waits(Wait("a", opened=0.0, reads=1)), last=5.0) == 5.0 + 0.05
