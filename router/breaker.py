@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from providers import ProviderError
 from router.policy import Eligibility
 from router.states import CircuitState
-from router.store.circuits import CircuitRow
-from router.store.sqlstore import SqlStore
+from router.store.circuits import CircuitRow, CircuitStore
 
 log = logging.getLogger("jobrouter.engine")
 
@@ -31,7 +30,7 @@ class BreakerSettings:
 
 
 class Breakers:
-    def __init__(self, store: SqlStore, settings: BreakerSettings) -> None:
+    def __init__(self, store: CircuitStore, settings: BreakerSettings) -> None:
         self.store = store
         self.settings = settings
         self._circuits: dict[str, CircuitRow] = {}
@@ -114,7 +113,7 @@ class Breakers:
 
     async def _read(self, forgotten: int) -> None:
         try:
-            self._circuits = {row.provider: row for row in await self.store.circuits()}
+            self._circuits = {row.provider: row for row in await self.store.list_circuits()}
             if forgotten == self._forgotten:  # else a change here came after: read again
                 self._read_at = time.monotonic()
         finally:

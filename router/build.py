@@ -117,14 +117,14 @@ def build_engine(
 ) -> tuple[Engine, dict[str, Provider], Gate]:
     providers = build_providers(config, given)
     breakers = Breakers(
-        store,
+        store.circuits,
         BreakerSettings(
             failure_threshold=config.breaker.failure_threshold,
             cooldown_s=config.breaker.cooldown,
             probe_s=config.breaker.probe_timeout,
         ),
     )
-    gate = Gate(store, providers, breakers, required=config.certification.required)
+    gate = Gate(store.certifications, providers, breakers, required=config.certification.required)
     settings = EngineSettings(
         workers=config.engine.workers,
         claim_s=config.engine.claim,

@@ -13,7 +13,7 @@ from providers import Provider
 from router.build import warm_up
 from router.config import RouterConfig
 from router.errors import ConfigError
-from router.store.sqlstore import SqlStore
+from router.store.certifications import CertificationStore
 from router.tasks import TaskRuntime
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def pairs_to_certify(
 
 
 async def certify_pair(
-    store: SqlStore,
+    store: CertificationStore,
     provider: Provider,
     pair: Pair,
     *,
@@ -111,7 +111,7 @@ async def certify_pair(
 
 
 async def matrix(
-    store: SqlStore,
+    store: CertificationStore,
     providers: Mapping[str, Provider],
     pairs: Iterable[Pair],
     now: datetime | None = None,
@@ -119,7 +119,7 @@ async def matrix(
     """The stored status of each pair, without calling anyone."""
     from contracts import Certification, Validity
 
-    records = {(r.provider, r.contract): r.record for r in await store.certifications()}
+    records = {(r.provider, r.contract): r.record for r in await store.list_certifications()}
     when = now or datetime.now(UTC)
     cells = []
     for pair in pairs:

@@ -118,10 +118,13 @@ async def _certify(router: Router, record: bool) -> None:
         provider = router.providers[pair.provider]
         with recording(CASSETTES, False, provider, pair):  # certifications replay even here
             await certify_pair(
-                router.store, provider, pair, ttl_days=router.config.certification.ttl_days
+                router.store.certifications,
+                provider,
+                pair,
+                ttl_days=router.config.certification.ttl_days,
             )
     router.gate.forget()
-    cells = await matrix(router.store, router.providers, pairs)
+    cells = await matrix(router.store.certifications, router.providers, pairs)
     print(render_matrix(cells))
     for line in conclusion(cells):
         console.print(line, markup=False, highlight=False)

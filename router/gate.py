@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from providers import Provider
 from router.breaker import Breakers
 from router.policy import Eligibility
-from router.store.sqlstore import SqlStore
+from router.store.certifications import CertificationStore
 from router.tasks import TaskRuntime
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ CERTIFICATION_REFRESH_S = 2.0
 class Gate:
     def __init__(
         self,
-        store: SqlStore,
+        store: CertificationStore,
         providers: Mapping[str, Provider],
         breakers: Breakers,
         *,
@@ -92,7 +92,7 @@ class Gate:
         from contracts import Certification
 
         try:
-            rows = await self.store.certifications()
+            rows = await self.store.list_certifications()
             parsed = {
                 (row.provider, row.contract): Certification.parse_stored(row.record) for row in rows
             }

@@ -24,6 +24,7 @@ from router import retention
 from router.config import RouterConfig
 from router.leader import PeriodicTask
 from router.metrics import REGISTRY
+from router.store.certifications import CertificationStore
 from router.store.sqlstore import SqlStore
 
 log = logging.getLogger("jobrouter.periodic")
@@ -71,7 +72,9 @@ def periodic_tasks(
         return done.jobs
 
     async def certifications() -> int:
-        return await warn_expiring(store, config.certification.warn_before_days * 86_400.0)
+        return await warn_expiring(
+            store.certifications, config.certification.warn_before_days * 86_400.0
+        )
 
     tasks = [
         PeriodicTask("sweep", config.engine.sweep_interval, sweep),
@@ -86,12 +89,14 @@ def periodic_tasks(
     return tasks
 
 
-async def warn_expiring(store: SqlStore, window_s: float, now: float | None = None) -> int:
+async def warn_expiring(
+    store: CertificationStore, window_s: float, now: float | None = None
+) -> int:
     """Set the expiry gauge of every passed certification and log a warning for each that
     expires within `window_s`. Returns how many are that close (or expired)."""
     now = time.time() if now is None else now
     close = 0
-    for row in await store.certifications():
+    for row in await store.list_certifications():
         record = json.loads(row.record)
         if not record.get("passed"):
             continue

@@ -61,7 +61,7 @@ def run_contracts(
                     bar.update(overall, description=label)
                     with recording(cassettes, record, router.providers[pair.provider], pair):
                         certification = await certify_pair(
-                            router.store,
+                            router.store.certifications,
                             router.providers[pair.provider],
                             pair,
                             ttl_days=cfg.certification.ttl_days,
@@ -70,7 +70,7 @@ def run_contracts(
                     if record and cassettes is not None:
                         live = cassettes / pair.provider / pair.contract.name / LIVE_RECORD
                         live.write_text(certification.model_dump_json(indent=2) + "\n")
-            return await matrix(router.store, router.providers, pairs)
+            return await matrix(router.store.certifications, router.providers, pairs)
 
     cells = run(step)
     print(render_matrix(cells))
@@ -104,7 +104,7 @@ def status(
     async def step() -> list[Cell]:
         async with Router.open(database, cfg, run_workers=False) as router:
             pairs = pairs_to_certify(cfg, router.tasks)
-            return await matrix(router.store, router.providers, pairs)
+            return await matrix(router.store.certifications, router.providers, pairs)
 
     uncertified = uncertified_tasks(cfg)
     routed = any(task.contract is not None for task in cfg.tasks.values()) or not uncertified

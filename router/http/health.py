@@ -84,7 +84,9 @@ async def _leader(router: Router) -> str | None:
 )
 async def metrics_text(request: Request, router: RouterDep) -> Response:
     try:
-        circuits = [(row.provider, row.state) for row in await router.store.circuits()]
+        circuits = [
+            (row.provider, row.state) for row in await router.store.circuits.list_circuits()
+        ]
         metrics.set_gauges(await router.store.open_job_counts(), circuits)
         metrics.set_outbox_gauges(await router.store.outbox_counts())
     except Exception:  # stale gauges are better than no metrics at all

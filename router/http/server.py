@@ -90,7 +90,7 @@ async def create_token(
 ) -> str:
     """`jobrouter token create`: a new token for `owner` (printed once; only its hash is kept)."""
     async with _token_store(config, database_url) as store:
-        token, _ = await store.create_token(owner, operator=operator, expires_in=expires_in)
+        token, _ = await store.tokens.create_token(owner, operator=operator, expires_in=expires_in)
     return token
 
 
@@ -99,7 +99,7 @@ async def list_tokens(
 ) -> list[ApiToken]:
     """`jobrouter token list`: every token's record, never a token."""
     async with _token_store(config, database_url) as store:
-        return await store.list_tokens()
+        return await store.tokens.list_tokens()
 
 
 async def revoke_token(
@@ -107,7 +107,7 @@ async def revoke_token(
 ) -> bool:
     """`jobrouter token revoke ID`: False when no unrevoked token has that id."""
     async with _token_store(config, database_url) as store:
-        return await store.revoke_token(token_id)
+        return await store.tokens.revoke_token(token_id)
 
 
 @contextlib.asynccontextmanager

@@ -1,9 +1,9 @@
 """Certification records in the store (contracts.Certification as JSON), so every router
-process on the database routes by the same ones: a mixin of `SqlStore`."""
+process on the database routes by the same ones: `CertificationStore` (`SqlStore.certifications`,
+used by the certifier, the gate and the expiry warning)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from router.store.connector import Connector
@@ -16,9 +16,12 @@ class CertificationRow:
     record: str  # the certification as JSON (contracts.Certification)
 
 
-class CertificationMethods:
-    connector: Connector
-    _q: Mapping[str, str]
+class CertificationStore:
+    """The latest certification of each (provider, contract) pair."""
+
+    def __init__(self, connector: Connector) -> None:
+        self.connector = connector
+        self._q = connector.queries
 
     async def save_certification(
         self,
@@ -47,6 +50,6 @@ class CertificationMethods:
                 },
             )
 
-    async def certifications(self) -> list[CertificationRow]:
+    async def list_certifications(self) -> list[CertificationRow]:
         rows = await self.connector.fetchall(self._q["list_certifications"], {})
         return [CertificationRow(row["provider"], row["contract"], row["record"]) for row in rows]

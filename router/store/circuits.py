@@ -1,4 +1,4 @@
-"""Provider circuits in the store: a mixin of `SqlStore`.
+"""Provider circuits in the store: `CircuitStore` (`SqlStore.circuits`, used by router/breaker.py).
 
 Circuits (router/breaker.py) live in the database so every router process on it sees the same
 circuit. (Certification records: certifications.py.)
@@ -7,7 +7,6 @@ circuit. (Certification records: certifications.py.)
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,11 +23,14 @@ class CircuitRow:
     probe_until: float | None
 
 
-class CircuitMethods:
-    connector: Connector
-    _q: Mapping[str, str]
+class CircuitStore:
+    """Every provider's circuit, shared by the router processes on the database."""
 
-    async def circuits(self) -> list[CircuitRow]:
+    def __init__(self, connector: Connector) -> None:
+        self.connector = connector
+        self._q = connector.queries
+
+    async def list_circuits(self) -> list[CircuitRow]:
         rows = await self.connector.fetchall(self._q["list_circuits"], {})
         return [_circuit(row) for row in rows]
 

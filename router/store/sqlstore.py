@@ -18,9 +18,9 @@ from typing import Literal
 from router.models import Job
 from router.store.attempts import AttemptMethods
 from router.store.bus import BusMethods
-from router.store.certifications import CertificationMethods
+from router.store.certifications import CertificationStore
 from router.store.changes import Change, ChangeMethods
-from router.store.circuits import CircuitMethods
+from router.store.circuits import CircuitStore
 from router.store.claims import ClaimMethods
 from router.store.connector import ChangeFeed, Connector, LoadAware
 from router.store.health import HealthMethods
@@ -28,7 +28,7 @@ from router.store.jobs import JobMethods
 from router.store.listing import ListingMethods
 from router.store.outbox import OutboxMethods
 from router.store.reads import ReadMethods
-from router.store.tokens import TokenMethods
+from router.store.tokens import TokenStore
 from router.store.waits import Cadence, Wait, WaitMethods
 
 
@@ -38,11 +38,8 @@ class SqlStore(
     ReadMethods,
     ChangeMethods,
     ClaimMethods,
-    TokenMethods,
     HealthMethods,
     OutboxMethods,
-    CircuitMethods,
-    CertificationMethods,
     ListingMethods,
     BusMethods,
     WaitMethods,
@@ -51,6 +48,9 @@ class SqlStore(
         self.connector = connector
         self.url = connector.url
         self._q = connector.queries
+        self.circuits = CircuitStore(connector)
+        self.certifications = CertificationStore(connector)
+        self.tokens = TokenStore(connector)
         self._changed: dict[str, list[Change]] = {}  # see ChangeMethods
         self._created: OrderedDict[str, Job] = OrderedDict()
         self._outbox_written: list[Callable[[str], None]] = []  # see OutboxMethods.on_outbox

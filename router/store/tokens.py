@@ -1,8 +1,9 @@
 """API tokens of `jobrouter serve`: bearer tokens mapped to owners, stored only as hashes.
 
 A token lives until it is revoked (`jobrouter token revoke ID`) or, when created with
-`--expires`, until its expiry. A mixin of `SqlStore` (SQL in queries.sql, like every other
-store method).
+`--expires`, until its expiry. `TokenStore` is the store's part for them (`SqlStore.tokens`,
+used by the HTTP API's authentication and `jobrouter token`); SQL in queries.sql, like every
+other store query.
 """
 
 from __future__ import annotations
@@ -63,9 +64,12 @@ def _record(row: Mapping[str, Any]) -> ApiToken:
     )
 
 
-class TokenMethods:
-    connector: Connector
-    _q: Mapping[str, str]
+class TokenStore:
+    """API tokens over the one connector: create, find, list, revoke."""
+
+    def __init__(self, connector: Connector) -> None:
+        self.connector = connector
+        self._q = connector.queries
 
     async def create_token(
         self, owner: str, *, operator: bool = False, expires_in: float | None = None

@@ -22,7 +22,7 @@ async def certification_matrix(request: Request, router: RouterDep, who: Viewer)
     from router.certifier import matrix, pairs_to_certify
 
     pairs = pairs_to_certify(router.config, router.tasks)
-    cells = await matrix(router.store, router.providers, pairs)
+    cells = await matrix(router.store.certifications, router.providers, pairs)
     providers = sorted({cell.provider for cell in cells})
     contracts = sorted({cell.contract for cell in cells})
     grid = {(cell.provider, cell.contract): cell for cell in cells}
@@ -40,7 +40,7 @@ async def certification_matrix(request: Request, router: RouterDep, who: Viewer)
 @routes.get("/circuits", response_class=HTMLResponse)
 async def circuits(request: Request, router: RouterDep, who: Viewer) -> HTMLResponse:
     configured = sorted(router.config.providers)
-    stored = {row.provider: row for row in await router.store.circuits()}
+    stored = {row.provider: row for row in await router.store.circuits.list_circuits()}
     return page(
         request,
         "circuits.html",

@@ -75,7 +75,7 @@ async def login(
     if origin and urlsplit(origin).netloc != request.url.netloc:
         return page(request, "login.html", None, 403, next="/ui/jobs", error="wrong origin")
     token = token.strip()
-    if not token or await router.store.authenticate(token) is None:
+    if not token or await router.store.tokens.authenticate(token) is None:
         return page(
             request,
             "login.html",

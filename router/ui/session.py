@@ -36,7 +36,7 @@ def csrf_of(token: str) -> str:
 
 async def viewer(request: Request, router: Annotated[Router, Depends(get_router)]) -> Principal:
     token = request.cookies.get(COOKIE)
-    record = await router.store.authenticate(token) if token else None
+    record = await router.store.tokens.authenticate(token) if token else None
     if record is None:
         raise SignInRequired()
     request.state.csrf = csrf_of(token or "")

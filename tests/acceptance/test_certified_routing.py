@@ -124,7 +124,11 @@ async def certify(
     async with Router.open(config=config, run_workers=False) as router:
         for pair in pairs_to_certify(config, router.tasks, provider=only):
             await certify_pair(
-                router.store, router.providers[pair.provider], pair, ttl_days=ttl_days, now=now
+                router.store.certifications,
+                router.providers[pair.provider],
+                pair,
+                ttl_days=ttl_days,
+                now=now,
             )
     return await stored_matrix(config)
 
@@ -132,7 +136,9 @@ async def certify(
 async def stored_matrix(config: RouterConfig) -> list[Cell]:
     """The matrix as stored, without calling any provider."""
     async with Router.open(config=config, run_workers=False) as router:
-        return await matrix(router.store, router.providers, pairs_to_certify(config, router.tasks))
+        return await matrix(
+            router.store.certifications, router.providers, pairs_to_certify(config, router.tasks)
+        )
 
 
 async def run_job(config: RouterConfig, key: str) -> tuple[Job, list[str], list[JobEvent]]:

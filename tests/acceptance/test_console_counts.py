@@ -47,7 +47,7 @@ async def test_the_live_refresh_keeps_the_counts_and_a_page_load_counts_anew(
     clock = Clock()
     cache = CountsCache(max_age_s=30.0, clock=clock)
     app.state.console_counts = cache
-    token, _ = await router.store.create_token("shop-1")
+    token, _ = await router.store.tokens.create_token("shop-1")
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(
         transport=transport, base_url="http://jobrouter", cookies={COOKIE: token}

@@ -35,7 +35,7 @@ async def client(router: Router) -> AsyncIterator[httpx.AsyncClient]:
 
 
 async def _auth(router: Router, *, operator: bool = False, **kwargs: Any) -> dict[str, str]:
-    token, _ = await router.store.create_token(OWNER, operator=operator, **kwargs)
+    token, _ = await router.store.tokens.create_token(OWNER, operator=operator, **kwargs)
     return {"Authorization": f"Bearer {token}"}
 
 
@@ -88,9 +88,9 @@ async def test_revoked_and_expired_tokens_are_told_apart(
     router: Router, client: httpx.AsyncClient
 ) -> None:
     """Before: every refused token was "unknown or revoked", and no token could expire."""
-    token, record = await router.store.create_token(OWNER)
-    await router.store.revoke_token(record.id)
-    expired, _ = await router.store.create_token(OWNER, expires_in=1e-6)
+    token, record = await router.store.tokens.create_token(OWNER)
+    await router.store.tokens.revoke_token(record.id)
+    expired, _ = await router.store.tokens.create_token(OWNER, expires_in=1e-6)
     for presented, word in ((token, "revoked"), (expired, "expired"), ("jr_nope", "unknown")):
         answer = await client.get(
             "/v1/jobs",

@@ -107,7 +107,7 @@ async def test_many_streams_of_one_job_share_one_watcher(router: Router) -> None
 
     router.watch = counted  # type: ignore[method-assign]
     job_id = await _queued_job(router, "k-many")
-    token, _ = await router.store.create_token(OWNER)
+    token, _ = await router.store.tokens.create_token(OWNER)
     app = create_app(router)
     async with serving(app) as base, httpx.AsyncClient(timeout=WITHIN) as client:
         url = f"{base}/v1/jobs/{job_id}/events"
@@ -130,8 +130,8 @@ async def test_many_streams_of_one_job_share_one_watcher(router: Router) -> None
 
 async def test_a_token_holds_a_bounded_number_of_streams(router: Router) -> None:
     job_id = await _queued_job(router, "k-cap")
-    token, record = await router.store.create_token(OWNER)
-    other, _ = await router.store.create_token(OWNER)
+    token, record = await router.store.tokens.create_token(OWNER)
+    other, _ = await router.store.tokens.create_token(OWNER)
     app = create_app(router, HttpConfig(max_streams_per_token=3))
     async with serving(app) as base, httpx.AsyncClient(timeout=WITHIN) as client:
         url = f"{base}/v1/jobs/{job_id}/events"

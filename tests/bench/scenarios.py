@@ -285,7 +285,10 @@ async def certify(config_file: Path) -> None:
     try:
         for pair in pairs_to_certify(config, tasks):
             record = await certify_pair(
-                store, providers[pair.provider], pair, ttl_days=config.certification.ttl_days
+                store.certifications,
+                providers[pair.provider],
+                pair,
+                ttl_days=config.certification.ttl_days,
             )
             if not record.passed:
                 raise RuntimeError(

@@ -126,7 +126,7 @@ async def test_certification_warms_the_provider_before_its_first_call(tmp_path: 
     pair = Pair("fake", contract, contract_fingerprint(contract))
     store = await open_store(f"sqlite:///{tmp_path / 'jobs.db'}")
     try:
-        await certify_pair(store, Recording("fake"), pair, ttl_days=1)
+        await certify_pair(store.certifications, Recording("fake"), pair, ttl_days=1)
     finally:
         await store.close()
     assert order[0] == "warm_up"

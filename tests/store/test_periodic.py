@@ -38,7 +38,7 @@ async def save(store: SqlStore, provider: str, expires_in: timedelta, passed: bo
         certified_at=NOW - timedelta(days=5),
         expires_at=NOW + expires_in,
     )
-    await store.save_certification(
+    await store.certifications.save_certification(
         provider=provider,
         contract="caption",
         provider_fingerprint="p",
@@ -57,7 +57,7 @@ async def test_certifications_close_to_expiry_are_warned_about_and_measured(
     await save(store, "later", timedelta(days=6), passed=True)
     await save(store, "failed", timedelta(hours=1), passed=False)  # not certified: no warning
     caplog.set_level(logging.WARNING, logger="jobrouter.periodic")
-    close = await warn_expiring(store, window_s=2 * 86_400.0, now=NOW.timestamp())
+    close = await warn_expiring(store.certifications, window_s=2 * 86_400.0, now=NOW.timestamp())
     assert close == 1
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 1 and "provider soon" in warned[0] and "20.0 hours" in warned[0]

@@ -57,7 +57,7 @@ def certify_quote(server: Server) -> None:
         pairs = pairs_to_certify(config, build_tasks(config), provider="fast", contract="quote")
         store = await open_store(config.database.url)
         try:
-            await certify_pair(store, PROVIDERS["fast"], pairs[0], ttl_days=1)
+            await certify_pair(store.certifications, PROVIDERS["fast"], pairs[0], ttl_days=1)
         finally:
             await store.close()
 

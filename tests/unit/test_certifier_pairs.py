@@ -70,7 +70,7 @@ class Row:
 
 
 class OldStore:
-    async def certifications(self) -> list[Row]:
+    async def list_certifications(self) -> list[Row]:
         return [Row("hosted", "product_title", OLD_RECORD)]
 
 

@@ -11,8 +11,7 @@ import pytest
 
 from providers import ProviderError
 from router.breaker import Breakers, BreakerSettings
-from router.store import SqlStore
-from router.store.circuits import CircuitRow
+from router.store.circuits import CircuitRow, CircuitStore
 
 
 class BrokenCircuits:
@@ -30,7 +29,7 @@ async def test_a_failed_health_write_is_logged_not_raised(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     store = BrokenCircuits()
-    breakers = Breakers(cast(SqlStore, cast(Any, store)), BreakerSettings())
+    breakers = Breakers(cast(CircuitStore, cast(Any, store)), BreakerSettings())
     error = ProviderError("503 from upstream", provider="a", status=503)
     assert error.counts_against_health
     with caplog.at_level(logging.ERROR, logger="jobrouter.engine"):

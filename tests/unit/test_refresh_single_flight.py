@@ -10,8 +10,7 @@ from typing import Any, cast
 
 from router.breaker import Breakers, BreakerSettings
 from router.states import CircuitState
-from router.store.circuits import CircuitRow
-from router.store.sqlstore import SqlStore
+from router.store.circuits import CircuitRow, CircuitStore
 
 
 class SlowCircuits:
@@ -23,7 +22,7 @@ class SlowCircuits:
         self.release = asyncio.Event()
         self.rows = [CircuitRow("a", CircuitState.CLOSED, 0, None, None)]
 
-    async def circuits(self) -> list[CircuitRow]:
+    async def list_circuits(self) -> list[CircuitRow]:
         self.reads += 1
         self.read.set()
         rows = list(self.rows)
@@ -37,7 +36,7 @@ class SlowCircuits:
 
 
 def breakers(store: SlowCircuits) -> Breakers:
-    return Breakers(cast(SqlStore, cast(Any, store)), BreakerSettings())
+    return Breakers(cast(CircuitStore, cast(Any, store)), BreakerSettings())
 
 
 async def test_deciders_that_find_the_circuits_due_together_share_one_read() -> None:
