@@ -49,8 +49,7 @@ from router.outbox import (
     log_retry,
     next_try_in,
 )
-from router.store.outbox import OutboxEvent
-from router.store.sqlstore import SqlStore
+from router.store.outbox import OutboxEvent, OutboxStore
 
 if TYPE_CHECKING:
     import httpx
@@ -114,7 +113,7 @@ class NatsDelivery:
 
     def __init__(
         self,
-        store: SqlStore,
+        store: OutboxStore,
         webhooks: Mapping[str, Webhook],
         settings: DeliverySettings,
         bus: BusSettings,
@@ -255,7 +254,7 @@ class NatsDelivery:
         while True:
             claimed = 0
             try:
-                events = await self.store.claim_unpublished(
+                events = await self.store.bus.claim_unpublished(
                     self.webhooks,
                     self.worker_id,
                     claim_s=self.settings.claim_s,
@@ -266,7 +265,7 @@ class NatsDelivery:
                 # A crash before this mark is what JetStream's de-duplication is for: the
                 # claims expire, the events are published again and the copies dropped.
                 if any(acked):
-                    await self.store.outbox_published(
+                    await self.store.bus.outbox_published(
                         event.id for event, ok in zip(events, acked, strict=True) if ok
                     )
             except Exception:
@@ -292,7 +291,7 @@ class NatsDelivery:
                 exc,
             )
             with contextlib.suppress(Exception):
-                await self.store.outbox_unclaim(event.id, self.worker_id)
+                await self.store.bus.outbox_unclaim(event.id, self.worker_id)
             return False
         if ack.duplicate:
             log.info(
@@ -360,13 +359,13 @@ class NatsDelivery:
         if tries >= self.settings.max_tries:
             return await self._bury(msg, event, tries, outcome.error)
         delay = next_try_in(tries, outcome.retry_after_s, self.settings, self._jitter)
-        await self.store.outbox_bus_try(event.id, tries=tries, error=outcome.error)
+        await self.store.bus.outbox_bus_try(event.id, tries=tries, error=outcome.error)
         await msg.nak(delay=delay)
         log_retry(log, event, tries, self.settings.max_tries, delay, outcome.error)
         return "retry"
 
     async def _bury(self, msg: Msg, event: OutboxEvent, tries: int, error: str) -> str:
-        await self.store.outbox_bury_published(event.id, tries=tries, error=error)
+        await self.store.bus.outbox_bury_published(event.id, tries=tries, error=error)
         await msg.term()
         log_dead(log, event, tries, error)
         return "dead"

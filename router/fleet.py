@@ -33,7 +33,7 @@ def build_delivery(store: SqlStore, config: RouterConfig) -> Delivery | None:
     settings = DeliverySettings.from_config(config)
     url = config.delivery.resolved_nats_url()
     if url is None:
-        return OutboxDeliverer(store, hooks, settings)
+        return OutboxDeliverer(store.outbox, hooks, settings)
     delivery = config.delivery
     if config.outbox.claim >= delivery.dedupe_window:
         raise ConfigError(
@@ -59,7 +59,7 @@ def build_delivery(store: SqlStore, config: RouterConfig) -> Delivery | None:
         dedupe_window_s=delivery.dedupe_window,
         ack_wait_s=delivery.ack_wait or config.outbox.timeout + ACK_WAIT_MARGIN_S,
     )
-    return NatsDelivery(store, hooks, settings, bus)
+    return NatsDelivery(store.outbox, hooks, settings, bus)
 
 
 def build_leader(store: SqlStore, config: RouterConfig, dsn: str, engine: Engine) -> Leader:

@@ -32,8 +32,7 @@ from router.engine import make_worker_id
 from router.errors import ConfigError
 from router.metrics import record_delivery
 from router.models import canonical_json
-from router.store.outbox import OutboxEvent
-from router.store.sqlstore import SqlStore
+from router.store.outbox import OutboxEvent, OutboxStore
 
 log = logging.getLogger("jobrouter.outbox")
 
@@ -200,7 +199,7 @@ def webhooks_from_config(
 class OutboxDeliverer:
     def __init__(
         self,
-        store: SqlStore,
+        store: OutboxStore,
         webhooks: Mapping[str, Webhook],
         settings: DeliverySettings,
         *,

@@ -53,7 +53,7 @@ def periodic_tasks(
         return len(expired)
 
     async def reclaim() -> int:
-        freed = await store.reclaim_outbox()
+        freed = await store.outbox.bus.reclaim_outbox()
         if freed:
             log.warning("%d outbox events were claimed by a process that died; freed", freed)
         return freed
@@ -61,7 +61,7 @@ def periodic_tasks(
     async def purge() -> int:
         cutoff = retention.cutoff_for(config.retention.days)
         done = await retention.purge(
-            store, cutoff, owners=config.webhooks, drop_parked=config.retention.drop_parked
+            store.outbox, cutoff, owners=config.webhooks, drop_parked=config.retention.drop_parked
         )
         if done.jobs:
             log.info(

@@ -19,8 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from router.store.outbox import Purged
-from router.store.sqlstore import SqlStore
+from router.store.outbox import OutboxStore, Purged
 
 DAY_S = 86_400.0
 DEFAULT_BATCH = 500
@@ -42,7 +41,7 @@ def cutoff_for(days: float, now: float | None = None) -> float:
 
 
 async def plan_purge(
-    store: SqlStore, cutoff: float, *, owners: Iterable[str], drop_parked: bool = False
+    store: OutboxStore, cutoff: float, *, owners: Iterable[str], drop_parked: bool = False
 ) -> PurgePlan:
     """What `purge` would delete now; `owners` are the owners with a webhook."""
     counts = await store.count_purgeable(cutoff, owners=owners, drop_parked=drop_parked)
@@ -55,7 +54,7 @@ async def plan_purge(
 
 
 async def purge(
-    store: SqlStore,
+    store: OutboxStore,
     cutoff: float,
     *,
     owners: Iterable[str],

@@ -17,8 +17,8 @@ from router.cli.common import ConfigOpt, DatabaseOpt, run, settings
 from router.config import RouterConfig, config_path
 from router.printing import console, err, print_json
 from router.retention import DEFAULT_BATCH, MIN_DAYS, cutoff_for, plan_purge, purge
-from router.store import SqlStore, open_store
-from router.store.outbox import OutboxCounts, OutboxEvent
+from router.store import open_store
+from router.store.outbox import OutboxCounts, OutboxEvent, OutboxStore
 
 outbox_app = typer.Typer(
     help="Completion events waiting for their owner's webhook, and dead letters.",
@@ -27,10 +27,11 @@ outbox_app = typer.Typer(
 
 
 @asynccontextmanager
-async def _store(cfg: RouterConfig, database: str | None) -> AsyncIterator[SqlStore]:
+async def _outbox(cfg: RouterConfig, database: str | None) -> AsyncIterator[OutboxStore]:
+    """The outbox store of the configured database, closed after use."""
     store = await open_store(database or cfg.database.url)
     try:
-        yield store
+        yield store.outbox
     finally:
         await store.close()
 
@@ -49,7 +50,7 @@ def outbox(
     cfg = settings(config)
 
     async def step() -> None:
-        async with _store(cfg, database) as store:
+        async with _outbox(cfg, database) as store:
             counts = await store.outbox_counts()
             dead = await store.dead_letters(limit) if limit else []
         if as_json:
@@ -82,7 +83,7 @@ def replay(
     cfg = settings(config)
 
     async def step() -> int:
-        async with _store(cfg, database) as store:
+        async with _outbox(cfg, database) as store:
             if event_id is not None:
                 return 1 if await store.replay_dead(event_id) else 0
             return await store.replay_all_dead()
@@ -136,7 +137,7 @@ def purge_command(
     owners = sorted(cfg.webhooks)  # a [webhooks.<owner>] section: that owner's events are owed
 
     async def step() -> None:
-        async with _store(cfg, database) as store:
+        async with _outbox(cfg, database) as store:
             plan = await plan_purge(store, cutoff, owners=owners, drop_parked=drop_parked)
             before = _when(cutoff)
             console.print(

@@ -88,7 +88,7 @@ async def metrics_text(request: Request, router: RouterDep) -> Response:
             (row.provider, row.state) for row in await router.store.circuits.list_circuits()
         ]
         metrics.set_gauges(await router.store.open_job_counts(), circuits)
-        metrics.set_outbox_gauges(await router.store.outbox_counts())
+        metrics.set_outbox_gauges(await router.store.outbox.outbox_counts())
     except Exception:  # stale gauges are better than no metrics at all
         log.exception("refreshing gauges for /metrics failed")
     return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

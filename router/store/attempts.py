@@ -14,6 +14,7 @@ from router.models import Attempt, AttemptUsage, FinishOutcome, Job, NewEvent, n
 from router.states import AttemptState, EventKind, JobState
 from router.store.claims import AttemptStart
 from router.store.connector import Connector, Tx
+from router.store.outbox import OutboxWritten
 from router.store.rows import attempt_from_row, dumps, job_from_row
 from router.store.transitions import (
     append_events,
@@ -30,14 +31,13 @@ from router.store.transitions import (
 class AttemptMethods:
     connector: Connector
     _q: Mapping[str, str]
+    _outbox_written: OutboxWritten
 
     if TYPE_CHECKING:
 
         async def get_job(self, job_id: str) -> Job | None: ...
 
         def _notify(self, job_id: str, job: Job | None = None) -> None: ...
-
-        def _outbox_in(self, tx: Tx, owner: str) -> None: ...
 
     async def start_attempt(
         self,
@@ -175,8 +175,7 @@ class AttemptMethods:
                     ],
                     now,
                 )
-                await write_outbox(self._q, tx, job, now)
-                self._outbox_in(tx, job.owner)
+                await write_outbox(self._q, tx, job, now, self._outbox_written)
                 outcome = FinishOutcome(won=True, job=job, attempt=won)
         self._notify(attempt.job_id, job if outcome.won else None)
         return outcome

@@ -1,4 +1,4 @@
-"""The outbox as seen by a bus relay and its consumers: a mixin of `SqlStore`.
+"""The outbox as seen by a bus relay and its consumers: `BusOutbox` (`SqlStore.outbox.bus`).
 
 With `[delivery] nats_url` set, a relay claims events not yet published, publishes each to the
 JetStream stream and marks it `published_at` after the acknowledgement; webhook senders consume
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from functools import lru_cache
 from importlib import resources
 
@@ -34,9 +34,12 @@ def bus_queries(dialect: str) -> dict[str, str]:
     return in_dialect(queries, dialect)
 
 
-class BusMethods:
-    connector: Connector
-    _q: Mapping[str, str]
+class BusOutbox:
+    """The bus relay's part of the outbox store (router/bus_nats.py)."""
+
+    def __init__(self, connector: Connector) -> None:
+        self.connector = connector
+        self._q = connector.queries
 
     @property
     def _bq(self) -> dict[str, str]:

@@ -26,6 +26,7 @@ from router.models import (
 from router.states import AttemptState, EventKind, JobState
 from router.store.claims import AttemptStart
 from router.store.connector import Connector, Row, Tx
+from router.store.outbox import OutboxWritten
 from router.store.rows import attempt_from_row, dumps, job_from_row
 from router.store.transitions import (
     append_events,
@@ -42,6 +43,7 @@ from router.store.transitions import (
 class JobMethods:
     connector: Connector
     _q: Mapping[str, str]
+    _outbox_written: OutboxWritten
 
     if TYPE_CHECKING:
 
@@ -52,8 +54,6 @@ class JobMethods:
         def _forget_created(self, job_id: str) -> None: ...
 
         def _notify(self, job_id: str, job: Job | None = None) -> None: ...
-
-        def _outbox_in(self, tx: Tx, owner: str) -> None: ...
 
     # ---- submit ------------------------------------------------------------------------------
 
@@ -200,8 +200,7 @@ class JobMethods:
                 now,
             )
             if state.terminal:
-                await write_outbox(self._q, tx, job, now)
-                self._outbox_in(tx, job.owner)
+                await write_outbox(self._q, tx, job, now, self._outbox_written)
         self._notify(job_id, job)
         return job
 
@@ -249,8 +248,7 @@ class JobMethods:
                 )
             )
             await append_events(self._q, tx, job_id, job.state, events, now)
-            await write_outbox(self._q, tx, job, now)
-            self._outbox_in(tx, job.owner)
+            await write_outbox(self._q, tx, job, now, self._outbox_written)
         self._notify(job_id)
         return job
 

@@ -1,10 +1,14 @@
-"""The outbox and retention: a mixin of `SqlStore` (SQL in queries.sql, like every store method).
+"""The outbox store and retention: `OutboxStore` (`SqlStore.outbox`, SQL in queries.sql, like
+every store query), the store of the deliverers (router/outbox.py, router/bus_nats.py), the
+retention (router/retention.py) and `jobrouter outbox`.
 
-Completion events are written by `transitions.write_outbox` in the transaction of the terminal
-change (I8). Here they are claimed for delivery, marked delivered, rescheduled, buried as dead
-letters and replayed; and finished jobs whose completion is no longer owed to a configured webhook
-(delivered, or parked for an owner without one) are purged, in small batches.
-Every retry fact (tries, next_attempt_at, last_error, the claim) lives in the row.
+Completion events are written by the job store, through `transitions.write_outbox`, in the
+transaction of the terminal change (I8); that write tells `OutboxWritten`, which this store's
+`on_outbox` listens to. Here they are claimed for delivery, marked delivered, rescheduled, buried
+as dead letters and replayed; and finished jobs whose completion is no longer owed to a
+configured webhook (delivered, or parked for an owner without one) are purged, in small batches.
+Every retry fact (tries, next_attempt_at, last_error, the claim) lives in the row. The bus
+relay's part of the outbox is bus.py (`OutboxStore.bus`).
 """
 
 from __future__ import annotations
@@ -12,11 +16,14 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from router.store.connector import Connector, Row, Tx
+
+if TYPE_CHECKING:
+    from router.store.bus import BusOutbox
 
 REPLAY_BATCH = 500
 
@@ -65,29 +72,48 @@ class OutboxCounts:
     dead: dict[str, int]  # dead letters by owner
 
 
-class OutboxMethods:
-    connector: Connector
-    _q: Mapping[str, str]
-    _outbox_written: list[Callable[[str], None]]
+class OutboxWritten:
+    """Who hears, in this process, that an outbox row was committed: the job store writes the
+    row (`transitions.write_outbox` calls `outbox_in`), the deliverers listen through
+    `OutboxStore.on_outbox`. One per `SqlStore`, shared by its job and outbox stores."""
+
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[str], None]] = []
+
+    def on(self, callback: Callable[[str], None]) -> None:
+        self._callbacks.append(callback)
+
+    def forget(self, callback: Callable[[str], None]) -> None:
+        if callback in self._callbacks:
+            self._callbacks.remove(callback)
+
+    def outbox_in(self, tx: Tx, owner: str) -> None:
+        """An outbox row of `owner` is written in `tx`: tell the callbacks once it commits."""
+        if self._callbacks:
+            tx.after_commit(functools.partial(self._committed, owner))
+
+    def _committed(self, owner: str) -> None:
+        for callback in self._callbacks:
+            callback(owner)
+
+
+class OutboxStore:
+    """The outbox over the one connector: delivery, dead letters, its reads and the retention
+    of finished jobs. `bus`: the bus relay's part (bus.py)."""
+
+    def __init__(self, connector: Connector, written: OutboxWritten, bus: BusOutbox) -> None:
+        self.connector = connector
+        self._q = connector.queries
+        self._written = written
+        self.bus = bus
 
     def on_outbox(self, callback: Callable[[str], None]) -> None:
         """Call `callback(owner)` after a transaction of this process commits an outbox row
         (a deliverer sends it at once instead of at its next poll)."""
-        self._outbox_written.append(callback)
+        self._written.on(callback)
 
     def forget_outbox(self, callback: Callable[[str], None]) -> None:
-        if callback in self._outbox_written:
-            self._outbox_written.remove(callback)
-
-    def _outbox_in(self, tx: Tx, owner: str) -> None:
-        """An outbox row of `owner` is written in `tx`: tell `on_outbox`'s callbacks once it
-        commits."""
-        if self._outbox_written:
-            tx.after_commit(functools.partial(self._outbox_committed, owner))
-
-    def _outbox_committed(self, owner: str) -> None:
-        for callback in self._outbox_written:
-            callback(owner)
+        self._written.forget(callback)
 
     # ---- delivery ------------------------------------------------------------------------------
 

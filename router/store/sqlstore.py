@@ -17,7 +17,7 @@ from typing import Literal
 
 from router.models import Job
 from router.store.attempts import AttemptMethods
-from router.store.bus import BusMethods
+from router.store.bus import BusOutbox
 from router.store.certifications import CertificationStore
 from router.store.changes import Change, ChangeMethods
 from router.store.circuits import CircuitStore
@@ -26,7 +26,7 @@ from router.store.connector import ChangeFeed, Connector, LoadAware
 from router.store.health import HealthMethods
 from router.store.jobs import JobMethods
 from router.store.listing import ListingMethods
-from router.store.outbox import OutboxMethods
+from router.store.outbox import OutboxStore, OutboxWritten
 from router.store.reads import ReadMethods
 from router.store.tokens import TokenStore
 from router.store.waits import Cadence, Wait, WaitMethods
@@ -39,9 +39,7 @@ class SqlStore(
     ChangeMethods,
     ClaimMethods,
     HealthMethods,
-    OutboxMethods,
     ListingMethods,
-    BusMethods,
     WaitMethods,
 ):
     def __init__(self, connector: Connector) -> None:
@@ -53,7 +51,8 @@ class SqlStore(
         self.tokens = TokenStore(connector)
         self._changed: dict[str, list[Change]] = {}  # see ChangeMethods
         self._created: OrderedDict[str, Job] = OrderedDict()
-        self._outbox_written: list[Callable[[str], None]] = []  # see OutboxMethods.on_outbox
+        self._outbox_written = OutboxWritten()
+        self.outbox = OutboxStore(connector, self._outbox_written, BusOutbox(connector))
         self._waits: dict[int, Wait] = {}  # see WaitMethods
         self._cadence = Cadence()
         self._waits_kick: asyncio.Event | None = None

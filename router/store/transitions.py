@@ -14,6 +14,7 @@ from router.errors import AttemptNotFound, InvalidTransition, JobNotFound
 from router.models import Attempt, AttemptUsage, Job, NewEvent, new_id
 from router.states import AttemptState, EventKind, JobState, attempt_can_move, job_can_move
 from router.store.connector import Tx
+from router.store.outbox import OutboxWritten
 from router.store.rows import attempt_from_row, dumps, job_from_row
 
 Queries = Mapping[str, str]
@@ -183,7 +184,9 @@ async def insert_events(
     await tx.execute(events_insert(len(batch)), params)
 
 
-async def write_outbox(q: Queries, tx: Tx, job: Job, now: float) -> None:
+async def write_outbox(q: Queries, tx: Tx, job: Job, now: float, written: OutboxWritten) -> None:
+    """The outbox row of a terminal change, in its transaction (I8); `written` tells this
+    process's deliverers once it commits."""
     kind = EventKind.job_moved(job.state)
     payload = {
         "event": kind,
@@ -207,6 +210,7 @@ async def write_outbox(q: Queries, tx: Tx, job: Job, now: float) -> None:
             "now": now,
         },
     )
+    written.outbox_in(tx, job.owner)
 
 
 @lru_cache(maxsize=16)

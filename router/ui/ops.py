@@ -65,8 +65,8 @@ async def outbox(
             title="Operators only",
             message="The outbox lists every owner's events: it needs an operator token.",
         )
-    counts = await router.store.outbox_counts()
-    dead = await router.store.dead_letters(50)
+    counts = await router.store.outbox.outbox_counts()
+    dead = await router.store.outbox.dead_letters(50)
     hooked = set(router.config.webhooks)
     return page(request, "outbox.html", who, counts=counts, dead=dead, hooked=hooked, done=done)
 
@@ -85,8 +85,8 @@ async def replay(
             message="Replaying dead letters needs an operator token.",
         )
     if event_id:
-        moved = 1 if await router.store.replay_dead(event_id) else 0
+        moved = 1 if await router.store.outbox.replay_dead(event_id) else 0
     else:
-        moved = await router.store.replay_all_dead()
+        moved = await router.store.outbox.replay_all_dead()
     note: dict[str, Any] = {"done": f"moved {moved} dead letter(s) back to pending"}
     return RedirectResponse(f"/ui/outbox?{urlencode(note)}", status_code=303)

@@ -61,8 +61,8 @@ def make_delivery(mode: str, store: SqlStore, url: str, plan: Plan, bus: BusSett
     hooks = {"shop": Webhook("shop", url, b"bench-secret")}
     settings = DeliverySettings(timeout_s=10.0, claim_s=60.0, poll_s=plan.poll, batch=plan.batch)
     if mode == "outbox":
-        return OutboxDeliverer(store, hooks, settings)
-    return NatsDelivery(store, hooks, settings, bus)
+        return OutboxDeliverer(store.outbox, hooks, settings)
+    return NatsDelivery(store.outbox, hooks, settings, bus)
 
 
 async def completed(store: SqlStore, prefix: str, count: int) -> dict[str, float]:

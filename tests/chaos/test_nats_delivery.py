@@ -63,7 +63,7 @@ def delivery(
 ) -> NatsDelivery:
     hooks = {"shop": Webhook("shop", receiver.url, SECRET)}
     settings = dataclasses.replace(SETTINGS, batch=batch)
-    return NatsDelivery(store, hooks, settings, bus, jitter=lambda bound: bound)
+    return NatsDelivery(store.outbox, hooks, settings, bus, jitter=lambda bound: bound)
 
 
 async def make_events(store: SqlStore, count: int) -> set[str]:
@@ -74,7 +74,7 @@ async def all_delivered(store: SqlStore, ids: set[str]) -> None:
     """Wait until every event's row says delivered (the rows are the events waited on)."""
 
     async def delivered() -> bool:
-        rows = [await store.outbox_event(event_id) for event_id in ids]
+        rows = [await store.outbox.outbox_event(event_id) for event_id in ids]
         return all(row is not None and row.delivered_at is not None for row in rows)
 
     await until(delivered, "delivery of every event")
@@ -156,7 +156,7 @@ async def test_each_event_reaches_the_webhook_once_signed_with_its_id(
     for request in receiver.requests:
         assert request.json["id"] == request.event_id
         assert verify_signature(SECRET, request.body, request.headers[SIGNATURE_HEADER.lower()])
-    rows = [await store.outbox_event(event_id) for event_id in ids]
+    rows = [await store.outbox.outbox_event(event_id) for event_id in ids]
     assert all(row is not None and row.tries == 1 for row in rows)
 
 
@@ -172,11 +172,11 @@ async def test_a_relay_killed_between_publish_and_mark_loses_nothing_and_sends_n
     the event once. (Without the message id the stream holds 6 messages and this fails.)"""
     ids = await make_events(store, 5)
     first = relay_only(delivery(store, receiver, bus))
-    published = hang_once(first.store, "outbox_published")
+    published = hang_once(first.store.bus, "outbox_published")
     first.start()
     await asyncio.wait_for(published.wait(), WAIT_S)
     await kill(first)
-    del first.store.outbox_published  # the instance patch; B uses the store as it is
+    del first.store.bus.outbox_published  # the instance patch; B uses the store as it is
 
     caplog.set_level(logging.INFO, logger="jobrouter.bus")
     async with delivering(relay_only(delivery(store, receiver, bus))):
@@ -250,13 +250,13 @@ async def test_bounded_tries_end_in_the_dead_letters_and_a_replay_is_delivered(
         ids = await make_events(store, 1)
         (event_id,) = ids
         async with delivering(delivery(store, failing, bus)):
-            await until(store.dead_letters, "dead letter")
-        (dead,) = await store.dead_letters()
+            await until(store.outbox.dead_letters, "dead letter")
+        (dead,) = await store.outbox.dead_letters()
         assert dead.id == event_id and dead.tries == SETTINGS.max_tries
         assert len(failing.requests) == SETTINGS.max_tries
         assert await stream_messages(bus) == 0  # terminated: no longer redelivered
 
-    assert await store.replay_dead(event_id)
+    assert await store.outbox.replay_dead(event_id)
     async with WebhookReceiver().running() as healed:
         async with delivering(delivery(store, healed, bus)):
             await all_delivered(store, ids)

@@ -97,7 +97,7 @@ async def test_a_router_killed_between_publish_and_mark(
                 poll_s=0.05,
             )
             hooks = {"shop": Webhook("shop", receiver.url, b"s")}
-            async with delivering(NatsDelivery(store, hooks, settings, bus)):
+            async with delivering(NatsDelivery(store.outbox, hooks, settings, bus)):
                 await until(lambda: all_delivered(admin), "delivery of every event")
             delivered = receiver.requests[failed_before:]
             stored = (await stream_state(bus)).last_seq

@@ -68,10 +68,12 @@ async def test_certifications_close_to_expiry_are_warned_about_and_measured(
 async def test_the_reclaim_frees_only_expired_claims(store: SqlStore) -> None:
     first = await event_of(store, await job_in(store, JobState.SUCCEEDED, key="a"))
     second = await event_of(store, await job_in(store, JobState.SUCCEEDED, key="b"))
-    await store.claim_outbox(["shop"], "live-worker", claim_s=60.0, limit=1)
-    await store.claim_outbox(["shop"], "dead-worker", claim_s=-1.0, limit=1)  # expired at once
-    assert await store.reclaim_outbox() == 1
-    rows = {e.id: await store.outbox_event(e.id) for e in (first, second)}
+    await store.outbox.claim_outbox(["shop"], "live-worker", claim_s=60.0, limit=1)
+    await store.outbox.claim_outbox(
+        ["shop"], "dead-worker", claim_s=-1.0, limit=1
+    )  # expired at once
+    assert await store.outbox.bus.reclaim_outbox() == 1
+    rows = {e.id: await store.outbox.outbox_event(e.id) for e in (first, second)}
     claimed = {row.claimed_by for row in rows.values() if row is not None}
     assert claimed == {None, "live-worker"}
 

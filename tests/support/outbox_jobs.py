@@ -55,7 +55,7 @@ async def outbox_event_of_job(store: SqlStore, job_id: str) -> OutboxEvent | Non
     row = await store.connector.fetchone(
         "SELECT id FROM outbox WHERE job_id = :job_id", {"job_id": job_id}
     )
-    return await store.outbox_event(str(row["id"])) if row else None
+    return await store.outbox.outbox_event(str(row["id"])) if row else None
 
 
 async def event_of(store: SqlStore, job: Job) -> OutboxEvent:

@@ -65,16 +65,16 @@ async def fill(store: SqlStore) -> str:
     await job_in(store, JobState.SUCCEEDED, key="pending")
     dead = await job_in(store, JobState.FAILED, key="dead")
     done = await job_in(store, JobState.SUCCEEDED, key="done")
-    await store.outbox_delivered((await event_of(store, done)).id)
+    await store.outbox.outbox_delivered((await event_of(store, done)).id)
     await job_in(store, JobState.CANCELLED, owner="nohook", key="parked")
     event = await event_of(store, dead)
     [claimed] = [
         e
-        for e in await store.claim_outbox(["shop"], "w1", claim_s=30, limit=10)
+        for e in await store.outbox.claim_outbox(["shop"], "w1", claim_s=30, limit=10)
         if e.id == event.id
     ]
-    await store.outbox_bury(claimed.id, "w1", error="HTTP 500: receiver down")
-    await store.release_outbox_claims("w1")
+    await store.outbox.outbox_bury(claimed.id, "w1", error="HTTP 500: receiver down")
+    await store.outbox.release_outbox_claims("w1")
     return event.id
 
 
@@ -119,7 +119,7 @@ def test_purge_dry_run_then_purge_in_batches(tmp_path: Path, config: Path) -> No
     async def old_jobs(store: SqlStore) -> None:
         for n in range(5):
             job = await job_in(store, JobState.SUCCEEDED, key=f"old-{n}")
-            await store.outbox_delivered((await event_of(store, job)).id)
+            await store.outbox.outbox_delivered((await event_of(store, job)).id)
         await job_in(store, JobState.SUCCEEDED, key="undelivered")  # shop has a webhook: owed
         await job_in(store, JobState.FAILED, owner="nohook", key="parked")  # nobody to owe
         await job_in(store, JobState.UNKNOWN, key="unknown")
@@ -184,7 +184,7 @@ def test_purge_refuses_to_run_without_a_configuration_file(tmp_path: Path) -> No
 
     async def old_jobs(store: SqlStore) -> None:
         job = await job_in(store, JobState.SUCCEEDED, key="k1")
-        await store.outbox_delivered((await event_of(store, job)).id)
+        await store.outbox.outbox_delivered((await event_of(store, job)).id)
         await age_jobs(store, 10 * DAY_S)
 
     with_store(tmp_path, old_jobs)

@@ -83,7 +83,7 @@ async def receiver() -> AsyncIterator[WebhookReceiver]:
 def deliverer(store: SqlStore, receiver: WebhookReceiver, **changes: Any) -> OutboxDeliverer:
     settings = dataclasses.replace(FAST, **changes)
     hooks = {"shop": Webhook(owner="shop", url=receiver.url, secret=SECRET)}
-    return OutboxDeliverer(store, hooks, settings, jitter=no_jitter)
+    return OutboxDeliverer(store.outbox, hooks, settings, jitter=no_jitter)
 
 
 async def until(predicate: Any, within: float = 60.0) -> None:
@@ -304,7 +304,7 @@ async def test_after_max_tries_an_event_is_a_dead_letter_and_replay_delivers_it(
     try:
         await receiver.wait_for(3)
         await until(lambda: has_dead(store, 1))
-        [dead] = await store.dead_letters()
+        [dead] = await store.outbox.dead_letters()
         assert (dead.id, dead.job_id, dead.tries) == (event.id, job.id, 3)
         assert (dead.last_error or "").startswith("HTTP 500")
         assert await outbox_event_of_job(store, job.id) is None
@@ -316,17 +316,17 @@ async def test_after_max_tries_an_event_is_a_dead_letter_and_replay_delivers_it(
         sent = [r.event_id for r in receiver.requests]
         assert sent.count(event.id) == 3  # dead letters are not sent
 
-        assert await store.replay_dead(event.id)
+        assert await store.outbox.replay_dead(event.id)
         sender.wake()
         await until(lambda: delivered(store, job.id))
     finally:
         await sender.stop()
     assert [r.event_id for r in receiver.requests].count(event.id) == 4
-    assert (await store.outbox_counts()).dead == {}
+    assert (await store.outbox.outbox_counts()).dead == {}
 
 
 async def has_dead(store: SqlStore, n: int) -> bool:
-    return sum((await store.outbox_counts()).dead.values()) == n
+    return sum((await store.outbox.outbox_counts()).dead.values()) == n
 
 
 async def test_a_hanging_receiver_times_out_and_the_event_is_sent_again(
@@ -486,7 +486,7 @@ async def test_a_round_that_fails_does_not_stop_the_delivery_loop(
     """The store fails once while claiming (a dropped connection): the loop logs it and goes
     on. Kills the `_run` mutant that leaves the round's count unset when the round raises."""
     job = await job_in(store, JobState.SUCCEEDED, key="order-1")
-    real_claim = store.claim_outbox
+    real_claim = store.outbox.claim_outbox
     calls = 0
 
     async def claim_failing_once(*args: Any, **kwargs: Any) -> Any:
@@ -496,7 +496,7 @@ async def test_a_round_that_fails_does_not_stop_the_delivery_loop(
             raise ConnectionResetError("the database went away")
         return await real_claim(*args, **kwargs)
 
-    monkeypatch.setattr(store, "claim_outbox", claim_failing_once)
+    monkeypatch.setattr(store.outbox, "claim_outbox", claim_failing_once)
     sender = deliverer(store, receiver)
     sender.start()
     try:
@@ -541,7 +541,7 @@ async def test_stop_between_the_delivered_write_and_the_counter_still_counts(
     before = sample("jobrouter_outbox_deliveries_total", outcome="delivered")
     job = await job_in(store, JobState.SUCCEEDED, key="order-1")
     written, stopping = asyncio.Event(), asyncio.Event()
-    real_write = store.outbox_delivered
+    real_write = store.outbox.outbox_delivered
 
     async def write_then_wait_for_stop(event_id: str) -> Any:
         done = await real_write(event_id)
@@ -549,7 +549,7 @@ async def test_stop_between_the_delivered_write_and_the_counter_still_counts(
         await stopping.wait()  # stop() cancels the round while the write's answer is on its way
         return done
 
-    monkeypatch.setattr(store, "outbox_delivered", write_then_wait_for_stop)
+    monkeypatch.setattr(store.outbox, "outbox_delivered", write_then_wait_for_stop)
     sender = deliverer(store, receiver)
     sender.start()
     try:
@@ -659,7 +659,7 @@ async def test_router_delivers_then_purge_then_the_same_key_starts_a_new_job(
 
         await age_jobs(router.store, 8 * DAY_S)
         purged = await purge(
-            router.store, cutoff_for(config.retention.days), owners=config.webhooks
+            router.store.outbox, cutoff_for(config.retention.days), owners=config.webhooks
         )
         assert purged.jobs == 1
         assert await router.find("shop", "order-42") is None

@@ -54,7 +54,7 @@ def through(
     """A deliverer whose requests go to `transport` instead of the network."""
     hooks = {"shop": Webhook(owner="shop", url="http://127.0.0.1:9/hook", secret=SECRET)}
     settings = dataclasses.replace(FAST, **changes)
-    return OutboxDeliverer(store, hooks, settings, jitter=no_jitter, transport=transport)
+    return OutboxDeliverer(store.outbox, hooks, settings, jitter=no_jitter, transport=transport)
 
 
 def counts() -> dict[str, float]:
@@ -247,7 +247,7 @@ async def test_a_try_that_makes_a_dead_letter_is_counted_dead_and_logged(
     finally:
         await sender.stop()
     assert counted_since(before) == {"delivered": 0, "retry": 0, "dead": 1}
-    [dead] = await store.dead_letters()
+    [dead] = await store.outbox.dead_letters()
     assert dead.job_id == job.id and dead.tries == 1
     [logged] = [r.getMessage() for r in caplog.records if "dead letter" in r.getMessage()]
     assert logged == (
@@ -332,14 +332,14 @@ async def test_stop_while_an_answer_is_being_recorded_waits_for_it(
     (`asyncio.wait(None)`, `set(None)`: a ValueError or TypeError out of `stop`, claims kept)."""
     job = await job_in(store, JobState.SUCCEEDED, key="order-1")
     writing, loop_ended = asyncio.Event(), asyncio.Event()
-    real_write = store.outbox_delivered
+    real_write = store.outbox.outbox_delivered
 
     async def write_after_the_loop_ended(event_id: str) -> Any:
         writing.set()
         await loop_ended.wait()
         return await real_write(event_id)
 
-    monkeypatch.setattr(store, "outbox_delivered", write_after_the_loop_ended)
+    monkeypatch.setattr(store.outbox, "outbox_delivered", write_after_the_loop_ended)
     sender = deliverer(store, receiver)
     before = counts()
     sender.start()
