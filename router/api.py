@@ -242,7 +242,7 @@ class Router:
 
         async def insert(first: AttemptStart | None, on_created: OnCreated | None) -> Job:
             try:
-                job, _ = await self.store.create_and_start(
+                job, _ = await self.store.jobs.create_and_start(
                     owner=owner,
                     idempotency_key=idempotency_key,
                     task=runtime.name,
@@ -284,7 +284,7 @@ class Router:
         engine = self.engine
         return (
             await persist(
-                lambda: self.store.create_and_start(
+                lambda: self.store.jobs.create_and_start(
                     owner=owner,
                     idempotency_key=idempotency_key,
                     task=runtime.name,
@@ -306,29 +306,29 @@ class Router:
         if engine is None or engine.is_driving(job.id):
             return
         claimed = await persist(
-            lambda: self.store.claim(job.id, engine.worker_id, self.config.engine.claim)
+            lambda: self.store.jobs.claim(job.id, engine.worker_id, self.config.engine.claim)
         )
         if claimed is not None and not engine.is_driving(job.id):
             engine.hand_over(claimed)
 
     async def get(self, job_id: str) -> Job:
         self._check_open()
-        job = await self.store.get_job(job_id)
+        job = await self.store.jobs.get_job(job_id)
         if job is None:
             raise JobNotFound(job_id)
         return job
 
     async def find(self, owner: str, idempotency_key: str) -> Job | None:
         self._check_open()
-        return await self.store.find_job(owner, idempotency_key)
+        return await self.store.jobs.find_job(owner, idempotency_key)
 
     async def attempts(self, job_id: str) -> list[Attempt]:
         self._check_open()
-        return await self.store.list_attempts(job_id)
+        return await self.store.jobs.list_attempts(job_id)
 
     async def events(self, job_id: str, after: int = 0) -> list[JobEvent]:
         self._check_open()
-        return await self.store.list_events(job_id, after)
+        return await self.store.jobs.list_events(job_id, after)
 
     async def watch(
         self, job_id: str, after: int = 0, poll: float = 0.25
@@ -337,14 +337,14 @@ class Router:
         where `watch_ends` says: on the event that makes the job terminal, or once caught up
         with a job that needs attention (never on an attempt's own end)."""
         await self.get(job_id)
-        await self.store.follow("events")
-        with self.store.watching(job_id) as changed:
+        await self.store.jobs.follow("events")
+        with self.store.jobs.watching(job_id) as changed:
             while True:
                 changed.take()  # what follows reads everything up to now
                 # The job first, then its events: they include every change up to that state,
                 # so the last state they announce (else the job's) is where the job is now.
                 latest = (await self.get(job_id)).state
-                for event in await self.store.list_events(job_id, after):
+                for event in await self.store.jobs.list_events(job_id, after):
                     after, latest = event.seq, event.kind.job_state or latest
                     yield event
                     if watch_ends(event.kind.job_state, caught_up=False):
@@ -363,8 +363,11 @@ class Router:
         which brings the settled job's row. Nothing is LISTENed for: on PostgreSQL every
         notification costs every listening backend a transaction."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self.store.watching(job_id) as change, self.store.awaiting(job_id) as looking:
-            job = self.store.created_here(job_id) or await self.get(job_id)
+        with (
+            self.store.jobs.watching(job_id) as change,
+            self.store.jobs.awaiting(job_id) as looking,
+        ):
+            job = self.store.jobs.created_here(job_id) or await self.get(job_id)
             while not watch_ends(job.state, caught_up=True):  # the job read is caught up
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
@@ -386,7 +389,7 @@ class Router:
 
     async def cancel(self, job_id: str, reason: str = "cancelled by the owner") -> Job:
         self._check_open()
-        job = await self.store.cancel_job(job_id, reason)
+        job = await self.store.jobs.cancel_job(job_id, reason)
         if self.engine is not None:
             self.engine.interrupt(job_id)
         return job
@@ -398,7 +401,7 @@ class Router:
         (it then competes in the compare-and-swap like any finish); `failed` / `cancelled` free
         the job to continue under its policy."""
         self._check_open()
-        attempt = await self.store.get_attempt(attempt_id)
+        attempt = await self.store.jobs.get_attempt(attempt_id)
         if attempt is None:
             raise AttemptNotFound(attempt_id)
         # Only an unknown attempt may be resolved: the store checks that under the job's lock
@@ -416,9 +419,11 @@ class Router:
                     why="result breaks the contract: " + "; ".join(problems[:3]),
                 )
         note = note or f"resolved {outcome} by an operator"
-        job, _ = await self.store.resolve_attempt(attempt_id, AttemptState(outcome), result, note)
+        job, _ = await self.store.jobs.resolve_attempt(
+            attempt_id, AttemptState(outcome), result, note
+        )
         if outcome != "succeeded" and job.state is JobState.UNKNOWN:
-            job = await self.store.reopen_job(job.id, note)
+            job = await self.store.jobs.reopen_job(job.id, note)
             if self.engine is not None:
                 self.engine.wake()
         return job

@@ -37,7 +37,7 @@ from router.models import Attempt, AttemptUsage, Job, canonical_json
 from router.persist import persist
 from router.policy import ended_state
 from router.states import AttemptState
-from router.store.sqlstore import SqlStore
+from router.store.jobstore import JobStore
 from router.store.transient import is_transient
 from router.tasks import TaskRuntime
 from router.timing import Deadline
@@ -71,7 +71,7 @@ class AttemptCall:
         self,
         attempt: Attempt,
         *,
-        store: SqlStore,
+        store: JobStore,
         health: ProviderHealth,
         provider: Provider,
         worker: Worker,

@@ -134,7 +134,7 @@ def build_engine(
     timeouts = {name: cfg.timeout.read for name, cfg in config.providers.items()}
     health = ProviderHealth(gate.eligibility, breakers.acquire, breakers.record)
     engine = Engine(
-        store,
+        store.jobs,
         tasks,
         providers,
         settings=settings,

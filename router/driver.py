@@ -29,7 +29,7 @@ from router.persist import persist
 from router.policy import Decision, Finish, Start, Wait, unbuildable
 from router.states import AttemptState, EventKind, JobState
 from router.step import next_step
-from router.store.sqlstore import SqlStore
+from router.store.jobstore import JobStore
 from router.store.transient import is_transient
 from router.tasks import TaskRuntime
 from router.timing import Deadline
@@ -44,7 +44,7 @@ class JobDriver:
         job: Job,
         task: TaskRuntime,
         *,
-        store: SqlStore,
+        store: JobStore,
         health: ProviderHealth,
         providers: Mapping[str, Provider],
         worker: Worker,

@@ -30,7 +30,7 @@ from router.policy import Eligibility
 from router.slots import Reservation, Slots
 from router.step import Step, decide_step, next_step
 from router.store.claims import AttemptStart, Claimed
-from router.store.sqlstore import SqlStore
+from router.store.jobstore import JobStore
 from router.tasks import TaskRuntime
 from router.timing import AttemptLimits, Deadline
 from router.worker import InHand, MetricFn, Worker
@@ -74,7 +74,7 @@ def make_worker_id() -> str:
 class Engine:
     def __init__(
         self,
-        store: SqlStore,
+        store: JobStore,
         tasks: Mapping[str, TaskRuntime],
         providers: Mapping[str, Provider],
         *,
@@ -318,7 +318,7 @@ class Engine:
 
     async def _claim_runnable(self, wait_s: float = 0.0) -> int:
         """Claim what is free and start the first attempts of the queued jobs among it, in
-        one transaction (see `SqlStore.claim_runnable`; `wait_s`: waiting on the server first
+        one transaction (see `JobStore.claim_runnable`; `wait_s`: waiting on the server first
         for a job). Each such attempt has its slot reserved as `launch` does: `stop` waits for
         them, and they are driven once committed."""
         free = self.settings.workers - len(self._active) - self._queue.qsize()

@@ -46,7 +46,7 @@ def periodic_tasks(
     wake_engine: Callable[[], None],
 ) -> list[PeriodicTask]:
     async def sweep() -> int:
-        expired = await store.expire_attempts()
+        expired = await store.jobs.expire_attempts()
         if expired:
             log.warning("%d attempts had an expired lease and are now unknown", len(expired))
             wake_engine()

@@ -49,8 +49,8 @@ async def reading(cfg: RouterConfig, database: str | None) -> AsyncIterator[SqlS
 
 async def emit(source: Router | SqlStore, job: Job, as_json: bool, *, events: bool = False) -> None:
     store = source.store if isinstance(source, Router) else source
-    attempts = await store.list_attempts(job.id)
-    logged = await store.list_events(job.id) if events else None
+    attempts = await store.jobs.list_attempts(job.id)
+    logged = await store.jobs.list_events(job.id) if events else None
     if as_json:
         document = job_document(job, attempts, logged)
         print_json({**document, "created": job.created} if job.created else document)
@@ -130,7 +130,7 @@ def show(
 
     async def step() -> None:  # the store alone: no contracts, no providers to build
         async with reading(cfg, database) as store:
-            job = await store.get_job(job_id)
+            job = await store.jobs.get_job(job_id)
             if job is None:
                 raise JobNotFound(job_id)
             await emit(store, job, as_json, events=events)
@@ -151,7 +151,7 @@ def find(
 
     async def step() -> None:
         async with reading(cfg, database) as store:
-            job = await store.find_job(owner, key)
+            job = await store.jobs.find_job(owner, key)
             if job is None:
                 if as_json:
                     print_json(None)

@@ -77,8 +77,8 @@ def list_jobs(
     async def step() -> None:
         store = await open_store(database or cfg.database.url)
         try:
-            page = await store.list_jobs(where, limit=limit, cursor=checked_cursor(cursor))
-            tally = await store.count_jobs_by_state(where.any_state()) if counts else None
+            page = await store.jobs.list_jobs(where, limit=limit, cursor=checked_cursor(cursor))
+            tally = await store.jobs.count_jobs_by_state(where.any_state()) if counts else None
         finally:
             await store.close()
         if as_json:

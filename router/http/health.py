@@ -35,8 +35,8 @@ async def ready(router: RouterDep) -> Status:
     """No token is needed, so the answer names nothing of the deployment (no database URL,
     no driver message): the reason is in the server's log."""
     try:
-        pending = await router.store.pending_migrations()
-        await router.store.prove_write()
+        pending = await router.store.health.pending_migrations()
+        await router.store.health.prove_write()
     except Exception as exc:  # any failure to write means "not ready"
         log.warning("readiness: the database takes no write: %s", exc)
         raise ProblemError(
@@ -87,7 +87,7 @@ async def metrics_text(request: Request, router: RouterDep) -> Response:
         circuits = [
             (row.provider, row.state) for row in await router.store.circuits.list_circuits()
         ]
-        metrics.set_gauges(await router.store.open_job_counts(), circuits)
+        metrics.set_gauges(await router.store.health.open_job_counts(), circuits)
         metrics.set_outbox_gauges(await router.store.outbox.outbox_counts())
     except Exception:  # stale gauges are better than no metrics at all
         log.exception("refreshing gauges for /metrics failed")

@@ -176,7 +176,7 @@ async def cancel_job(
 async def resolve_attempt(
     attempt_id: str, body: ResolveAttempt, request: Request, router: RouterDep, op: Operator
 ) -> Response:
-    if await router.store.get_attempt(attempt_id) is None:
+    if await router.store.jobs.get_attempt(attempt_id) is None:
         raise AttemptNotFound(attempt_id)
     job = await router.resolve(attempt_id, body.outcome, body.result, body.note)
     return _resource(request, op, job)
@@ -249,7 +249,7 @@ def _check_input(router: Router, body: SubmitJob) -> None:
 async def _visible_job(router: Router, caller: Principal, job_id: str) -> Job:
     """The job if the caller may see it; another owner's job is reported missing, not
     forbidden, so ids of other owners cannot be probed."""
-    job = await router.store.get_job(job_id)
+    job = await router.store.jobs.get_job(job_id)
     if job is None or not caller.may_see(job.owner):
         raise JobNotFound(job_id)
     return job

@@ -1,43 +1,45 @@
 """Attempts in the store: start one (written before the provider is called), finish it (the
-compare-and-swap of I2 for a success), and an operator's resolution of an `unknown` one. A mixin
-of `SqlStore`; the steps inside a transaction are in transitions.py.
+compare-and-swap of I2 for a success), and an operator's resolution of an `unknown` one. A part
+of the job store; the steps inside a transaction are in transitions.py.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 from router.errors import InvalidTransition
-from router.models import Attempt, AttemptUsage, FinishOutcome, Job, NewEvent, new_id
-from router.states import AttemptState, EventKind, JobState
+from router.models import Attempt, AttemptUsage, FinishOutcome, Job, NewEvent
+from router.states import AttemptState, EventKind
+from router.store.changes import Changes
 from router.store.claims import AttemptStart
 from router.store.connector import Connector, Tx
 from router.store.outbox import OutboxWritten
-from router.store.rows import attempt_from_row, dumps, job_from_row
+from router.store.reads import JobReads
+from router.store.rows import dumps, job_from_row
 from router.store.transitions import (
     append_events,
     end_attempt,
     lock_attempt,
     lock_job,
-    move_job,
-    refuse_if_open,
-    started_event,
+    start_attempt_in,
     write_outbox,
 )
 
 
-class AttemptMethods:
-    connector: Connector
-    _q: Mapping[str, str]
-    _outbox_written: OutboxWritten
+class AttemptWrites:
+    """Attempts' writes; `reads` reads the job of a resolved attempt, `written` hears of the
+    outbox row of a win."""
 
-    if TYPE_CHECKING:
-
-        async def get_job(self, job_id: str) -> Job | None: ...
-
-        def _notify(self, job_id: str, job: Job | None = None) -> None: ...
+    def __init__(
+        self, connector: Connector, changes: Changes, reads: JobReads, written: OutboxWritten
+    ) -> None:
+        self.connector = connector
+        self._q = connector.queries
+        self._changes = changes
+        self._reads = reads
+        self._outbox_written = written
 
     async def start_attempt(
         self,
@@ -55,42 +57,8 @@ class AttemptMethods:
         start = AttemptStart(provider, model, worker, lease_s, tuple(notes))
         async with self.connector.write() as tx:
             job = await lock_job(self._q, tx, job_id)
-            job, attempt = await self._start_in(tx, job, start, exclusive, now)
-        self._notify(job_id, job)
-        return job, attempt
-
-    async def _start_in(
-        self, tx: Tx, job: Job, start: AttemptStart, exclusive: bool, now: float
-    ) -> tuple[Job, Attempt]:
-        if job.state not in (JobState.QUEUED, JobState.RUNNING):
-            raise InvalidTransition(
-                entity="job",
-                entity_id=job.id,
-                src=job.state,
-                dst="new attempt",
-                why="only a queued or running job starts attempts",
-            )
-        if exclusive:
-            await refuse_if_open(self._q, tx, job.id)
-        row = await tx.fetchone(
-            self._q["insert_attempt"],
-            {
-                "id": new_id(),
-                "job_id": job.id,
-                "provider": start.provider,
-                "model": start.model,
-                "now": now,
-                "worker": start.worker,
-                "lease_until": now + start.lease_s,
-            },
-        )
-        assert row is not None
-        attempt = attempt_from_row(row)
-        if job.state is JobState.QUEUED:
-            job = await move_job(self._q, tx, job, JobState.RUNNING, now=now)
-        await append_events(
-            self._q, tx, job.id, job.state, [*start.notes, started_event(attempt)], now
-        )
+            job, attempt = await start_attempt_in(self._q, tx, job, start, exclusive, now)
+        self._changes.notify(job_id, job)
         return job, attempt
 
     async def finish_attempt_cas(
@@ -127,58 +95,69 @@ class AttemptMethods:
                     },
                 )
             if won_row is None:
-                lost = await end_attempt(
-                    self._q,
-                    tx,
-                    attempt,
-                    AttemptState.LOST,
-                    usage,
-                    now,
-                    error=f"finished after {job.winner_attempt_id} won",
-                )
-                await append_events(
-                    self._q,
-                    tx,
-                    job.id,
-                    job.state,
-                    [
-                        NewEvent(
-                            kind=EventKind.ATTEMPT_LOST,
-                            data={
-                                "attempt_id": attempt_id,
-                                "provider": attempt.provider,
-                                "winner_attempt_id": job.winner_attempt_id,
-                            },
-                        )
-                    ],
-                    now,
-                )
-                outcome = FinishOutcome(won=False, job=job, attempt=lost)
+                outcome = await self._record_lost(tx, job, attempt, usage, now)
             else:
-                won = await end_attempt(
-                    self._q, tx, attempt, AttemptState.SUCCEEDED, usage, now, output=output
-                )
-                job = job_from_row(won_row)
-                await append_events(
-                    self._q,
-                    tx,
-                    job.id,
-                    job.state,
-                    [
-                        NewEvent(
-                            kind=EventKind.ATTEMPT_SUCCEEDED,
-                            data={"attempt_id": attempt_id, "provider": attempt.provider},
-                        ),
-                        NewEvent(
-                            kind=EventKind.JOB_SUCCEEDED, data={"winner_attempt_id": attempt_id}
-                        ),
-                    ],
-                    now,
-                )
-                await write_outbox(self._q, tx, job, now, self._outbox_written)
-                outcome = FinishOutcome(won=True, job=job, attempt=won)
-        self._notify(attempt.job_id, job if outcome.won else None)
+                won = job_from_row(won_row)
+                outcome = await self._record_won(tx, won, attempt, output, usage, now)
+        self._changes.notify(attempt.job_id, outcome.job if outcome.won else None)
         return outcome
+
+    async def _record_lost(
+        self, tx: Tx, job: Job, attempt: Attempt, usage: AttemptUsage, now: float
+    ) -> FinishOutcome:
+        """Another attempt won (or the job ended without one): this one is recorded `lost`."""
+        lost = await end_attempt(
+            self._q,
+            tx,
+            attempt,
+            AttemptState.LOST,
+            usage,
+            now,
+            error=f"finished after {job.winner_attempt_id} won",
+        )
+        await append_events(
+            self._q,
+            tx,
+            job.id,
+            job.state,
+            [
+                NewEvent(
+                    kind=EventKind.ATTEMPT_LOST,
+                    data={
+                        "attempt_id": attempt.id,
+                        "provider": attempt.provider,
+                        "winner_attempt_id": job.winner_attempt_id,
+                    },
+                )
+            ],
+            now,
+        )
+        return FinishOutcome(won=False, job=job, attempt=lost)
+
+    async def _record_won(
+        self, tx: Tx, job: Job, attempt: Attempt, output: Any, usage: AttemptUsage, now: float
+    ) -> FinishOutcome:
+        """The CAS took: `job` is succeeded with this attempt's output; the attempt, the events
+        and the outbox row go in the same transaction."""
+        won = await end_attempt(
+            self._q, tx, attempt, AttemptState.SUCCEEDED, usage, now, output=output
+        )
+        await append_events(
+            self._q,
+            tx,
+            job.id,
+            job.state,
+            [
+                NewEvent(
+                    kind=EventKind.ATTEMPT_SUCCEEDED,
+                    data={"attempt_id": attempt.id, "provider": attempt.provider},
+                ),
+                NewEvent(kind=EventKind.JOB_SUCCEEDED, data={"winner_attempt_id": attempt.id}),
+            ],
+            now,
+        )
+        await write_outbox(self._q, tx, job, now, self._outbox_written)
+        return FinishOutcome(won=True, job=job, attempt=won)
 
     async def finish_attempt(
         self,
@@ -222,7 +201,7 @@ class AttemptMethods:
                 [NewEvent(kind=EventKind.attempt_ended(state), data=data)],
                 now,
             )
-        self._notify(attempt.job_id)
+        self._changes.notify(attempt.job_id)
         return done
 
     async def resolve_attempt(
@@ -244,7 +223,7 @@ class AttemptMethods:
             usage=AttemptUsage(),
             only_from=AttemptState.UNKNOWN,
         )
-        job = await self.get_job(attempt.job_id)
+        job = await self._reads.get_job(attempt.job_id)
         assert job is not None
         return job, attempt
 

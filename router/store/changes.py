@@ -2,7 +2,8 @@
 
 In-process changes notify directly (with the job as committed, when the writer has it); other
 processes' changes arrive through the connector's `ChangeFeed` where it has one (PostgreSQL
-LISTEN/NOTIFY), else their watchers find them by polling. A mixin of `SqlStore`.
+LISTEN/NOTIFY), else their watchers find them by polling. `Changes` is the job store's
+collaborator for it: every part that commits a change of a job tells it (`notify`).
 
 Each watcher has its own `Change` for as long as it watches, so no change between two waits
 is missed, and it reads the job again only when a change came without the job (another
@@ -55,9 +56,12 @@ class Change:
         self.event.set()
 
 
-class ChangeMethods:
-    _changed: dict[str, list[Change]]
-    _created: OrderedDict[str, Job]
+class Changes:
+    """The watchers of this process's jobs, and the jobs created here as committed."""
+
+    def __init__(self) -> None:
+        self._changed: dict[str, list[Change]] = {}
+        self._created: OrderedDict[str, Job] = OrderedDict()
 
     @contextmanager
     def watching(self, job_id: str) -> Iterator[Change]:
@@ -79,22 +83,26 @@ class ChangeMethods:
         `watching` entered first, as good as a read."""
         return self._created.get(job_id)
 
-    def _remember_created(self, job: Job) -> None:
+    def remember_created(self, job: Job) -> None:
         """Called inside the creating transaction, before its COMMIT: a change of the job can
         only come after, so none can be missed. Forgotten again if the transaction fails."""
         self._created[job.id] = job
         while len(self._created) > CREATED_KEPT:
             self._created.popitem(last=False)
 
-    def _forget_created(self, job_id: str) -> None:
+    def forget_created(self, job_id: str) -> None:
         self._created.pop(job_id, None)
 
-    def _heard(self, job_id: str, row: Row | None) -> None:
+    def forget_all_created(self) -> None:
+        """Jobs created here may have settled elsewhere unheard (the feed begins only now)."""
+        self._created.clear()
+
+    def heard(self, job_id: str, row: Row | None) -> None:
         """Another process's change, from the connector's change feed (with the job's row
         when the feed carries it)."""
-        self._notify(job_id, job_from_row(row) if row is not None else None)
+        self.notify(job_id, job_from_row(row) if row is not None else None)
 
-    def _notify(self, job_id: str, job: Job | None = None) -> None:
+    def notify(self, job_id: str, job: Job | None = None) -> None:
         """Wake the job's watchers; `job` is the job as just committed, when the caller has it
         (a watcher then needs no read). `job_id` "" means changes may have been missed (the
         change feed was down): every watcher reads again."""

@@ -1,4 +1,4 @@
-"""Claims and leases: which process holds a job, and for how long. A mixin of `SqlStore`.
+"""Claims and leases: which process holds a job, and for how long. A part of the job store.
 
 A worker takes runnable jobs and starts their first attempts in ONE transaction
 (`claim_runnable`): on PostgreSQL every transaction is a commit on the server, and a worker that
@@ -13,15 +13,20 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from router.models import Attempt, AttemptUsage, Job, NewEvent
 from router.states import AttemptState, JobState
-from router.store.connector import Connector, Tx
+from router.store.changes import Changes
+from router.store.connector import Connector
 from router.store.rows import attempt_from_row, job_from_row
 from router.store.server_waits import await_runnable, server_wait_s
+from router.store.transitions import start_attempt_in
+
+if TYPE_CHECKING:
+    from router.store.attempts import AttemptWrites
 
 
 @dataclass(frozen=True)
@@ -52,27 +57,14 @@ class Claimed:
 FirstAttempt = Callable[[Job], Awaitable[AttemptStart | None]]
 
 
-class ClaimMethods:
-    connector: Connector
-    _q: Mapping[str, str]
+class Claims:
+    """Claims of jobs and leases of attempts; `attempts` ends the attempts whose lease ran out."""
 
-    if TYPE_CHECKING:
-
-        async def _start_in(
-            self, tx: Tx, job: Job, start: AttemptStart, exclusive: bool, now: float
-        ) -> tuple[Job, Attempt]: ...
-
-        async def finish_attempt(
-            self,
-            attempt_id: str,
-            state: AttemptState,
-            *,
-            error_kind: str | None,
-            error: str | None,
-            usage: AttemptUsage,
-        ) -> Attempt: ...
-
-        def _notify(self, job_id: str, job: Job | None = None) -> None: ...
+    def __init__(self, connector: Connector, changes: Changes, attempts: AttemptWrites) -> None:
+        self.connector = connector
+        self._q = connector.queries
+        self._changes = changes
+        self._attempts = attempts
 
     async def claim(self, job_id: str, worker: str, claim_s: float) -> Job | None:
         now = time.time()
@@ -116,12 +108,12 @@ class ClaimMethods:
                     continue
                 # Never exclusive here: `first` chooses only for tasks that may repeat, so
                 # no open attempt can refuse it and the batch cannot fail on one job.
-                job, attempt = await self._start_in(tx, job, start, False, now)
+                job, attempt = await start_attempt_in(self._q, tx, job, start, False, now)
                 claimed.append(Claimed(job, attempt, start))
             tx.after_commit(functools.partial(on_claimed, claimed))
         for item in claimed:
             if item.attempt is not None:
-                self._notify(item.job.id, item.job)
+                self._changes.notify(item.job.id, item.job)
         return claimed
 
     def claim_wait_s(self, wanted: float) -> float:
@@ -159,7 +151,7 @@ class ClaimMethods:
         expired = []
         for row in rows:
             attempt = attempt_from_row(row)
-            done = await self.finish_attempt(
+            done = await self._attempts.finish_attempt(
                 attempt.id,
                 AttemptState.UNKNOWN,
                 error_kind="unknown",

@@ -1,16 +1,16 @@
-"""What `/health/ready` and `/metrics` ask the store: a mixin of `SqlStore`."""
+"""What `/health/ready` and `/metrics` ask the database: `HealthReads` (`SqlStore.health`)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 
 from router.store.connector import Connector, load_migrations
 
 
-class HealthMethods:
-    connector: Connector
-    _q: Mapping[str, str]
+class HealthReads:
+    def __init__(self, connector: Connector) -> None:
+        self.connector = connector
+        self._q = connector.queries
 
     async def pending_migrations(self) -> list[int]:
         """Numbers of this build's migrations the database has not applied (empty: current).

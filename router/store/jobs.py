@@ -1,6 +1,6 @@
 """Jobs in the store: submit (create, or find by idempotency key; the first attempt in the
-same transaction when asked) and the job's own outcomes (settle, note, cancel, reopen). A mixin
-of `SqlStore`; the steps inside a transaction are in transitions.py.
+same transaction when asked) and the job's own outcomes (settle, note, cancel, reopen). A part
+of the job store; the steps inside a transaction are in transitions.py.
 
 Every state change runs in one write transaction together with its events (and, for a terminal
 change, its outbox row), so the log, the row and the outbox can never disagree.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from router.errors import IdempotencyConflict, JobNotFound
 from router.models import (
@@ -24,9 +24,11 @@ from router.models import (
     payload_fingerprint,
 )
 from router.states import AttemptState, EventKind, JobState
+from router.store.changes import Changes
 from router.store.claims import AttemptStart
 from router.store.connector import Connector, Row, Tx
 from router.store.outbox import OutboxWritten
+from router.store.reads import JobReads
 from router.store.rows import attempt_from_row, dumps, job_from_row
 from router.store.transitions import (
     append_events,
@@ -40,20 +42,18 @@ from router.store.transitions import (
 )
 
 
-class JobMethods:
-    connector: Connector
-    _q: Mapping[str, str]
-    _outbox_written: OutboxWritten
+class JobWrites:
+    """Jobs' own writes; `reads` finds the job already under a key, `written` hears of the
+    outbox rows of terminal changes."""
 
-    if TYPE_CHECKING:
-
-        async def find_job(self, owner: str, idempotency_key: str) -> Job | None: ...
-
-        def _remember_created(self, job: Job) -> None: ...
-
-        def _forget_created(self, job_id: str) -> None: ...
-
-        def _notify(self, job_id: str, job: Job | None = None) -> None: ...
+    def __init__(
+        self, connector: Connector, changes: Changes, reads: JobReads, written: OutboxWritten
+    ) -> None:
+        self.connector = connector
+        self._q = connector.queries
+        self._changes = changes
+        self._reads = reads
+        self._outbox_written = written
 
     # ---- submit ------------------------------------------------------------------------------
 
@@ -109,16 +109,16 @@ class JobMethods:
                     row, attempt = await self._insert_started(tx, row_params, queued, first, now)
                 if row is not None:
                     job = job_from_row(row, created=True)
-                    self._remember_created(job)
+                    self._changes.remember_created(job)
                     if on_created is not None:
                         tx.after_commit(functools.partial(on_created, job, attempt))
         except BaseException:
-            self._forget_created(str(row_params["id"]))
+            self._changes.forget_created(str(row_params["id"]))
             raise
         if job is None:
             return await self._existing(owner, idempotency_key, fingerprint), None
         if attempt is not None:
-            self._notify(job.id, job)
+            self._changes.notify(job.id, job)
         return job, attempt
 
     async def _insert_started(
@@ -131,7 +131,7 @@ class JobMethods:
     ) -> tuple[Row | None, Attempt | None]:
         """Insert the job already running, its first attempt and all their events: three
         statements, where a queued job and a separate move would take six. The move from
-        queued is the transition table's, as `_start_in`'s is."""
+        queued is the transition table's, as `start_attempt_in`'s is."""
         running = moved(str(row_params["id"]), JobState.QUEUED, JobState.RUNNING)
         events = [queued, *first.notes]
         row = await tx.fetchone(
@@ -160,7 +160,7 @@ class JobMethods:
         return row, attempt
 
     async def _existing(self, owner: str, idempotency_key: str, fingerprint: str) -> Job:
-        existing = await self.find_job(owner, idempotency_key)
+        existing = await self._reads.find_job(owner, idempotency_key)
         if existing is None:  # purged between the two statements: the caller may submit again
             raise JobNotFound(f"{owner}/{idempotency_key}")
         if existing.fingerprint != fingerprint:
@@ -201,7 +201,7 @@ class JobMethods:
             )
             if state.terminal:
                 await write_outbox(self._q, tx, job, now, self._outbox_written)
-        self._notify(job_id, job)
+        self._changes.notify(job_id, job)
         return job
 
     async def note(self, job_id: str, events: Sequence[NewEvent]) -> None:
@@ -210,7 +210,7 @@ class JobMethods:
         async with self.connector.write() as tx:
             job = await lock_job(self._q, tx, job_id)
             await append_events(self._q, tx, job_id, job.state, events, now)
-        self._notify(job_id)
+        self._changes.notify(job_id)
 
     async def cancel_job(self, job_id: str, reason: str) -> Job:
         now = time.time()
@@ -249,7 +249,7 @@ class JobMethods:
             )
             await append_events(self._q, tx, job_id, job.state, events, now)
             await write_outbox(self._q, tx, job, now, self._outbox_written)
-        self._notify(job_id)
+        self._changes.notify(job_id)
         return job
 
     async def reopen_job(self, job_id: str, reason: str) -> Job:
@@ -263,5 +263,5 @@ class JobMethods:
             await tx.execute(self._q["clear_claim"], {"id": job_id, "next_run_at": now})
             reopened = NewEvent(kind=EventKind.JOB_REOPENED, data={"reason": reason})
             await append_events(self._q, tx, job_id, job.state, [reopened], now)
-        self._notify(job_id)
+        self._changes.notify(job_id)
         return job

@@ -1,4 +1,4 @@
-"""The job listing's reads (router/listing.py says what a page is). A mixin of `SqlStore`.
+"""The job listing's reads (router/listing.py says what a page is): a part of the job store.
 
 The WHERE clause is put together from named fragments of queries.sql, one per filter in use:
 a statement with `(:x IS NULL OR x = :x)` for every optional filter would be planned once for
@@ -9,7 +9,6 @@ all combinations and could use no index for any of them. Both reads go through
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
 from router.listing import JobFilter, JobPage, id_ceiling, id_floor
@@ -25,9 +24,10 @@ from router.store.rows import job_from_row
 RARE_PROVIDER_ATTEMPTS = 10_000
 
 
-class ListingMethods:
-    connector: Connector
-    _q: Mapping[str, str]
+class JobListing:
+    def __init__(self, connector: Connector) -> None:
+        self.connector = connector
+        self._q = connector.queries
 
     async def list_jobs(
         self, where: JobFilter, *, limit: int, cursor: str | None = None

@@ -1,18 +1,17 @@
-"""Reads of jobs, attempts and events (no transaction: each is one statement). A mixin of
-`SqlStore`."""
+"""Reads of jobs, attempts and events (no transaction: each is one statement): a part of the
+job store (jobstore.py)."""
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 from router.models import Attempt, Job, JobEvent
 from router.store.connector import Connector
 from router.store.rows import attempt_from_row, event_from_row, job_from_row
 
 
-class ReadMethods:
-    connector: Connector
-    _q: Mapping[str, str]
+class JobReads:
+    def __init__(self, connector: Connector) -> None:
+        self.connector = connector
+        self._q = connector.queries
 
     async def get_job(self, job_id: str) -> Job | None:
         row = await self.connector.fetchone(self._q["get_job"], {"id": job_id})

@@ -66,7 +66,7 @@ async def await_runnable(tx: Tx, queries: Mapping[str, str], wait_s: float) -> f
 
 class WaitCalls:
     """The waiting reads of settled jobs in flight, each covering some open waits (by key, as
-    `WaitMethods._waits` holds them). `cover` starts one for the waits no read in flight
+    `Waits._waits` holds them). `cover` starts one for the waits no read in flight
     covers; each ends when one of its jobs settled (`found` gets the rows) or after its bound,
     and calls `ended` either way. `stop` cancels them all (the store is closing)."""
 

@@ -1,14 +1,15 @@
 """The steps of a write transaction that jobs, attempts and claims share: lock a job (or an
 attempt's job), move a job or an attempt through the transition table (router/states.py),
-append events, write the outbox row of a terminal change. Plain functions over the open
-transaction and the loaded queries: the store's one seam is the connector.
+start an attempt, append events, write the outbox row of a terminal change. Plain functions
+over the open transaction and the loaded queries: the job store's parts share these, not each
+other's members, and the store's one seam is the connector.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from router.errors import AttemptNotFound, InvalidTransition, JobNotFound
 from router.models import Attempt, AttemptUsage, Job, NewEvent, new_id
@@ -16,6 +17,9 @@ from router.states import AttemptState, EventKind, JobState, attempt_can_move, j
 from router.store.connector import Tx
 from router.store.outbox import OutboxWritten
 from router.store.rows import attempt_from_row, dumps, job_from_row
+
+if TYPE_CHECKING:
+    from router.store.claims import AttemptStart
 
 Queries = Mapping[str, str]
 
@@ -70,6 +74,41 @@ def started_event(attempt: Attempt) -> NewEvent:
         kind=EventKind.ATTEMPT_STARTED,
         data={"attempt_id": attempt.id, "provider": attempt.provider, "seq": attempt.seq},
     )
+
+
+async def start_attempt_in(
+    q: Queries, tx: Tx, job: Job, start: AttemptStart, exclusive: bool, now: float
+) -> tuple[Job, Attempt]:
+    """Insert `start`'s attempt of the locked `job` (queued or running; with `exclusive`, only
+    when no attempt of it is open), moving a queued job to running, with their events."""
+    if job.state not in (JobState.QUEUED, JobState.RUNNING):
+        raise InvalidTransition(
+            entity="job",
+            entity_id=job.id,
+            src=job.state,
+            dst="new attempt",
+            why="only a queued or running job starts attempts",
+        )
+    if exclusive:
+        await refuse_if_open(q, tx, job.id)
+    row = await tx.fetchone(
+        q["insert_attempt"],
+        {
+            "id": new_id(),
+            "job_id": job.id,
+            "provider": start.provider,
+            "model": start.model,
+            "now": now,
+            "worker": start.worker,
+            "lease_until": now + start.lease_s,
+        },
+    )
+    assert row is not None
+    attempt = attempt_from_row(row)
+    if job.state is JobState.QUEUED:
+        job = await move_job(q, tx, job, JobState.RUNNING, now=now)
+    await append_events(q, tx, job.id, job.state, [*start.notes, started_event(attempt)], now)
+    return job, attempt
 
 
 async def move_job(

@@ -1,4 +1,4 @@
-"""Open waits for jobs to settle, found by ONE read for all of them: a mixin of `SqlStore`.
+"""Open waits for jobs to settle, found by ONE read for all of them: a part of the job store.
 
 `Router.wait` needs to know when a job settles in another process. Listening for it costs more
 than it looks on PostgreSQL: the server wakes EVERY listening backend of the database for
@@ -6,7 +6,7 @@ each notifying transaction, whatever the channel, and each reads the queue in a 
 its own (docs/operations.md). A submitter that LISTENs was woken by every job that became free
 for a worker, and every worker by every job that settled. So a process does not listen for
 settled jobs: while it has open waits, one read (`settled_jobs`) every interval finds which of
-them settled, with their rows, and wakes their watchers through `_notify` (the waiter reads
+them settled, with their rows, and wakes their watchers through `Changes` (the waiter reads
 nothing more). Reading committed state, the poll cannot miss a settle: it commits before the
 read and is seen, or after and is seen by the next.
 
@@ -36,8 +36,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from router.models import Job
 from router.states import JobState
+from router.store.changes import Changes
 from router.store.connector import Connector, Row
 from router.store.rows import job_from_row
 from router.store.server_waits import WaitCalls
@@ -108,16 +108,18 @@ class Cadence:
         self.interval = MIN_S if settled else min(self.interval * 1.5, MAX_S)
 
 
-class WaitMethods:
-    connector: Connector
-    _q: Mapping[str, str]
-    _waits: dict[int, Wait]
-    _cadence: Cadence
-    _waits_kick: asyncio.Event | None
-    _waits_task: asyncio.Task[None] | None
-    _wait_calls: WaitCalls
+class Waits:
+    """This process's open waits and the readers that look for their settles."""
 
-    def _notify(self, job_id: str, job: Job | None = None) -> None: ...
+    def __init__(self, connector: Connector, changes: Changes) -> None:
+        self.connector = connector
+        self._q = connector.queries
+        self._changes = changes
+        self._waits: dict[int, Wait] = {}
+        self._cadence = Cadence()
+        self._waits_kick: asyncio.Event | None = None
+        self._waits_task: asyncio.Task[None] | None = None
+        self._wait_calls = self._wait_calls_for(connector)  # reads that wait on the server
 
     @contextmanager
     def awaiting(self, job_id: str) -> Iterator[Wait]:
@@ -133,7 +135,7 @@ class WaitMethods:
             if not self._waits and self._waits_kick is not None:
                 self._waits_kick.set()  # the reader ends at once
 
-    async def _stop_waits(self) -> None:
+    async def stop(self) -> None:
         if self._waits_task is not None:
             self._waits_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -146,7 +148,7 @@ class WaitMethods:
             for wait in self._waits.values():
                 wait.found = wait.found or wait.job_id in ids
             for row in rows:
-                self._notify(str(row["id"]), job_from_row(row))
+                self._changes.notify(str(row["id"]), job_from_row(row))
 
         def ended() -> None:
             if self._waits_kick is not None:
@@ -209,4 +211,4 @@ class WaitMethods:
         settled = {str(row["id"]) for row in rows}
         self._cadence.learn([w for w in waits if not w.near], settled, since)
         for row in rows:
-            self._notify(str(row["id"]), job_from_row(row))
+            self._changes.notify(str(row["id"]), job_from_row(row))

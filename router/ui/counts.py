@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from router.listing import JobFilter
 from router.states import JobState
-from router.store import SqlStore
+from router.store.jobstore import JobStore
 
 COUNTS_MAX_AGE_S = 30.0
 MAX_FILTERS = 256  # filters kept at once (each is a few ints); the oldest go first
@@ -34,7 +34,7 @@ class CountsCache:
         self._clock = clock
         self._kept: OrderedDict[JobFilter, tuple[float, asyncio.Task[Counted]]] = OrderedDict()
 
-    async def counts(self, store: SqlStore, where: JobFilter, *, fresh: bool) -> Counted:
+    async def counts(self, store: JobStore, where: JobFilter, *, fresh: bool) -> Counted:
         """The counts of `where`: counted now when `fresh`, else the kept ones unless they
         are older than `max_age_s` (or their count failed)."""
         kept = self._kept.get(where)
@@ -61,5 +61,5 @@ def _failed(task: asyncio.Task[Counted]) -> bool:
     return task.done() and (task.cancelled() or task.exception() is not None)
 
 
-async def _count(store: SqlStore, where: JobFilter) -> Counted:
+async def _count(store: JobStore, where: JobFilter) -> Counted:
     return Counted(await store.count_jobs_by_state(where), time.time())

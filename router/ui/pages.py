@@ -159,9 +159,9 @@ async def _listing(
         if not _flag(query.get("needs_attention", "")):
             query.pop("needs_attention", None)  # also unticks the box
         where = _filter(who, query)
-        listed = await router.store.list_jobs(where, limit=PAGE, cursor=checked_cursor(cursor))
+        listed = await router.store.jobs.list_jobs(where, limit=PAGE, cursor=checked_cursor(cursor))
         cache: CountsCache = request.app.state.console_counts
-        counted = await cache.counts(router.store, where.any_state(), fresh=not refresh)
+        counted = await cache.counts(router.store.jobs, where.any_state(), fresh=not refresh)
     except ListingError as exc:
         return {
             "query": query,
@@ -218,10 +218,10 @@ async def attention(request: Request, router: RouterDep, who: Viewer) -> HTMLRes
         created_after=None,
         created_before=None,
     )
-    listed = await router.store.list_jobs(where, limit=PAGE)
+    listed = await router.store.jobs.list_jobs(where, limit=PAGE)
     queue = []
     for job in listed.items:
-        attempts = await router.store.list_attempts(job.id)
+        attempts = await router.store.jobs.list_attempts(job.id)
         queue.append((job, [a for a in attempts if a.state is AttemptState.UNKNOWN]))
     return page(request, "attention.html", who, queue=queue, more=listed.next_cursor)
 
@@ -230,7 +230,7 @@ async def attention(request: Request, router: RouterDep, who: Viewer) -> HTMLRes
 
 
 async def _visible(router: RouterDep, who: Principal, job_id: str) -> Job:
-    job = await router.store.get_job(job_id)
+    job = await router.store.jobs.get_job(job_id)
     if job is None or not who.may_see(job.owner):
         raise JobNotFound(job_id)  # another owner's job is missing, not forbidden
     return job
@@ -239,11 +239,11 @@ async def _visible(router: RouterDep, who: Principal, job_id: str) -> Job:
 async def _job_context(router: RouterDep, who: Principal, job: Job) -> dict[str, Any]:
     """The job as `who` may see it (router/disclosure.py: an owner is not shown what a
     provider said)."""
-    attempts = await router.store.list_attempts(job.id)
+    attempts = await router.store.jobs.list_attempts(job.id)
     return {
         "job": disclose(job, operator=who.operator),
         "attempts": [disclose(a, operator=who.operator) for a in attempts],
-        "events": await router.store.list_events(job.id),
+        "events": await router.store.jobs.list_events(job.id),
     }
 
 
@@ -299,8 +299,8 @@ async def resolve(
     result: Annotated[str, Form(max_length=1_000_000)] = "",
 ) -> Response:
     """Operators only, with a note saying what was checked (as `jobrouter resolve` asks)."""
-    attempt = await router.store.get_attempt(attempt_id)
-    job = await router.store.get_job(attempt.job_id) if attempt else None
+    attempt = await router.store.jobs.get_attempt(attempt_id)
+    job = await router.store.jobs.get_job(attempt.job_id) if attempt else None
     if attempt is None or job is None or not who.may_see(job.owner):
         # another owner's attempt is missing, not forbidden (and names no job of theirs)
         return page(

@@ -71,8 +71,8 @@ async def test_tabs_that_refresh_at_once_share_one_count(router: Router) -> None
     before = stats.round_trips
     where = JobFilter(owner="shop-1")
     first, second = await asyncio.gather(
-        cache.counts(router.store, where, fresh=False),
-        cache.counts(router.store, where, fresh=False),
+        cache.counts(router.store.jobs, where, fresh=False),
+        cache.counts(router.store.jobs, where, fresh=False),
     )
     assert first is second
     assert stats.round_trips - before == 1

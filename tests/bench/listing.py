@@ -47,8 +47,8 @@ async def _seed(store: SqlStore) -> None:
             claim_s=1.0,
         )
         if i % 4 == 0:
-            await store.settle_job(job.id, JobState.RUNNING, error=None)
-            await store.settle_job(job.id, JobState.UNKNOWN, error="no answer")
+            await store.jobs.settle_job(job.id, JobState.RUNNING, error=None)
+            await store.jobs.settle_job(job.id, JobState.UNKNOWN, error="no answer")
 
 
 async def main(url: str, jobs: int) -> None:
@@ -61,23 +61,25 @@ async def main(url: str, jobs: int) -> None:
     store = await open_store(url)
     try:
         await _seed(store)
-        deep = await store.list_jobs(JobFilter(), limit=500)
+        deep = await store.jobs.list_jobs(JobFilter(), limit=500)
         cases: dict[str, Callable[[], Awaitable[Any]]] = {
-            "first page, every owner (50)": lambda: store.list_jobs(JobFilter(), limit=50),
-            "page after 500 jobs (cursor)": lambda: store.list_jobs(
+            "first page, every owner (50)": lambda: store.jobs.list_jobs(JobFilter(), limit=50),
+            "page after 500 jobs (cursor)": lambda: store.jobs.list_jobs(
                 JobFilter(), limit=50, cursor=deep.next_cursor
             ),
-            "one owner's first page": lambda: store.list_jobs(JobFilter(owner="shop"), limit=50),
-            "needs attention, every owner": lambda: store.list_jobs(
+            "one owner's first page": lambda: store.jobs.list_jobs(
+                JobFilter(owner="shop"), limit=50
+            ),
+            "needs attention, every owner": lambda: store.jobs.list_jobs(
                 JobFilter.of(needs_attention=True), limit=50
             ),
-            "task filter (matches 10^6)": lambda: store.list_jobs(
+            "task filter (matches 10^6)": lambda: store.jobs.list_jobs(
                 JobFilter(task="bench"), limit=50
             ),
-            "counts by state, one owner": lambda: store.count_jobs_by_state(
+            "counts by state, one owner": lambda: store.jobs.count_jobs_by_state(
                 JobFilter(owner="shop")
             ),
-            "counts by state, every owner": lambda: store.count_jobs_by_state(JobFilter()),
+            "counts by state, every owner": lambda: store.jobs.count_jobs_by_state(JobFilter()),
         }
         print(f"| listing ({await count_jobs(store):,} jobs, {url.split(':')[0]}) | median ms |")
         print("|---|---:|")

@@ -57,8 +57,8 @@ async def main(url: str) -> None:
     store: SqlStore = await open_store(url)
     try:
         for name, where in FILTERS.items():
-            page = await _stalls(lambda: store.list_jobs(where, limit=50))  # noqa: B023
-            counts = await _stalls(lambda: store.count_jobs_by_state(where))  # noqa: B023
+            page = await _stalls(lambda: store.jobs.list_jobs(where, limit=50))  # noqa: B023
+            counts = await _stalls(lambda: store.jobs.count_jobs_by_state(where))  # noqa: B023
             for what, (ms, stall) in (("page", page), ("counts", counts)):
                 print(f"{name:26} {what:7} {ms:9.1f} ms   loop stalled {stall:9.1f} ms")
     finally:

@@ -54,9 +54,11 @@ async def read_delays(store: SqlStore, other: SqlStore, step: float, samples: in
             claim_s=30.0,
         )
         params = {"ids": json.dumps([job.id]), "states": SETTLED, "wait_s": 5.0, "step_s": step}
-        reading = asyncio.create_task(store.connector.fetchall(store._q["await_settled"], params))
+        reading = asyncio.create_task(
+            store.connector.fetchall(store.connector.queries["await_settled"], params)
+        )
         await asyncio.sleep(0.02 + (n % 7) * 0.003)  # not in step with the looks
-        await other.settle_job(job.id, JobState.FAILED, error="x")
+        await other.jobs.settle_job(job.id, JobState.FAILED, error="x")
         committed = time.perf_counter()
         await reading
         delays.append((time.perf_counter() - committed) * 1000)

@@ -55,7 +55,7 @@ def _job(folder: Path) -> str:
         "import asyncio\nfrom router.store import open_store\n"
         "async def go():\n"
         f"    s = await open_store('sqlite:///{folder}/jobs.db')\n"
-        "    j, _ = await s.create_and_start(owner='cli', idempotency_key='k', "
+        "    j, _ = await s.jobs.create_and_start(owner='cli', idempotency_key='k', "
         "task='caption', input={}, params={}, deadline_s=None, claimed_by=None, "
         "claim_s=1.0)\n"
         "    print(j.id)\n    await s.close()\nasyncio.run(go())"

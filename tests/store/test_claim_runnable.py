@@ -48,7 +48,7 @@ async def test_claims_and_starts_first_attempts_in_one_transaction(store: SqlSto
         return None if job.id == jobs[2].id else start_on("a")  # the driver decides that one
 
     before = store.connector.stats.write_transactions
-    claimed = await store.claim_runnable("w1", 60.0, 10, first, handed.append)
+    claimed = await store.jobs.claim_runnable("w1", 60.0, 10, first, handed.append)
     assert store.connector.stats.write_transactions - before == 1
     assert handed == [claimed]  # after the commit, with what was claimed
     by_id = {item.job.id: item for item in claimed}
@@ -57,15 +57,15 @@ async def test_claims_and_starts_first_attempts_in_one_transaction(store: SqlSto
         item = by_id[job.id]
         assert item.attempt is not None and item.first is not None
         assert item.job.state is JobState.RUNNING
-        stored = await store.list_attempts(job.id)
+        stored = await store.jobs.list_attempts(job.id)
         assert [(a.provider, a.worker, a.state) for a in stored] == [
             ("a", "w1", AttemptState.STARTED)
         ]
-        kinds = [e.kind for e in await store.list_events(job.id)]
+        kinds = [e.kind for e in await store.jobs.list_events(job.id)]
         assert kinds == ["job.queued", "provider.skipped", "attempt.started"]
     untouched = by_id[jobs[2].id]
     assert untouched.attempt is None and untouched.job.state is JobState.QUEUED
-    assert await store.list_attempts(jobs[2].id) == []
+    assert await store.jobs.list_attempts(jobs[2].id) == []
 
 
 async def test_a_claimed_job_is_not_runnable_and_an_expired_claim_is(store: SqlStore) -> None:
@@ -74,13 +74,13 @@ async def test_a_claimed_job_is_not_runnable_and_an_expired_claim_is(store: SqlS
     async def none(_: Job) -> AttemptStart | None:
         return None
 
-    held = await store.claim_runnable("w1", 60.0, 10, none, ignore)
+    held = await store.jobs.claim_runnable("w1", 60.0, 10, none, ignore)
     assert [c.job.id for c in held] == [job.id]
-    assert await store.claim_runnable("w2", 60.0, 10, none, ignore) == []
-    await store.release(job.id, "w1")
-    gone = await store.claim_runnable("w1", -1.0, 10, none, ignore)  # expired at once
+    assert await store.jobs.claim_runnable("w2", 60.0, 10, none, ignore) == []
+    await store.jobs.release(job.id, "w1")
+    gone = await store.jobs.claim_runnable("w1", -1.0, 10, none, ignore)  # expired at once
     assert [c.job.id for c in gone] == [job.id]
-    taken = await store.claim_runnable("w2", 60.0, 10, none, ignore)
+    taken = await store.jobs.claim_runnable("w2", 60.0, 10, none, ignore)
     assert [(c.job.id, c.job.state) for c in taken] == [(job.id, JobState.QUEUED)]
 
 
@@ -92,10 +92,10 @@ async def test_a_failed_claim_starts_nothing_and_hands_nothing_over(store: SqlSt
         raise RuntimeError("the chooser failed")
 
     with pytest.raises(RuntimeError):
-        await store.claim_runnable("w1", 60.0, 10, broken, handed.append)
+        await store.jobs.claim_runnable("w1", 60.0, 10, broken, handed.append)
     assert handed == []
-    assert await store.list_attempts(job.id) == []
-    again = await store.get_job(job.id)
+    assert await store.jobs.list_attempts(job.id) == []
+    again = await store.jobs.get_job(job.id)
     assert again is not None and again.state is JobState.QUEUED
 
 
@@ -115,7 +115,7 @@ async def test_two_workers_claiming_together_never_take_the_same_job(db_url: str
 
         got = await asyncio.gather(
             *(
-                store.claim_runnable(worker, 60.0, 5, chooser(worker), ignore)
+                store.jobs.claim_runnable(worker, 60.0, 5, chooser(worker), ignore)
                 for _ in range(4)
                 for store, worker in ((first_store, "w1"), (second_store, "w2"))
             )
@@ -123,7 +123,7 @@ async def test_two_workers_claiming_together_never_take_the_same_job(db_url: str
         taken = [item.job.id for batch in got for item in batch]
         assert len(taken) == len(set(taken)) == len(jobs)
         for job in jobs:
-            attempts = await first_store.list_attempts(job.id)
+            attempts = await first_store.jobs.list_attempts(job.id)
             assert len(attempts) == 1 and attempts[0].state is AttemptState.STARTED
     finally:
         await first_store.close()

@@ -25,34 +25,34 @@ async def claim_row(store: SqlStore, job_id: str) -> dict[str, Any]:
 async def test_a_job_is_claimed_by_one_worker_until_it_releases_it(store: SqlStore) -> None:
     job = await submit(store)
     before = time.time()
-    claimed = await store.claim(job.id, "w1", 60.0)
+    claimed = await store.jobs.claim(job.id, "w1", 60.0)
     assert claimed is not None and claimed.id == job.id
     row = await claim_row(store, job.id)
     assert row["claimed_by"] == "w1" and before + 59 <= row["claim_until"] <= time.time() + 61
-    assert await store.claim(job.id, "w2", 60.0) is None  # held
-    assert await store.claim(job.id, "w1", 60.0) is not None  # its holder may claim again
-    await store.release(job.id, "w2", next_run_s=0.0)  # not w2's to release
+    assert await store.jobs.claim(job.id, "w2", 60.0) is None  # held
+    assert await store.jobs.claim(job.id, "w1", 60.0) is not None  # its holder may claim again
+    await store.jobs.release(job.id, "w2", next_run_s=0.0)  # not w2's to release
     assert (await claim_row(store, job.id))["claimed_by"] == "w1"
-    await store.release(job.id, "w1", next_run_s=30.0)
+    await store.jobs.release(job.id, "w1", next_run_s=30.0)
     row = await claim_row(store, job.id)
     assert row["claimed_by"] is None and row["claim_until"] is None
     assert row["next_run_at"] >= before + 29  # due again only later
-    assert await store.claim(job.id, "w2", 60.0) is not None
+    assert await store.jobs.claim(job.id, "w2", 60.0) is not None
 
 
 async def test_an_expired_claim_can_be_taken_over(store: SqlStore) -> None:
     job = await submit(store)
-    assert await store.claim(job.id, "w1", -1.0) is not None  # already expired
-    assert await store.claim(job.id, "w2", 60.0) is not None
+    assert await store.jobs.claim(job.id, "w1", -1.0) is not None  # already expired
+    assert await store.jobs.claim(job.id, "w2", 60.0) is not None
 
 
 async def test_a_heartbeat_renews_only_what_its_worker_holds(store: SqlStore) -> None:
     mine, theirs, dropped = [await submit(store, key=k) for k in ("mine", "theirs", "dropped")]
     for job, worker in ((mine, "w1"), (theirs, "w2"), (dropped, "w1")):
-        assert await store.claim(job.id, worker, 1.0) is not None
+        assert await store.jobs.claim(job.id, worker, 1.0) is not None
     attempt = await start(store, mine, "a", lease_s=1.0)  # worker "w1" (see `start`)
     before = time.time()
-    await store.renew("w1", [mine.id], lease_s=120.0, claim_s=300.0)
+    await store.jobs.renew("w1", [mine.id], lease_s=120.0, claim_s=300.0)
     assert (await claim_row(store, mine.id))["claim_until"] >= before + 299
     renewed = await attempt_of(store, attempt.id)
     assert renewed.lease_until is not None and renewed.lease_until.timestamp() >= before + 119
@@ -62,33 +62,33 @@ async def test_a_heartbeat_renews_only_what_its_worker_holds(store: SqlStore) ->
 
 async def test_a_reopened_job_runs_again_and_is_free_for_any_worker(store: SqlStore) -> None:
     job = await submit(store)
-    assert await store.claim(job.id, "w1", 600.0) is not None
+    assert await store.jobs.claim(job.id, "w1", 600.0) is not None
     attempt = await start(store, job, "a", exclusive=True)
-    await store.finish_attempt(
+    await store.jobs.finish_attempt(
         attempt.id,
         AttemptState.UNKNOWN,
         error_kind="unknown",
         error="read timeout",
         usage=AttemptUsage(),
     )
-    unknown = await store.settle_job(job.id, JobState.UNKNOWN, error="needs attention")
+    unknown = await store.jobs.settle_job(job.id, JobState.UNKNOWN, error="needs attention")
     before = time.time()
-    reopened = await store.reopen_job(job.id, "resolved failed by an operator")
+    reopened = await store.jobs.reopen_job(job.id, "resolved failed by an operator")
     assert reopened.state is JobState.RUNNING and reopened.version == unknown.version + 1
     row = await claim_row(store, job.id)
     assert row["claimed_by"] is None and row["next_run_at"] <= time.time()
     assert row["next_run_at"] >= before - 1
-    assert await store.claim(job.id, "w2", 60.0) is not None
-    [event] = [e for e in await store.list_events(job.id) if e.kind == "job.reopened"]
+    assert await store.jobs.claim(job.id, "w2", 60.0) is not None
+    [event] = [e for e in await store.jobs.list_events(job.id) if e.kind == "job.reopened"]
     assert event.data == {"reason": "resolved failed by an operator"}
     assert event.job_state is JobState.RUNNING
-    again = await store.reopen_job(job.id, "twice")  # only an unknown job is reopened
+    again = await store.jobs.reopen_job(job.id, "twice")  # only an unknown job is reopened
     assert again == await job_of(store, job.id) and again.version == reopened.version
 
 
 async def test_a_note_adds_to_the_log_and_changes_nothing_else(store: SqlStore) -> None:
     job = await submit(store)
-    await store.note(
+    await store.jobs.note(
         job.id,
         [
             NewEvent(kind="provider.skipped", data={"provider": "b"}),
@@ -97,7 +97,7 @@ async def test_a_note_adds_to_the_log_and_changes_nothing_else(store: SqlStore) 
     )
     after = await job_of(store, job.id)
     assert (after.state, after.version) == (job.state, job.version)
-    events = await store.list_events(job.id)
+    events = await store.jobs.list_events(job.id)
     assert [(e.seq, e.kind, e.data) for e in events[-2:]] == [
         (2, "provider.skipped", {"provider": "b"}),
         (3, "job.waiting", {"until": 12.5}),

@@ -102,7 +102,7 @@ async def test_the_provider_is_called_only_after_its_attempt_row_is_committed(
     seen: list[list[tuple[str, AttemptState]]] = []
 
     async def look(request: CompletionRequest) -> None:
-        attempts = await observer.list_attempts(request.labels["job_id"])
+        attempts = await observer.jobs.list_attempts(request.labels["job_id"])
         seen.append([(attempt.provider, attempt.state) for attempt in attempts])
         gate.called.set()
 

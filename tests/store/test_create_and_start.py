@@ -23,7 +23,7 @@ FIRST = AttemptStart(provider="a", model="m", worker="w1", lease_s=30.0, notes=(
 async def create(
     store: SqlStore, key: str = "k1", product: str = "tea"
 ) -> tuple[Job, Attempt | None]:
-    return await store.create_and_start(
+    return await store.jobs.create_and_start(
         owner="shop-1",
         idempotency_key=key,
         task="caption",
@@ -45,9 +45,9 @@ async def test_creates_the_job_running_with_its_attempt_in_one_transaction(
     assert job.created and job.state is JobState.RUNNING
     assert attempt is not None
     assert attempt.state is AttemptState.STARTED
-    stored = await store.list_attempts(job.id)
+    stored = await store.jobs.list_attempts(job.id)
     assert [(a.provider, a.worker, a.seq) for a in stored] == [("a", "w1", 1)]
-    events = await store.list_events(job.id)
+    events = await store.jobs.list_events(job.id)
     assert [(e.seq, e.kind, e.job_state) for e in events] == [
         (1, "job.queued", JobState.QUEUED),
         (2, "provider.skipped", JobState.RUNNING),
@@ -62,7 +62,7 @@ async def test_a_found_job_gets_no_attempt_and_a_new_payload_is_refused(store: S
     assert again.id == job.id
     with pytest.raises(IdempotencyConflict):
         await create(store, product="coffee")
-    assert len(await store.list_attempts(job.id)) == 1
+    assert len(await store.jobs.list_attempts(job.id)) == 1
 
 
 async def test_concurrent_double_submits_start_exactly_one_attempt(store: SqlStore) -> None:
@@ -70,7 +70,7 @@ async def test_concurrent_double_submits_start_exactly_one_attempt(store: SqlSto
     jobs = {job.id for job, _ in results}
     started = [attempt for _, attempt in results if attempt is not None]
     assert len(jobs) == 1 and len(started) == 1
-    assert len(await store.list_attempts(jobs.pop())) == 1
+    assert len(await store.jobs.list_attempts(jobs.pop())) == 1
 
 
 async def test_the_started_job_is_version_two_with_a_live_lease_and_a_gapless_log(
@@ -84,14 +84,14 @@ async def test_the_started_job_is_version_two_with_a_live_lease_and_a_gapless_lo
     assert attempt is not None
     assert job.version == 2
     assert attempt.lease_until is not None and attempt.lease_until > attempt.started_at
-    events = await store.list_events(job.id)
+    events = await store.jobs.list_events(job.id)
     assert [e.seq for e in events] == [1, 2, 3]
     started = events[-1]
     assert started.data == {"attempt_id": attempt.id, "provider": "a", "seq": 1}
     # The next event follows the last one: the job's counter was left at 3.
-    await store.note(job.id, [NewEvent(kind="job.waiting", data={})])
-    assert [e.seq for e in await store.list_events(job.id)] == [1, 2, 3, 4]
-    assert (await store.expire_attempts()) == []  # the lease is alive
+    await store.jobs.note(job.id, [NewEvent(kind="job.waiting", data={})])
+    assert [e.seq for e in await store.jobs.list_events(job.id)] == [1, 2, 3, 4]
+    assert (await store.jobs.expire_attempts()) == []  # the lease is alive
 
 
 async def test_a_new_job_records_its_deadline_its_claim_and_its_queued_event(
@@ -103,7 +103,7 @@ async def test_a_new_job_records_its_deadline_its_claim_and_its_queued_event(
     deadline dropped), 37, 38, 39 (the claim dropped, always set, or counted backwards) and
     44, 45, 46 (the queued event's data)."""
     for first in (None, FIRST):
-        claimed, _ = await store.create_and_start(
+        claimed, _ = await store.jobs.create_and_start(
             owner="shop-1",
             idempotency_key=f"claimed-{first is None}",
             task="caption",
@@ -114,7 +114,7 @@ async def test_a_new_job_records_its_deadline_its_claim_and_its_queued_event(
             claim_s=30.0,
             first=first,
         )
-        unclaimed, _ = await store.create_and_start(
+        unclaimed, _ = await store.jobs.create_and_start(
             owner="shop-1",
             idempotency_key=f"unclaimed-{first is None}",
             task="caption",
@@ -141,7 +141,7 @@ async def test_a_new_job_records_its_deadline_its_claim_and_its_queued_event(
         assert float(until) - float(created) == pytest.approx(30.0)
         assert claims[unclaimed.id][:2] == (None, None)
         for job in (claimed, unclaimed):
-            queued = (await store.list_events(job.id))[0]
+            queued = (await store.jobs.list_events(job.id))[0]
             assert (queued.kind, queued.data) == ("job.queued", {"task": "caption"})
 
 
@@ -156,7 +156,7 @@ async def test_on_created_is_handed_the_committed_job_and_its_first_attempt_once
     handed: list[tuple[Job, Attempt | None]] = []
 
     async def submit() -> tuple[Job, Attempt | None]:
-        return await store.create_and_start(
+        return await store.jobs.create_and_start(
             owner="shop-1",
             idempotency_key="k1",
             task="caption",
@@ -186,8 +186,8 @@ async def test_a_started_creation_keeps_the_created_jobs_for_wait(store: SqlStor
     earlier, _ = await create(store, key="k0")
     job, attempt = await create(store, key="k1")
     assert attempt is not None
-    assert store.created_here(job.id) == job
-    assert store.created_here(earlier.id) == earlier
+    assert store.jobs.created_here(job.id) == job
+    assert store.jobs.created_here(earlier.id) == earlier
 
 
 @pytest.mark.parametrize("first", [None, FIRST], ids=["queued", "started"])
@@ -212,7 +212,7 @@ async def test_a_creation_whose_commit_fails_is_not_remembered_and_raises_its_er
     faulty.fail("insert_job", "before")
     creating = SqlStore(faulty)  # the same database, through the fault injector
     with pytest.raises(StoreError, match="before COMMIT"):
-        await creating.create_and_start(
+        await creating.jobs.create_and_start(
             owner="shop-1",
             idempotency_key="k1",
             task="caption",
@@ -225,6 +225,6 @@ async def test_a_creation_whose_commit_fails_is_not_remembered_and_raises_its_er
         )
     assert faulty.injected["insert_job"] == 1
     job_id = made[0]  # the job's id is the first one made
-    assert creating.created_here(job_id) is None
-    assert await store.get_job(job_id) is None
-    assert await store.find_job("shop-1", "k1") is None
+    assert creating.jobs.created_here(job_id) is None
+    assert await store.jobs.get_job(job_id) is None
+    assert await store.jobs.find_job("shop-1", "k1") is None

@@ -113,10 +113,10 @@ async def test_old_rows_keep_the_provider_words_as_operator_detail_only(empty_ur
     await _at_v10(empty_url)
     store = await open_store(empty_url)  # applies 0011
     try:
-        failed, cancelled = await store.get_job("j1"), await store.get_job("j2")
-        [attempt] = await store.list_attempts("j1")
-        [kept] = await store.list_attempts("j2")
-        events = await store.list_events("j1")
+        failed, cancelled = await store.jobs.get_job("j1"), await store.jobs.get_job("j2")
+        [attempt] = await store.jobs.list_attempts("j1")
+        [kept] = await store.jobs.list_attempts("j2")
+        events = await store.jobs.list_events("j1")
         payloads = [
             row["payload"]
             for row in await store.connector.fetchall(

@@ -28,7 +28,7 @@ async def test_a_table_without_queued_to_running_refuses_the_first_attempt(
         JOB_TRANSITIONS, JobState.QUEUED, JOB_TRANSITIONS[JobState.QUEUED] - {JobState.RUNNING}
     )
     with pytest.raises(InvalidTransition):
-        await store.create_and_start(
+        await store.jobs.create_and_start(
             owner="shop-1",
             idempotency_key="k1",
             task="caption",
@@ -39,9 +39,9 @@ async def test_a_table_without_queued_to_running_refuses_the_first_attempt(
             claim_s=60.0,
             first=FIRST,
         )
-    assert await store.find_job("shop-1", "k1") is None  # rolled back: nothing written
+    assert await store.jobs.find_job("shop-1", "k1") is None  # rolled back: nothing written
     monkeypatch.undo()
-    job, attempt = await store.create_and_start(
+    job, attempt = await store.jobs.create_and_start(
         owner="shop-1",
         idempotency_key="k1",
         task="caption",

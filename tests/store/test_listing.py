@@ -21,7 +21,7 @@ async def walk(store: SqlStore, where: JobFilter, limit: int) -> list[list[str]]
     pages: list[list[str]] = []
     cursor = None
     while True:
-        page = await store.list_jobs(where, limit=limit, cursor=cursor)
+        page = await store.jobs.list_jobs(where, limit=limit, cursor=cursor)
         pages.append([job.id for job in page.items])
         if page.next_cursor is None:
             return pages
@@ -47,7 +47,7 @@ async def test_pages_walk_every_job_once_newest_first(store: SqlStore) -> None:
 
 async def test_a_page_that_ends_exactly_has_no_next_cursor(store: SqlStore) -> None:
     await some_jobs(store)
-    page = await store.list_jobs(JobFilter(), limit=7)
+    page = await store.jobs.list_jobs(JobFilter(), limit=7)
     assert len(page.items) == 7 and page.next_cursor is None
 
 
@@ -55,14 +55,14 @@ async def test_owner_task_and_state_filters(store: SqlStore) -> None:
     jobs = await some_jobs(store)
     shop1 = sorted((j.id for j in jobs if j.owner == "shop-1"), reverse=True)
     assert [i for p in await walk(store, JobFilter(owner="shop-1"), 2) for i in p] == shop1
-    titles = await store.list_jobs(JobFilter(task="title"), limit=50)
+    titles = await store.jobs.list_jobs(JobFilter(task="title"), limit=50)
     assert {j.id for j in titles.items} == {j.id for j in jobs[4:]}
-    await store.settle_job(jobs[1].id, JobState.RUNNING, error=None)
-    await store.settle_job(jobs[1].id, JobState.UNKNOWN, error="no answer")
-    attention = await store.list_jobs(JobFilter.of(needs_attention=True), limit=50)
+    await store.jobs.settle_job(jobs[1].id, JobState.RUNNING, error=None)
+    await store.jobs.settle_job(jobs[1].id, JobState.UNKNOWN, error="no answer")
+    attention = await store.jobs.list_jobs(JobFilter.of(needs_attention=True), limit=50)
     assert [j.id for j in attention.items] == [jobs[1].id]
     queued_and_attention = JobFilter.of(state=JobState.QUEUED, needs_attention=True)
-    none = await store.list_jobs(queued_and_attention, limit=50)
+    none = await store.jobs.list_jobs(queued_and_attention, limit=50)
     assert none.items == []
 
 
@@ -76,9 +76,9 @@ async def test_provider_filter_finds_jobs_with_an_attempt_there(
     jobs = await some_jobs(store)
     await start(store, jobs[2], provider="backup")
     await start(store, jobs[5], provider="primary")
-    page = await store.list_jobs(JobFilter(provider="backup"), limit=50)
+    page = await store.jobs.list_jobs(JobFilter(provider="backup"), limit=50)
     assert [j.id for j in page.items] == [jobs[2].id]
-    counts = await store.count_jobs_by_state(JobFilter(owner="shop-1", provider="backup"))
+    counts = await store.jobs.count_jobs_by_state(JobFilter(owner="shop-1", provider="backup"))
     assert sum(counts.values()) == 1 and counts[JobState.RUNNING] == 1
 
 
@@ -88,16 +88,16 @@ async def test_created_after_and_before(store: SqlStore) -> None:
     while time.time() <= middle:  # the next job is created strictly later
         pass
     later = await submit(store, key="late")
-    after = await store.list_jobs(JobFilter(created_after=middle), limit=50)
-    before = await store.list_jobs(JobFilter(created_before=middle), limit=50)
+    after = await store.jobs.list_jobs(JobFilter(created_after=middle), limit=50)
+    before = await store.jobs.list_jobs(JobFilter(created_before=middle), limit=50)
     assert [j.id for j in after.items] == [later.id]
     assert [j.id for j in before.items] == [first.id]
 
 
 async def test_counts_by_state_cover_every_state(store: SqlStore) -> None:
     jobs = await some_jobs(store)
-    await store.cancel_job(jobs[0].id, "not needed")
-    counts = await store.count_jobs_by_state(JobFilter(owner="shop-1"))
+    await store.jobs.cancel_job(jobs[0].id, "not needed")
+    counts = await store.jobs.count_jobs_by_state(JobFilter(owner="shop-1"))
     assert set(counts) == set(JobState)
     assert counts[JobState.CANCELLED] == 1 and counts[JobState.QUEUED] == 3
     assert sum(counts.values()) == 4
@@ -171,8 +171,8 @@ async def test_sqlite_counts_of_a_filter_never_walk_every_job(
 
 
 async def _plan(store: SqlStore, query: str, where: JobFilter, **extra: object) -> str:
-    clause, params = store._where(where)
-    sql = store._q[query].replace("{where}", clause)
+    clause, params = store.jobs._listing._where(where)
+    sql = store.connector.queries[query].replace("{where}", clause)
     rows = await store.connector.fetchall("EXPLAIN QUERY PLAN " + sql, {**params, **extra})
     return " | ".join(str(row["detail"]) for row in rows)
 
@@ -195,8 +195,8 @@ async def test_postgres_plan_can_seek_the_listing_indexes(
     url = postgres_url(tmp_path)
     store = await open_store(url)
     try:
-        clause, params = store._where(where)
-        sql = store._q["list_jobs"].replace("{where}", clause)
+        clause, params = store.jobs._listing._where(where)
+        sql = store.connector.queries["list_jobs"].replace("{where}", clause)
         async with store.connector.write() as tx:  # SET LOCAL: this transaction only
             await tx.execute("SET LOCAL enable_seqscan = off", {})
             rows = await tx.fetchall("EXPLAIN " + sql, {**params, "limit": 1})

@@ -28,9 +28,9 @@ SELECT printf('%032x', i), 'bulk', 'k' || i, 'f', 'caption', '{}', '{}', 'succee
 """
 
 LISTINGS: dict[str, Callable[[SqlStore], Awaitable[Any]]] = {
-    "counts of every job": lambda store: store.count_jobs_by_state(JobFilter()),
-    "a page": lambda store: store.list_jobs(JobFilter(owner="bulk"), limit=500),
-    "a page of a rare task": lambda store: store.list_jobs(JobFilter(task="typo"), limit=50),
+    "counts of every job": lambda store: store.jobs.count_jobs_by_state(JobFilter()),
+    "a page": lambda store: store.jobs.list_jobs(JobFilter(owner="bulk"), limit=500),
+    "a page of a rare task": lambda store: store.jobs.list_jobs(JobFilter(task="typo"), limit=50),
 }
 
 
@@ -78,10 +78,10 @@ async def test_a_cancelled_listing_leaves_its_connection_usable(big_store: SqlSt
     """A tab closed mid-refresh cancels its listing while the read runs on its thread: the
     statement is interrupted, the cancellation reaches the caller, and the next listing (and
     closing the store) finds the connection free."""
-    reading = asyncio.create_task(big_store.count_jobs_by_state(JobFilter()))
+    reading = asyncio.create_task(big_store.jobs.count_jobs_by_state(JobFilter()))
     await asyncio.sleep(0)  # the read has gone to its thread
     reading.cancel()
     with pytest.raises(asyncio.CancelledError):
         await reading
-    counts = await big_store.count_jobs_by_state(JobFilter())
+    counts = await big_store.jobs.count_jobs_by_state(JobFilter())
     assert sum(counts.values()) == JOBS

@@ -26,12 +26,10 @@ FAULT_TABLE = "outbox_fault_injected"
 
 def break_outbox_insert(store: SqlStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """The outbox INSERT fails in the database, like a full disk or a lost constraint would."""
-    queries = dict(store._q)
-    queries["insert_outbox"] = queries["insert_outbox"].replace(
-        "INSERT INTO outbox ", f"INSERT INTO {FAULT_TABLE} "
-    )
-    assert queries["insert_outbox"] != store._q["insert_outbox"]
-    monkeypatch.setattr(store, "_q", queries)
+    queries = store.connector.queries  # the one loaded copy every part of the store reads
+    broken = queries["insert_outbox"].replace("INSERT INTO outbox ", f"INSERT INTO {FAULT_TABLE} ")
+    assert broken != queries["insert_outbox"]
+    monkeypatch.setitem(queries, "insert_outbox", broken)
 
 
 async def running_job(store: SqlStore, key: str) -> tuple[Job, Attempt]:
@@ -46,15 +44,15 @@ async def running_job(store: SqlStore, key: str) -> tuple[Job, Attempt]:
         claimed_by=None,
         claim_s=60.0,
     )
-    job, attempt = await store.start_attempt(
+    job, attempt = await store.jobs.start_attempt(
         job.id, provider="a", model=None, worker="w1", lease_s=30.0, exclusive=False
     )
     return job, attempt
 
 
 async def snapshot(store: SqlStore, job_id: str) -> tuple[Any, ...]:
-    job = await store.get_job(job_id)
-    attempts = await store.list_attempts(job_id)
+    job = await store.jobs.get_job(job_id)
+    attempts = await store.jobs.list_attempts(job_id)
     events = await store.connector.fetchall(
         "SELECT seq, kind FROM job_events WHERE job_id = :id ORDER BY seq", {"id": job_id}
     )
@@ -65,11 +63,11 @@ async def snapshot(store: SqlStore, job_id: str) -> tuple[Any, ...]:
 
 
 async def succeed(store: SqlStore, job: Job, attempt: Attempt) -> Any:
-    return await store.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
+    return await store.jobs.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
 
 
 async def fail(store: SqlStore, job: Job, attempt: Attempt) -> Any:
-    return await store.settle_job(job.id, JobState.FAILED, error="every provider failed")
+    return await store.jobs.settle_job(job.id, JobState.FAILED, error="every provider failed")
 
 
 async def nothing_first(store: SqlStore, job: Job, attempt: Attempt) -> None:
@@ -78,24 +76,26 @@ async def nothing_first(store: SqlStore, job: Job, attempt: Attempt) -> None:
 
 async def attempt_failed(store: SqlStore, job: Job, attempt: Attempt) -> None:
     """The attempt's outcome is its own transaction; the job's settlement comes after."""
-    await store.finish_attempt(
+    await store.jobs.finish_attempt(
         attempt.id, AttemptState.FAILED, error_kind="rejected", error="HTTP 500", usage=NO_USAGE
     )
 
 
 async def needs_attention(store: SqlStore, job: Job, attempt: Attempt) -> None:
-    await store.finish_attempt(
+    await store.jobs.finish_attempt(
         attempt.id, AttemptState.UNKNOWN, error_kind="unknown", error="read timeout", usage=NO_USAGE
     )
-    await store.settle_job(job.id, JobState.UNKNOWN, error="needs attention")
+    await store.jobs.settle_job(job.id, JobState.UNKNOWN, error="needs attention")
 
 
 async def resolve_unknown_succeeded(store: SqlStore, job: Job, attempt: Attempt) -> Any:
-    return await store.resolve_attempt(attempt.id, AttemptState.SUCCEEDED, {"text": "ok"}, "seen")
+    return await store.jobs.resolve_attempt(
+        attempt.id, AttemptState.SUCCEEDED, {"text": "ok"}, "seen"
+    )
 
 
 async def cancel_unknown(store: SqlStore, job: Job, attempt: Attempt) -> Any:
-    return await store.cancel_job(job.id, "operator")
+    return await store.jobs.cancel_job(job.id, "operator")
 
 
 Step = Callable[[SqlStore, Job, Attempt], Awaitable[Any]]

@@ -207,11 +207,11 @@ async def test_purge_in_batches_keeps_unfinished_and_undelivered_jobs(store: Sql
     assert progress == [2, 4, 5]
 
     for job in delivered:
-        assert await store.get_job(job.id) is None
+        assert await store.jobs.get_job(job.id) is None
         for table in ("attempts", "job_events", "outbox"):
             assert await count(store, table, job.id) == 0, table
     for job in [undelivered, dead, *unfinished]:
-        kept = await store.get_job(job.id)
+        kept = await store.jobs.get_job(job.id)
         assert kept is not None and kept.state is job.state
         assert await count(store, "job_events", job.id) > 0
     assert await count(store, "outbox", undelivered.id) == 1
@@ -250,13 +250,13 @@ async def test_without_webhooks_old_terminal_jobs_are_purged_with_their_parked_e
     assert await purge(store.outbox, cutoff, owners=[], batch=2, drop_parked=True) == (3, 3)
 
     for job in finished:
-        assert await store.get_job(job.id) is None
+        assert await store.jobs.get_job(job.id) is None
         for table in ("attempts", "job_events", "outbox"):
             assert await count(store, table, job.id) == 0, table
-    assert await store.get_job(dead.id) is not None  # a dead letter is always kept
+    assert await store.jobs.get_job(dead.id) is not None  # a dead letter is always kept
     assert await count(store, "outbox_dead", dead.id) == 1
     for job in unfinished:
-        kept = await store.get_job(job.id)
+        kept = await store.jobs.get_job(job.id)
         assert kept is not None and kept.state is job.state
     assert await store.outbox.count_purgeable(cutoff, owners=[], drop_parked=True) == (0, 1, 0)
     assert await purge(store.outbox, cutoff, owners=[], drop_parked=True) == (0, 0)
@@ -284,10 +284,10 @@ async def test_an_undelivered_event_keeps_its_job_only_when_its_owner_has_a_webh
         1,
         1,
     )
-    assert await store.get_job(without.id) is None
+    assert await store.jobs.get_job(without.id) is None
     assert await count(store, "outbox", without.id) == 0
     for job in (with_hook, retrying):
-        assert await store.get_job(job.id) is not None
+        assert await store.jobs.get_job(job.id) is not None
         assert await count(store, "outbox", job.id) == 1
     assert (await store.outbox.outbox_counts()).pending[0].owner == "a"
 
@@ -323,7 +323,7 @@ async def test_a_tried_event_keeps_its_job_even_when_its_webhook_is_gone(
         )
         assert await purge(store.outbox, cutoff, owners=[], drop_parked=drop_parked) == (0, 0)
     for job in (retrying, claimed):
-        assert await store.get_job(job.id) is not None
+        assert await store.jobs.get_job(job.id) is not None
         assert await count(store, "outbox", job.id) == 1
 
 
@@ -332,7 +332,7 @@ async def test_purge_keeps_jobs_finished_within_the_retention(store: SqlStore) -
     await store.outbox.outbox_delivered((await event_of(store, job)).id)
     await age_jobs(store, 6 * DAY_S)
     assert (await purge(store.outbox, time.time() - 7 * DAY_S, owners=OWNERS)).jobs == 0
-    assert await store.get_job(job.id) is not None
+    assert await store.jobs.get_job(job.id) is not None
 
 
 async def test_a_key_submitted_again_after_its_job_was_purged_starts_a_new_job(
@@ -342,11 +342,11 @@ async def test_a_key_submitted_again_after_its_job_was_purged_starts_a_new_job(
     await store.outbox.outbox_delivered((await event_of(store, old)).id)
     await age_jobs(store, 8 * DAY_S)
     assert (await purge(store.outbox, time.time() - 7 * DAY_S, owners=OWNERS)).jobs == 1
-    assert await store.find_job("shop", "order-42") is None
+    assert await store.jobs.find_job("shop", "order-42") is None
 
     again = await job_in(store, JobState.QUEUED, key="order-42")
     assert again.created and again.id != old.id and again.state is JobState.QUEUED
-    found = await store.find_job("shop", "order-42")
+    found = await store.jobs.find_job("shop", "order-42")
     assert found is not None and found.id == again.id
 
 
@@ -359,11 +359,11 @@ async def test_a_key_of_an_owner_without_a_webhook_starts_a_new_job_after_purge(
         1,
         1,
     )
-    assert await store.find_job("nohook", "order-42") is None
+    assert await store.jobs.find_job("nohook", "order-42") is None
 
     again = await job_in(store, JobState.QUEUED, owner="nohook", key="order-42")
     assert again.created and again.id != old.id
-    found = await store.find_job("nohook", "order-42")
+    found = await store.jobs.find_job("nohook", "order-42")
     assert found is not None and found.id == again.id
 
 
@@ -401,7 +401,7 @@ async def test_by_default_a_parked_event_keeps_its_job_and_one_owner_is_not_its_
     assert await store.outbox.count_purgeable(cutoff, owners="shop", drop_parked=True) == (0, 1, 0)
     assert await store.outbox.purge_batch(cutoff, 10, owners="shop", drop_parked=True) == (0, 0)
     assert await store.outbox.purge_batch(cutoff, 10, owners=[]) == (0, 0)
-    assert await store.get_job(job.id) is not None
+    assert await store.jobs.get_job(job.id) is not None
 
 
 async def test_an_event_read_back_says_when_it_was_written_and_when_it_died(

@@ -68,7 +68,7 @@ async def run(url: str, **kwargs: Any) -> Router:
 
 async def test_a_retried_cas_that_already_won_reports_the_win(faulty: FaultyConnector) -> None:
     store = SqlStore(faulty)
-    job, attempt = await store.create_and_start(
+    job, attempt = await store.jobs.create_and_start(
         owner="o",
         idempotency_key="k",
         task="post",
@@ -82,11 +82,11 @@ async def test_a_retried_cas_that_already_won_reports_the_win(faulty: FaultyConn
     assert attempt is not None
     faulty.fail("finish_job_cas", "after")
     with pytest.raises(StoreError, match="acknowledgement lost"):
-        await store.finish_attempt_cas(attempt.id, OUT, AttemptUsage())
-    again = await store.finish_attempt_cas(attempt.id, OUT, AttemptUsage())
+        await store.jobs.finish_attempt_cas(attempt.id, OUT, AttemptUsage())
+    again = await store.jobs.finish_attempt_cas(attempt.id, OUT, AttemptUsage())
     assert again.won and again.job.state is JobState.SUCCEEDED
     assert again.job.winner_attempt_id == attempt.id and again.job.result == OUT
-    events = [e.kind for e in await store.list_events(job.id)]
+    events = [e.kind for e in await store.jobs.list_events(job.id)]
     assert events.count("job.succeeded") == 1 and "attempt.lost" not in events
 
 

@@ -118,7 +118,7 @@ async def test_the_purge_task_deletes_what_the_retention_allows(store: SqlStore)
         return task
 
     assert await purge_task(drop_parked=False).run() == 0
-    assert await store.get_job(old.id) is not None
+    assert await store.jobs.get_job(old.id) is not None
     assert await purge_task(drop_parked=True).run() == 1
-    assert await store.get_job(old.id) is None
-    assert await store.get_job(fresh.id) is not None
+    assert await store.jobs.get_job(old.id) is None
+    assert await store.jobs.get_job(fresh.id) is not None

@@ -208,13 +208,13 @@ def _listings(store: SqlStore) -> dict[str, str]:
     several = JobFilter(states=(JobState.QUEUED, JobState.RUNNING))
     found = {}
     for label, where in (("every filter", every), ("several states", several)):
-        clause, _ = store._where(where)
-        found[f"list_jobs({label})"] = store._q["list_jobs"].replace(
-            "{where}", clause + " " + store._q["list_jobs_cursor"]
+        clause, _ = store.jobs._listing._where(where)
+        found[f"list_jobs({label})"] = store.connector.queries["list_jobs"].replace(
+            "{where}", clause + " " + store.connector.queries["list_jobs_cursor"]
         )
-        found[f"count_jobs_by_state({label})"] = store._q["count_jobs_by_state"].replace(
-            "{where}", clause
-        )
+        found[f"count_jobs_by_state({label})"] = store.connector.queries[
+            "count_jobs_by_state"
+        ].replace("{where}", clause)
     return found
 
 
@@ -235,20 +235,20 @@ async def test_double_submit_across_two_stores_makes_one_job(pg_url: str) -> Non
 async def test_two_attempts_finishing_at_once_in_two_stores_have_one_winner(pg_url: str) -> None:
     async with stores(pg_url, 2) as (first, second), connection(pg_url) as watch:
         job = await submit(first)
-        _, one = await first.start_attempt(
+        _, one = await first.jobs.start_attempt(
             job.id, provider="a", model=None, worker="w1", lease_s=30, exclusive=False
         )
-        _, two = await second.start_attempt(
+        _, two = await second.jobs.start_attempt(
             job.id, provider="b", model=None, worker="w2", lease_s=30, exclusive=False
         )
         async with first.connector.write() as tx:  # hold the job row: both finishers queue up
             await tx.fetchone(first.connector.queries["lock_job"], {"id": job.id})
             finishes = [
                 asyncio.create_task(
-                    first.finish_attempt_cas(one.id, {"text": "a"}, AttemptUsage())
+                    first.jobs.finish_attempt_cas(one.id, {"text": "a"}, AttemptUsage())
                 ),
                 asyncio.create_task(
-                    second.finish_attempt_cas(two.id, {"text": "b"}, AttemptUsage())
+                    second.jobs.finish_attempt_cas(two.id, {"text": "b"}, AttemptUsage())
                 ),
             ]
             await after_both_wait_on_a_lock(watch, *finishes)
@@ -256,13 +256,13 @@ async def test_two_attempts_finishing_at_once_in_two_stores_have_one_winner(pg_u
         assert sorted(o.won for o in outcomes) == [False, True]
         winner = next(o for o in outcomes if o.won)
         loser = next(o for o in outcomes if not o.won)
-        final = await second.get_job(job.id)
+        final = await second.jobs.get_job(job.id)
         assert final is not None and final.state == "succeeded"
         assert final.winner_attempt_id == winner.attempt.id
         assert final.result == winner.attempt.output
         assert loser.attempt.state == "lost"
         assert await watch.fetchval("SELECT COUNT(*) FROM outbox WHERE job_id = $1", job.id) == 1
-        kinds = [event.kind for event in await first.list_events(job.id)]
+        kinds = [event.kind for event in await first.jobs.list_events(job.id)]
         assert kinds.count("job.succeeded") == 1 and kinds.count("attempt.lost") == 1
 
 
@@ -276,7 +276,7 @@ async def test_claim_waits_for_the_other_claim_and_then_gets_nothing(pg_url: str
                 {"id": job.id, "worker": "w1", "now": time.time(), "claim_until": time.time() + 60},
             )
             assert row is not None and row["claimed_by"] == "w1"
-            late = asyncio.create_task(second.claim(job.id, "w2", 60))
+            late = asyncio.create_task(second.jobs.claim(job.id, "w2", 60))
             await after_both_wait_on_a_lock(watch, late)
         assert await late is None
         assert await watch.fetchval("SELECT claimed_by FROM jobs WHERE id = $1", job.id) == "w1"
@@ -287,7 +287,7 @@ async def test_racing_claims_from_two_stores_give_each_job_to_exactly_one(pg_url
         jobs = [await submit(first, f"k{i}") for i in range(30)]
         for job in jobs:
             got = await asyncio.gather(
-                first.claim(job.id, "w1", 60), second.claim(job.id, "w2", 60)
+                first.jobs.claim(job.id, "w1", 60), second.jobs.claim(job.id, "w2", 60)
             )
             assert sum(claim is not None for claim in got) == 1, got
 
@@ -302,8 +302,8 @@ async def woken_by(store: SqlStore, job_id: str, change: Awaitable[Any]) -> None
     """`change`, committed through another store, wakes `store`'s watcher of the job. The
     watcher has no poll of its own here (only the guard), so nothing but the LISTEN/NOTIFY
     delivery can end the wait: no clock decides."""
-    await store.follow("events")
-    with store.watching(job_id) as changed:
+    await store.jobs.follow("events")
+    with store.jobs.watching(job_id) as changed:
         await change
         async with asyncio.timeout(GUARD_S):
             await changed.event.wait()
@@ -312,22 +312,24 @@ async def woken_by(store: SqlStore, job_id: str, change: Awaitable[Any]) -> None
 async def test_a_commit_in_one_store_wakes_a_watcher_in_the_other(pg_url: str) -> None:
     async with stores(pg_url, 2) as (first, second):
         job = await submit(first)
-        note = first.note(job.id, [NewEvent(kind="job.waiting", data={"why": "test"})])
+        note = first.jobs.note(job.id, [NewEvent(kind="job.waiting", data={"why": "test"})])
         await woken_by(second, job.id, note)
-        assert [e.kind for e in await second.list_events(job.id)][-1] == "job.waiting"
+        assert [e.kind for e in await second.jobs.list_events(job.id)][-1] == "job.waiting"
 
 
 async def test_jobs_free_for_any_worker_wake_the_other_stores_poller(pg_url: str) -> None:
     async with stores(pg_url, 2) as (first, second):
         woken = asyncio.Event()
-        second.on_runnable(woken.set)
-        await second.follow("runnable")
+        second.jobs.on_runnable(woken.set)
+        await second.jobs.follow("runnable")
         claimed = await submit(first, "mine", claimed_by="w1")  # handed to w1: no wake
         # A later commit's notification has arrived (NOTIFYs are delivered in commit order):
         # a wake for the claimed job would have come before it.
-        await woken_by(second, claimed.id, first.note(claimed.id, [NewEvent(kind="job.waiting")]))
+        await woken_by(
+            second, claimed.id, first.jobs.note(claimed.id, [NewEvent(kind="job.waiting")])
+        )
         assert not woken.is_set()
-        await first.release(claimed.id, "w1")  # free again: wake
+        await first.jobs.release(claimed.id, "w1")  # free again: wake
         await asyncio.wait_for(woken.wait(), GUARD_S)
         woken.clear()
         await submit(first, "anyone")  # submitted without a worker: wake
@@ -338,8 +340,8 @@ async def test_watchers_wake_again_after_the_listen_connection_was_killed(pg_url
     async with stores(pg_url, 2) as (first, second), connection(pg_url) as admin:
         job = await submit(first)
         woken = asyncio.Event()
-        second.on_runnable(woken.set)
-        await second.follow("runnable")
+        second.jobs.on_runnable(woken.set)
+        await second.jobs.follow("runnable")
         listeners = (
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
             "AND application_name LIKE 'jobrouter-listen%'"
@@ -354,7 +356,7 @@ async def test_watchers_wake_again_after_the_listen_connection_was_killed(pg_url
 
         await eventually(back, "both stores listen again")
         await asyncio.wait_for(woken.wait(), GUARD_S)  # missed notifications: pollers look now
-        note = first.note(job.id, [NewEvent(kind="job.waiting")])
+        note = first.jobs.note(job.id, [NewEvent(kind="job.waiting")])
         await woken_by(second, job.id, note)
 
 
@@ -366,14 +368,14 @@ async def test_a_store_that_follows_settled_jobs_hears_a_job_settle_elsewhere(
     server transaction)."""
     async with stores(pg_url, 2) as (first, second):
         job = await submit(first)
-        await second.follow("settled")
-        with second.watching(job.id) as change:
-            await first.note(job.id, [NewEvent(kind="job.waiting")])  # not followed
-            await first.settle_job(job.id, JobState.FAILED, error="test")
+        await second.jobs.follow("settled")
+        with second.jobs.watching(job.id) as change:
+            await first.jobs.note(job.id, [NewEvent(kind="job.waiting")])  # not followed
+            await first.jobs.settle_job(job.id, JobState.FAILED, error="test")
             await asyncio.wait_for(change.wait(), 5.0)
             heard = change.take()
         assert heard is not None and heard.state is JobState.FAILED and heard.error == "test"
-        assert heard == await second.get_job(job.id)
+        assert heard == await second.jobs.get_job(job.id)
 
 
 async def test_a_settled_job_too_big_for_a_notification_is_heard_by_its_id(pg_url: str) -> None:
@@ -381,9 +383,9 @@ async def test_a_settled_job_too_big_for_a_notification_is_heard_by_its_id(pg_ur
     the waiter reads it."""
     async with stores(pg_url, 2) as (first, second):
         job = await submit(first)
-        await second.follow("settled")
-        with second.watching(job.id) as change:
-            await first.settle_job(job.id, JobState.FAILED, error="x" * 9000)
+        await second.jobs.follow("settled")
+        with second.jobs.watching(job.id) as change:
+            await first.jobs.settle_job(job.id, JobState.FAILED, error="x" * 9000)
             await asyncio.wait_for(change.wait(), 5.0)
             assert change.take() is None  # heard, without the row: read it
 
@@ -394,7 +396,7 @@ async def test_a_pooled_connection_is_not_reset_after_each_statement(pg_url: str
     the backend's last statement is the reset query."""
     async with stores(pg_url, 1) as (store,), connection(pg_url) as admin:
         job = await submit(store)
-        assert await store.get_job(job.id) is not None
+        assert await store.jobs.get_job(job.id) is not None
         last = await admin.fetch(
             "SELECT query FROM pg_stat_activity WHERE datname = current_database() "
             "AND application_name = 'jobrouter' AND state = 'idle'"
@@ -429,4 +431,4 @@ async def test_a_connection_lost_in_a_transaction_is_a_store_error_and_the_pool_
                 assert row is not None
                 await admin.execute("SELECT pg_terminate_backend($1)", row["pid"])
                 await tx.fetchone("SELECT 1 AS one", {})
-        assert await store.get_job(job.id) is not None
+        assert await store.jobs.get_job(job.id) is not None

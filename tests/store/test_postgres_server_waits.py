@@ -94,7 +94,7 @@ async def running(url: str, function: str, count: int = 1) -> None:
 
 async def settled_read(store: SqlStore, ids: list[str], wait_s: float) -> list[dict[str, Any]]:
     params = {"ids": json.dumps(ids), "states": SETTLED, "wait_s": wait_s, "step_s": STEP_S}
-    return await store.connector.fetchall(store._q["await_settled"], params)
+    return await store.connector.fetchall(store.connector.queries["await_settled"], params)
 
 
 async def submit(store: SqlStore, key: str) -> Job:
@@ -127,7 +127,7 @@ async def test_the_waiting_read_returns_a_job_settled_by_another_connection(
         other = await submit(elsewhere, "k2")
         reading = asyncio.create_task(settled_read(store, [job.id, other.id], BOUND_S))
         await running(pg_url, "jobrouter_await_settled")
-        await elsewhere.settle_job(job.id, JobState.FAILED, error="elsewhere")
+        await elsewhere.jobs.settle_job(job.id, JobState.FAILED, error="elsewhere")
         async with asyncio.timeout(BEFORE_BOUND_S):
             rows = await reading
     assert [(row["id"], row["state"], row["error"]) for row in rows] == [
@@ -144,7 +144,7 @@ async def test_the_waiting_read_returns_empty_after_its_bound(pg_url: str) -> No
         waited = asyncio.get_running_loop().time() - began
         assert rows == []
         assert waited >= 0.2  # it waited on the server; it did not answer at once
-        still = await store.get_job(job.id)
+        still = await store.jobs.get_job(job.id)
         assert still is not None and still.state is JobState.QUEUED
 
 
@@ -160,21 +160,21 @@ async def test_a_wait_on_another_process_job_is_one_waiting_read(pg_url: str) ->
 
         store.connector.fetchall = counted  # type: ignore[method-assign]
         job = await submit(elsewhere, "k1")
-        with store.watching(job.id) as change, store.awaiting(job.id):
+        with store.jobs.watching(job.id) as change, store.jobs.awaiting(job.id):
             await running(pg_url, "jobrouter_await_settled")
-            await elsewhere.cancel_job(job.id, "elsewhere")
+            await elsewhere.jobs.cancel_job(job.id, "elsewhere")
             async with asyncio.timeout(GUARD_S):
                 await change.wait()
             heard = change.take()
     assert heard is not None and heard.state is JobState.CANCELLED
-    assert store._q["settled_jobs"] not in queries  # no polled read
-    assert queries and set(queries) == {store._q["await_settled"]}
+    assert store.connector.queries["settled_jobs"] not in queries  # no polled read
+    assert queries and set(queries) == {store.connector.queries["await_settled"]}
 
 
 async def test_a_waiting_claim_takes_a_job_submitted_while_it_waits(pg_url: str) -> None:
     async with opened(pg_url) as worker, opened(pg_url) as submitter:
         claiming = asyncio.create_task(
-            worker.claim_runnable("w1", 60.0, 10, no_first, ignore, wait_s=BOUND_S)
+            worker.jobs.claim_runnable("w1", 60.0, 10, no_first, ignore, wait_s=BOUND_S)
         )
         await running(pg_url, "jobrouter_await_runnable")
         job = await submit(submitter, "k1")
@@ -194,7 +194,7 @@ async def test_two_waiting_workers_wake_once_for_one_job(pg_url: str) -> None:
     async with opened(pg_url) as a, opened(pg_url) as b, opened(pg_url) as submitter:
         claims = {
             name: asyncio.create_task(
-                store.claim_runnable(name, 60.0, 10, no_first, ignore, wait_s=BOUND_S)
+                store.jobs.claim_runnable(name, 60.0, 10, no_first, ignore, wait_s=BOUND_S)
             )
             for name, store in (("wa", a), ("wb", b))
         }
@@ -256,19 +256,21 @@ async def test_a_job_at_concurrency_one_costs_four_commits(
     async def run(jobs: int, keys: str) -> int:
         before = await quiet_commits(pg_url)
         async with opened(pg_url) as worker, opened(pg_url) as waiter:
-            waiter._wait_calls.wait_s = BOUND_S  # no read ends by its bound on a slow machine
+            waiter.jobs._waits._wait_calls.wait_s = (
+                BOUND_S  # no read ends by its bound on a slow machine
+            )
             for n in range(jobs):
                 claiming = asyncio.create_task(
-                    worker.claim_runnable("w1", 60.0, 10, first, ignore, wait_s=BOUND_S)
+                    worker.jobs.claim_runnable("w1", 60.0, 10, first, ignore, wait_s=BOUND_S)
                 )
                 await running(pg_url, "jobrouter_await_runnable")
                 job = await submit(waiter, f"{keys}-{n}")
                 async with asyncio.timeout(BEFORE_BOUND_S):
                     (claimed,) = await claiming
                 assert claimed.attempt is not None
-                with waiter.watching(job.id) as change, waiter.awaiting(job.id):
+                with waiter.jobs.watching(job.id) as change, waiter.jobs.awaiting(job.id):
                     await running(pg_url, "jobrouter_await_settled")
-                    await worker.finish_attempt_cas(
+                    await worker.jobs.finish_attempt_cas(
                         claimed.attempt.id, {"text": "ok"}, AttemptUsage()
                     )
                     async with asyncio.timeout(BEFORE_BOUND_S):

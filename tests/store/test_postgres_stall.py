@@ -93,15 +93,15 @@ async def test_a_stalled_server_fails_requests_and_readiness_instead_of_hanging(
             claimed_by=None,
             claim_s=0,
         )
-        await store.prove_write()
+        await store.health.prove_write()
         proxy.stall()
         async with asyncio.timeout(CEILING_S):
             with pytest.raises(StoreError) as read:
-                await store.get_job(job.id)
+                await store.jobs.get_job(job.id)
             with pytest.raises(StoreError) as write:
-                await store.prove_write()
+                await store.health.prove_write()
             with pytest.raises(StoreError):  # every pooled connection is stuck or busy now
-                await store.pending_migrations()
+                await store.health.pending_migrations()
         assert read.value.transient and write.value.transient
         proxy.resume()
     finally:

@@ -122,8 +122,8 @@ async def test_a_paused_worker_is_not_named_and_hears_again_once_resumed(pg_url:
         admin = await asyncpg.connect(pg_url)
         try:
             woken = asyncio.Event()
-            worker.on_runnable(woken.set)
-            await worker.follow("runnable")
+            worker.jobs.on_runnable(woken.set)
+            await worker.jobs.follow("runnable")
             marker = await create_job(
                 submitter,
                 owner="shop",
@@ -137,19 +137,19 @@ async def test_a_paused_worker_is_not_named_and_hears_again_once_resumed(pg_url:
             )  # claimed: no wake-up
             names = [r[0] for r in await admin.fetch(LISTENERS)]
             assert names == [IDLE, "jobrouter-listen:runnable"]
-            await worker.pause("runnable", True)
-            await worker.follow("events")
+            await worker.jobs.pause("runnable", True)
+            await worker.jobs.follow("events")
             names = [r[0] for r in await admin.fetch(LISTENERS)]
             assert names == [IDLE, "jobrouter-listen:events"]
-            with worker.watching(marker.id) as changed:
+            with worker.jobs.watching(marker.id) as changed:
                 await submit(submitter, "while-paused")
                 # Notifications arrive in commit order: a wake-up for the job submitted while
                 # paused would have come before this later event of the marker job.
-                await submitter.note(marker.id, [NewEvent(kind="job.waiting")])
+                await submitter.jobs.note(marker.id, [NewEvent(kind="job.waiting")])
                 async with asyncio.timeout(GUARD_S):
                     await changed.wait()
             assert not woken.is_set()
-            await worker.pause("runnable", False)
+            await worker.jobs.pause("runnable", False)
             names = [r[0] for r in await admin.fetch(LISTENERS)]
             assert names == [IDLE, "jobrouter-listen:events,runnable"]
             await submit(submitter, "after-resume")
@@ -179,7 +179,7 @@ async def test_a_job_submitted_while_the_worker_is_deaf_is_claimed_by_its_poll(
             pg_url, cfg, providers={"a": FakeProvider("a")}, run_workers=False
         ) as submitter,
     ):
-        await worker.store.pause("runnable", True)
+        await worker.store.jobs.pause("runnable", True)
         job = await submitter.submit("shop", "deaf", "caption", {"product": "tea"})
         done = await submitter.wait(job.id, GUARD_S)
     assert done.state is JobState.SUCCEEDED

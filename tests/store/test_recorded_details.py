@@ -21,13 +21,13 @@ async def test_a_cancel_records_why_on_every_open_attempt_and_in_the_log(store: 
     finished_at or the data of `attempt.cancelled` and `job.cancelled`."""
     job = await submit(store)
     attempt = await start(store, job, "a")
-    await store.cancel_job(job.id, "the customer withdrew the order")
+    await store.jobs.cancel_job(job.id, "the customer withdrew the order")
     cancelled = await attempt_of(store, attempt.id)
     assert cancelled.state is AttemptState.CANCELLED
     why = "the customer withdrew the order"
     assert (cancelled.error_kind, cancelled.error) == ("cancelled", why)
     assert cancelled.finished_at is not None and cancelled.finished_at >= cancelled.started_at
-    events = {event.kind: event.data for event in await store.list_events(job.id)}
+    events = {event.kind: event.data for event in await store.jobs.list_events(job.id)}
     assert events["attempt.cancelled"] == {
         "attempt_id": attempt.id,
         "error": "the customer withdrew the order",
@@ -42,14 +42,14 @@ async def test_a_cancel_after_an_unknown_attempt_still_cancels_the_later_ones(
     cancelled. Kills mutant `cancel_job` 21 (`continue` -> `break`)."""
     job = await submit(store)
     unknown = await start(store, job, "a")
-    await store.finish_attempt(
+    await store.jobs.finish_attempt(
         unknown.id, AttemptState.UNKNOWN, error_kind="unknown", error="read timeout", usage=NO_USAGE
     )
     later = await start(store, job, "b")
-    await store.cancel_job(job.id, "withdrawn")
+    await store.jobs.cancel_job(job.id, "withdrawn")
     assert (await attempt_of(store, unknown.id)).state is AttemptState.UNKNOWN
     assert (await attempt_of(store, later.id)).state is AttemptState.CANCELLED
-    events = {event.kind: event.data for event in await store.list_events(job.id)}
+    events = {event.kind: event.data for event in await store.jobs.list_events(job.id)}
     assert events["attempt.cancelled"] == {"attempt_id": later.id, "error": "withdrawn"}
     assert events["job.cancelled"] == {"reason": "withdrawn", "unknown_attempts": [unknown.id]}
 
@@ -57,13 +57,15 @@ async def test_a_cancel_after_an_unknown_attempt_still_cancels_the_later_ones(
 async def test_a_settlement_logs_its_error_and_no_error_when_there_is_none(store: SqlStore) -> None:
     """Kills settle_job mutants that always or never put `error` into the event's data."""
     failed = await submit(store, key="failed")
-    await store.settle_job(failed.id, JobState.FAILED, error="a: HTTP 500; b: HTTP 503")
+    await store.jobs.settle_job(failed.id, JobState.FAILED, error="a: HTTP 500; b: HTTP 503")
     attention = await submit(store, key="attention")
     await start(store, attention, "a")  # running: may go to unknown
-    await store.settle_job(attention.id, JobState.UNKNOWN, error=None)
-    [failed_event] = [e for e in await store.list_events(failed.id) if e.kind == "job.failed"]
+    await store.jobs.settle_job(attention.id, JobState.UNKNOWN, error=None)
+    [failed_event] = [e for e in await store.jobs.list_events(failed.id) if e.kind == "job.failed"]
     assert failed_event.data == {"error": "a: HTTP 500; b: HTTP 503"}
-    [unknown_event] = [e for e in await store.list_events(attention.id) if e.kind == "job.unknown"]
+    [unknown_event] = [
+        e for e in await store.jobs.list_events(attention.id) if e.kind == "job.unknown"
+    ]
     assert unknown_event.data == {}
 
 
@@ -73,7 +75,7 @@ async def test_an_ended_attempt_records_when_why_and_the_answer_kept(store: SqlS
     (no finished_at), 27 and 35 (the answer dropped), 37-44 and 58 (the event's data)."""
     job = await submit(store)
     attempt = await start(store, job, "a", exclusive=True)
-    done = await store.finish_attempt(
+    done = await store.jobs.finish_attempt(
         attempt.id,
         AttemptState.UNKNOWN,
         error_kind="rejected",
@@ -85,7 +87,7 @@ async def test_an_ended_attempt_records_when_why_and_the_answer_kept(store: SqlS
     assert stored == done
     assert stored.finished_at is not None and stored.finished_at >= attempt.started_at
     assert stored.output == {"text": "{garbled"}
-    [event] = [e for e in await store.list_events(job.id) if e.kind == "attempt.unknown"]
+    [event] = [e for e in await store.jobs.list_events(job.id) if e.kind == "attempt.unknown"]
     assert event.data == {
         "attempt_id": attempt.id,
         "provider": "a",
@@ -101,7 +103,7 @@ async def test_a_refused_end_names_the_state_asked_for(store: SqlStore) -> None:
     job = await submit(store)
     attempt = await start(store, job, "a")
     with pytest.raises(InvalidTransition) as refused:
-        await store.finish_attempt(
+        await store.jobs.finish_attempt(
             attempt.id,
             AttemptState.FAILED,
             error_kind="resolved",
@@ -115,12 +117,12 @@ async def test_a_refused_end_names_the_state_asked_for(store: SqlStore) -> None:
         "only an attempt in state unknown may"
     )
     with pytest.raises(ValueError) as success:
-        await store.finish_attempt(
+        await store.jobs.finish_attempt(
             attempt.id, AttemptState.SUCCEEDED, error_kind=None, error=None, usage=NO_USAGE
         )
     assert str(success.value) == "a success goes through finish_attempt_cas"
     with pytest.raises(InvalidTransition) as refused_win:
-        await store.finish_attempt_cas(
+        await store.jobs.finish_attempt_cas(
             attempt.id, {"text": "ok"}, NO_USAGE, only_from=AttemptState.UNKNOWN
         )
     assert (refused_win.value.src, refused_win.value.dst) == (
@@ -138,11 +140,11 @@ async def test_an_unknown_attempt_asked_back_to_started_is_refused_naming_it(
     entity, id, source or target dropped or None)."""
     job = await submit(store)
     attempt = await start(store, job, "a")
-    await store.finish_attempt(
+    await store.jobs.finish_attempt(
         attempt.id, AttemptState.UNKNOWN, error_kind="unknown", error="read timeout", usage=NO_USAGE
     )
     with pytest.raises(InvalidTransition) as refused:
-        await store.finish_attempt(
+        await store.jobs.finish_attempt(
             attempt.id, AttemptState.STARTED, error_kind=None, error=None, usage=NO_USAGE
         )
     assert (
@@ -158,7 +160,7 @@ async def test_an_unknown_attempt_asked_back_to_started_is_refused_naming_it(
 async def test_a_finished_job_refuses_a_new_attempt_saying_so(store: SqlStore) -> None:
     """Kills mutant `_start_in` 2 (the refusal names no entity)."""
     job = await submit(store)
-    cancelled = await store.cancel_job(job.id, "withdrawn")
+    cancelled = await store.jobs.cancel_job(job.id, "withdrawn")
     with pytest.raises(InvalidTransition) as refused:
         await start(store, cancelled, "a")
     assert (refused.value.entity, refused.value.src, refused.value.dst) == (
@@ -176,9 +178,9 @@ async def test_a_refused_job_move_names_the_job_and_both_states(store: SqlStore)
     """Kills mutants `_move_job` 6-12 (the refusal's entity, id or states dropped)."""
     job = await submit(store)
     attempt = await start(store, job, "a")
-    await store.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
+    await store.jobs.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
     with pytest.raises(InvalidTransition) as refused:
-        await store.settle_job(job.id, JobState.FAILED, error="too late")
+        await store.jobs.settle_job(job.id, JobState.FAILED, error="too late")
     assert (
         refused.value.entity,
         refused.value.entity_id,
@@ -192,13 +194,13 @@ async def test_an_unknown_id_is_named_in_the_refusal(store: SqlStore) -> None:
     """Kills mutants `router.store.transitions.x_lock_attempt` 11 (the attempt's id not
     named; found on main's layout, after the store's split); the job's twin is checked too."""
     with pytest.raises(AttemptNotFound) as no_attempt:
-        await store.finish_attempt(
+        await store.jobs.finish_attempt(
             "att-missing", AttemptState.FAILED, error_kind="rejected", error="x", usage=NO_USAGE
         )
     assert no_attempt.value.attempt_id == "att-missing"
     assert str(no_attempt.value) == "no attempt att-missing"
     with pytest.raises(JobNotFound) as no_job:
-        await store.cancel_job("job-missing", "withdrawn")
+        await store.jobs.cancel_job("job-missing", "withdrawn")
     assert (no_job.value.job_id, str(no_job.value)) == ("job-missing", "no job job-missing")
 
 
@@ -206,10 +208,10 @@ async def test_a_resolution_keeps_the_operators_note(store: SqlStore) -> None:
     """Kills the resolve_attempt mutant that drops the note."""
     job = await submit(store)
     attempt = await start(store, job, "a", exclusive=True)
-    await store.finish_attempt(
+    await store.jobs.finish_attempt(
         attempt.id, AttemptState.UNKNOWN, error_kind="unknown", error="read timeout", usage=NO_USAGE
     )
-    _, resolved = await store.resolve_attempt(
+    _, resolved = await store.jobs.resolve_attempt(
         attempt.id, AttemptState.FAILED, None, "checked the shop: nothing was posted"
     )
     assert (resolved.error_kind, resolved.error) == (
@@ -222,7 +224,7 @@ async def test_an_expired_lease_says_which_worker_stopped(store: SqlStore) -> No
     """Kills the expire_attempts mutant that records no error."""
     job = await submit(store)
     await start(store, job, "a", lease_s=-1.0)  # already expired
-    [expired] = await store.expire_attempts()
+    [expired] = await store.jobs.expire_attempts()
     assert expired.error is not None
     assert expired.error.startswith("lease expired: worker w1 did not record an outcome")
 
@@ -248,13 +250,13 @@ async def test_a_note_a_cancel_or_a_win_wakes_the_jobs_watchers(
     finish_attempt_cas."""
     job = await submit(store)
     attempt = await start(store, job, "a")
-    with store.watching(job.id) as changed:
+    with store.jobs.watching(job.id) as changed:
         if change == "note":
-            await store.note(job.id, [NewEvent(kind="job.waiting", data={})])
+            await store.jobs.note(job.id, [NewEvent(kind="job.waiting", data={})])
         elif change == "cancel":
-            await store.cancel_job(job.id, "withdrawn")
+            await store.jobs.cancel_job(job.id, "withdrawn")
         else:
-            await store.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
+            await store.jobs.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
         assert changed.event.is_set()
 
 
@@ -270,27 +272,27 @@ async def test_a_change_of_one_job_wakes_no_other_jobs_watchers(
     other = await submit(store, key="other")
     attempt = await start(store, job, "a", exclusive=True)
     if change == "reopen":
-        await store.finish_attempt(
+        await store.jobs.finish_attempt(
             attempt.id,
             AttemptState.UNKNOWN,
             error_kind="unknown",
             error="read timeout",
             usage=NO_USAGE,
         )
-        await store.settle_job(job.id, JobState.UNKNOWN, error="needs attention")
-    with store.watching(job.id) as changed, store.watching(other.id) as unrelated:
+        await store.jobs.settle_job(job.id, JobState.UNKNOWN, error="needs attention")
+    with store.jobs.watching(job.id) as changed, store.jobs.watching(other.id) as unrelated:
         if change == "note":
-            await store.note(job.id, [NewEvent(kind="job.waiting", data={})])
+            await store.jobs.note(job.id, [NewEvent(kind="job.waiting", data={})])
         elif change == "cancel":
-            await store.cancel_job(job.id, "withdrawn")
+            await store.jobs.cancel_job(job.id, "withdrawn")
         elif change == "reopen":
-            await store.reopen_job(job.id, "resolved by an operator")
+            await store.jobs.reopen_job(job.id, "resolved by an operator")
         elif change == "settle":
-            await store.settle_job(job.id, JobState.FAILED, error="a: HTTP 500")
+            await store.jobs.settle_job(job.id, JobState.FAILED, error="a: HTTP 500")
         elif change == "start":
             await start(store, job, "b")
         elif change == "end":
-            await store.finish_attempt(
+            await store.jobs.finish_attempt(
                 attempt.id,
                 AttemptState.FAILED,
                 error_kind="rejected",
@@ -298,7 +300,7 @@ async def test_a_change_of_one_job_wakes_no_other_jobs_watchers(
                 usage=NO_USAGE,
             )
         else:
-            await store.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
+            await store.jobs.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
         assert changed.event.is_set()
         assert not unrelated.event.is_set()
 
@@ -308,8 +310,8 @@ async def test_a_settlement_hands_the_settled_job_to_its_watchers(store: SqlStor
     `settle_job` 45 (`self._notify(job_id, None)`: the watcher must read the job again)."""
     job = await submit(store)
     await start(store, job, "a")
-    with store.watching(job.id) as changed:
-        settled = await store.settle_job(job.id, JobState.UNKNOWN, error="needs attention")
+    with store.jobs.watching(job.id) as changed:
+        settled = await store.jobs.settle_job(job.id, JobState.UNKNOWN, error="needs attention")
         assert changed.event.is_set()
         assert changed.take() == settled
 
@@ -319,8 +321,8 @@ async def test_a_win_hands_the_finished_job_to_its_watchers(store: SqlStore) -> 
     own. Kills mutants `finish_attempt_cas` 144, 146 and 147 (no job handed on a win)."""
     job = await submit(store)
     attempt = await start(store, job, "a")
-    with store.watching(job.id) as changed:
-        outcome = await store.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
+    with store.jobs.watching(job.id) as changed:
+        outcome = await store.jobs.finish_attempt_cas(attempt.id, {"text": "ok"}, NO_USAGE)
         assert outcome.won and changed.event.is_set()
         assert changed.take() == outcome.job
 
@@ -331,8 +333,8 @@ async def test_an_attempt_records_its_model_and_the_notes_of_its_start(store: Sq
     12 (the notes dropped) and 31 (no job handed to the watchers)."""
     job = await submit(store)
     skipped = NewEvent(kind="provider.skipped", data={"provider": "b", "why": "circuit open"})
-    with store.watching(job.id) as changed:
-        running, attempt = await store.start_attempt(
+    with store.jobs.watching(job.id) as changed:
+        running, attempt = await store.jobs.start_attempt(
             job.id,
             provider="a",
             model="llama-3-8b",
@@ -344,7 +346,7 @@ async def test_an_attempt_records_its_model_and_the_notes_of_its_start(store: Sq
         assert changed.take() == running
     assert attempt.model == "llama-3-8b"
     assert (await attempt_of(store, attempt.id)).model == "llama-3-8b"
-    kinds = [(e.kind, e.data) for e in await store.list_events(job.id)]
+    kinds = [(e.kind, e.data) for e in await store.jobs.list_events(job.id)]
     assert kinds[-2:] == [
         ("provider.skipped", {"provider": "b", "why": "circuit open"}),
         ("attempt.started", {"attempt_id": attempt.id, "provider": "a", "seq": 1}),
@@ -357,14 +359,14 @@ async def test_a_lost_race_names_the_winner_and_the_winner_its_finish(store: Sql
     job = await submit(store)
     first = await start(store, job, "a")
     second = await start(store, job, "b")
-    won = await store.finish_attempt_cas(second.id, {"text": "b"}, NO_USAGE)
-    lost = await store.finish_attempt_cas(first.id, {"text": "a"}, NO_USAGE)
+    won = await store.jobs.finish_attempt_cas(second.id, {"text": "b"}, NO_USAGE)
+    lost = await store.jobs.finish_attempt_cas(first.id, {"text": "a"}, NO_USAGE)
     assert won.won and not lost.won
     assert won.attempt.finished_at is not None and won.attempt.finished_at >= second.started_at
     assert (await attempt_of(store, second.id)).finished_at == won.attempt.finished_at
     assert lost.attempt.state is AttemptState.LOST
     assert lost.attempt.error == f"finished after {second.id} won"
-    events = {event.kind: event.data for event in await store.list_events(job.id)}
+    events = {event.kind: event.data for event in await store.jobs.list_events(job.id)}
     assert events["attempt.succeeded"] == {"attempt_id": second.id, "provider": "b"}
     assert events["job.succeeded"] == {"winner_attempt_id": second.id}
     assert events["attempt.lost"] == {

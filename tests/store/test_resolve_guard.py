@@ -29,7 +29,7 @@ async def started(store: SqlStore, key: str) -> Attempt:
         claimed_by=None,
         claim_s=60.0,
     )
-    _, attempt = await store.start_attempt(
+    _, attempt = await store.jobs.start_attempt(
         job.id, provider="a", model=None, worker="w1", lease_s=30.0, exclusive=True
     )
     return attempt
@@ -40,11 +40,11 @@ async def test_a_started_attempt_is_not_the_operators_to_resolve(
     store: SqlStore, outcome: AttemptState
 ) -> None:
     attempt = await started(store, "k1")
-    job_before = await store.get_job(attempt.job_id)
+    job_before = await store.jobs.get_job(attempt.job_id)
     with pytest.raises(InvalidTransition, match="cannot go from started"):
-        await store.resolve_attempt(attempt.id, outcome, {"text": "guess"}, "guess")
-    assert await store.get_attempt(attempt.id) == attempt
-    assert await store.get_job(attempt.job_id) == job_before
+        await store.jobs.resolve_attempt(attempt.id, outcome, {"text": "guess"}, "guess")
+    assert await store.jobs.get_attempt(attempt.id) == attempt
+    assert await store.jobs.get_job(attempt.job_id) == job_before
 
 
 @pytest.mark.parametrize("ended", [AttemptState.FAILED, AttemptState.SUCCEEDED], ids=str)
@@ -54,25 +54,25 @@ async def test_a_finished_attempt_stays_as_it_ended(
 ) -> None:
     attempt = await started(store, "k1")
     if ended is AttemptState.SUCCEEDED:
-        await store.finish_attempt_cas(attempt.id, {"text": "real"}, NO_USAGE)
+        await store.jobs.finish_attempt_cas(attempt.id, {"text": "real"}, NO_USAGE)
     else:
-        await store.finish_attempt(
+        await store.jobs.finish_attempt(
             attempt.id, ended, error_kind="rejected", error="HTTP 500", usage=NO_USAGE
         )
-    before = await store.get_attempt(attempt.id)
-    job_before = await store.get_job(attempt.job_id)
+    before = await store.jobs.get_attempt(attempt.id)
+    job_before = await store.jobs.get_job(attempt.job_id)
     with pytest.raises(InvalidTransition, match=f"cannot go from {ended}"):
-        await store.resolve_attempt(attempt.id, outcome, {"text": "guess"}, "guess")
-    assert await store.get_attempt(attempt.id) == before
-    assert await store.get_job(attempt.job_id) == job_before
+        await store.jobs.resolve_attempt(attempt.id, outcome, {"text": "guess"}, "guess")
+    assert await store.jobs.get_attempt(attempt.id) == before
+    assert await store.jobs.get_job(attempt.job_id) == job_before
 
 
 async def test_an_unknown_attempt_is_resolved(store: SqlStore) -> None:
     attempt = await started(store, "k1")
-    await store.finish_attempt(
+    await store.jobs.finish_attempt(
         attempt.id, AttemptState.UNKNOWN, error_kind="unknown", error="read timeout", usage=NO_USAGE
     )
-    job, resolved = await store.resolve_attempt(
+    job, resolved = await store.jobs.resolve_attempt(
         attempt.id, AttemptState.SUCCEEDED, {"text": "it ran"}, "seen"
     )
     assert resolved.state is AttemptState.SUCCEEDED and job.result == {"text": "it ran"}

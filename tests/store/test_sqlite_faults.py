@@ -68,9 +68,12 @@ async def test_a_read_only_database_is_a_transient_store_error(tmp_path: Path) -
     try:
         _writer(store).execute("PRAGMA query_only=ON")
         with pytest.raises(StoreError, match="read-only") as caught:
-            await store.prove_write()
+            await store.health.prove_write()
         assert caught.value.transient
-        assert await store.open_job_counts() == {"queued": 0, "running": 0}  # reads still work
+        assert await store.health.open_job_counts() == {
+            "queued": 0,
+            "running": 0,
+        }  # reads still work
     finally:
         await store.close()
 

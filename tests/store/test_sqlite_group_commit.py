@@ -156,7 +156,7 @@ async def test_a_cancelled_member_keeps_the_connection_and_the_others(
     assert (await second).created and (await primer).created
     # The cancelled writer's transaction was already in the batch: it committed all the same
     # (a cancellation is not a rollback), and the store goes on working.
-    assert await sqlite_store.find_job("shop-1", "cancelled") is not None
+    assert await sqlite_store.jobs.find_job("shop-1", "cancelled") is not None
     assert (await submit(sqlite_store, key="after")).created
 
 
@@ -260,5 +260,5 @@ async def test_a_writer_cancelled_twice_while_waiting_for_the_lock_leaves_no_tra
         await waiting
     assert not conn._writer.in_transaction and conn._batch is None
     assert (await submit(sqlite_store, key="after")).created
-    assert await sqlite_store.find_job("shop-1", "cancelled") is None
+    assert await sqlite_store.jobs.find_job("shop-1", "cancelled") is None
     other.close()

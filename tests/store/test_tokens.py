@@ -31,8 +31,8 @@ async def test_tokens_are_unique_per_call(store: SqlStore) -> None:
 
 
 async def test_a_fresh_database_has_every_migration(store: SqlStore) -> None:
-    assert await store.pending_migrations() == []
-    assert await store.open_job_counts() == {"queued": 0, "running": 0}
+    assert await store.health.pending_migrations() == []
+    assert await store.health.open_job_counts() == {"queued": 0, "running": 0}
 
 
 async def test_tokens_are_listed_revoked_and_expire(store: SqlStore) -> None:
@@ -61,7 +61,7 @@ async def test_an_expired_token_is_refused(store: SqlStore) -> None:
 
 
 async def test_readiness_proves_a_write(store: SqlStore) -> None:
-    await store.prove_write()
-    await store.prove_write()  # the same one row, rewritten
+    await store.health.prove_write()
+    await store.health.prove_write()  # the same one row, rewritten
     rows = await store.connector.fetchall("SELECT * FROM readiness", {})
     assert len(rows) == 1

@@ -50,14 +50,14 @@ async def test_a_settle_committed_elsewhere_wakes_the_wait_with_the_job(
 ) -> None:
     async with other_store(db_url) as elsewhere:
         job = await submit(elsewhere)
-        with store.watching(job.id) as change, store.awaiting(job.id):
-            await elsewhere.note(job.id, [NewEvent(kind="job.waiting")])  # not settled
-            await elsewhere.settle_job(job.id, JobState.FAILED, error="elsewhere")
+        with store.jobs.watching(job.id) as change, store.jobs.awaiting(job.id):
+            await elsewhere.jobs.note(job.id, [NewEvent(kind="job.waiting")])  # not settled
+            await elsewhere.jobs.settle_job(job.id, JobState.FAILED, error="elsewhere")
             async with asyncio.timeout(GUARD_S):
                 await change.wait()
             heard = change.take()
     assert heard is not None and heard.state is JobState.FAILED and heard.error == "elsewhere"
-    assert heard == await store.get_job(job.id)
+    assert heard == await store.jobs.get_job(job.id)
 
 
 async def test_a_settle_between_the_check_and_the_sleep_is_not_lost(
@@ -67,10 +67,10 @@ async def test_a_settle_between_the_check_and_the_sleep_is_not_lost(
     of committed state, so the next one finds it (nothing is edge-triggered)."""
     async with other_store(db_url) as elsewhere:
         job = await submit(elsewhere)
-        with store.watching(job.id) as change, store.awaiting(job.id):
-            looked = await store.get_job(job.id)
+        with store.jobs.watching(job.id) as change, store.jobs.awaiting(job.id):
+            looked = await store.jobs.get_job(job.id)
             assert looked is not None and not looked.state.settled
-            await elsewhere.cancel_job(job.id, "after the look")
+            await elsewhere.jobs.cancel_job(job.id, "after the look")
             async with asyncio.timeout(GUARD_S):
                 await change.wait()
             heard = change.take()
@@ -85,7 +85,7 @@ async def test_one_read_serves_every_open_wait(store: SqlStore, db_url: str) -> 
 
     async def counted(query: str, params: Any) -> Any:
         rows = await real_fetchall(query, params)
-        if query == store._q["settled_jobs"]:
+        if query == store.connector.queries["settled_jobs"]:
             reads.append(len(rows))
         return rows
 
@@ -93,11 +93,11 @@ async def test_one_read_serves_every_open_wait(store: SqlStore, db_url: str) -> 
     async with other_store(db_url) as elsewhere:
         jobs = [await submit(elsewhere, f"k{i}") for i in range(10)]
         for job in jobs:
-            await elsewhere.settle_job(job.id, JobState.FAILED, error="done")
+            await elsewhere.jobs.settle_job(job.id, JobState.FAILED, error="done")
         with contextlib.ExitStack() as stack:
-            changes = [stack.enter_context(store.watching(job.id)) for job in jobs]
+            changes = [stack.enter_context(store.jobs.watching(job.id)) for job in jobs]
             for job in jobs:
-                stack.enter_context(store.awaiting(job.id))
+                stack.enter_context(store.jobs.awaiting(job.id))
             async with asyncio.timeout(GUARD_S):
                 for change in changes:
                     await change.wait()
@@ -109,15 +109,15 @@ async def test_no_wait_open_no_read(store: SqlStore, db_url: str) -> None:
     """The reader runs only while waits are open: it is gone once the last one closes."""
     async with other_store(db_url) as elsewhere:
         job = await submit(elsewhere)
-        await elsewhere.cancel_job(job.id, "x")
-        with store.watching(job.id) as change, store.awaiting(job.id):
+        await elsewhere.jobs.cancel_job(job.id, "x")
+        with store.jobs.watching(job.id) as change, store.jobs.awaiting(job.id):
             async with asyncio.timeout(GUARD_S):
                 await change.wait()
-        reader = store._waits_task
+        reader = store.jobs._waits._waits_task
         assert reader is not None
         async with asyncio.timeout(GUARD_S):
             await asyncio.wait({reader})
-        assert not store._waits
+        assert not store.jobs._waits._waits
 
 
 def _config(tmp_path: Path, url: str) -> RouterConfig:

@@ -30,21 +30,21 @@ async def job_in(store: SqlStore, state: JobState, *, owner: str = "shop", key: 
     job = await new_job(store, owner=owner, key=key)
     if state is JobState.QUEUED:
         return job
-    _, attempt = await store.start_attempt(
+    _, attempt = await store.jobs.start_attempt(
         job.id, provider="a", model=None, worker="w1", lease_s=30.0, exclusive=False
     )
     if state is JobState.SUCCEEDED:
-        return (await store.finish_attempt_cas(attempt.id, {"text": key}, AttemptUsage())).job
+        return (await store.jobs.finish_attempt_cas(attempt.id, {"text": key}, AttemptUsage())).job
     if state is JobState.CANCELLED:
-        return await store.cancel_job(job.id, "test")
+        return await store.jobs.cancel_job(job.id, "test")
     if state in (JobState.FAILED, JobState.UNKNOWN):
         ended = AttemptState.FAILED if state is JobState.FAILED else AttemptState.UNKNOWN
-        await store.finish_attempt(
+        await store.jobs.finish_attempt(
             attempt.id, ended, error_kind=str(ended), error="test", usage=AttemptUsage()
         )
-        return await store.settle_job(job.id, state, error="test")
+        return await store.jobs.settle_job(job.id, state, error="test")
     assert state is JobState.RUNNING
-    fresh = await store.get_job(job.id)
+    fresh = await store.jobs.get_job(job.id)
     assert fresh is not None
     return fresh
 

@@ -22,7 +22,7 @@ async def create_job(
 ) -> Job:
     """The job (queued), or the one already under the key: `create_and_start` with no first
     attempt."""
-    job, _ = await store.create_and_start(
+    job, _ = await store.jobs.create_and_start(
         owner=owner,
         idempotency_key=idempotency_key,
         task=task,
@@ -37,4 +37,4 @@ async def create_job(
 
 async def count_jobs(store: SqlStore) -> int:
     """Every job in the store, whatever its owner and state: the listing's counts summed."""
-    return sum((await store.count_jobs_by_state(JobFilter())).values())
+    return sum((await store.jobs.count_jobs_by_state(JobFilter())).values())

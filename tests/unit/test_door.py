@@ -198,7 +198,7 @@ async def test_a_started_attempt_this_worker_never_called_is_called_not_left_to_
     async with Router.open(url(tmp_path), config(tmp_path), providers={"a": a, "b": b}) as r:
         assert r.engine is not None
         me = r.engine.worker_id
-        job, orphan = await r.store.create_and_start(
+        job, orphan = await r.store.jobs.create_and_start(
             owner="shop",
             idempotency_key="k1",
             task="post",

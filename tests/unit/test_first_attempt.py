@@ -138,7 +138,7 @@ async def test_a_job_committed_but_never_handed_over_is_taken_up_again(tmp_path:
     async with open_router(tmp_path, cfg, {"a": a, "b": b}) as router:
         assert router.engine is not None
         first = AttemptStart(provider="a", model=None, worker=router.engine.worker_id, lease_s=0.3)
-        job, attempt = await router.store.create_and_start(
+        job, attempt = await router.store.jobs.create_and_start(
             owner="shop-1",
             idempotency_key="lost",
             task="caption",

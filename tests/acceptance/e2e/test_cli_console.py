@@ -58,10 +58,10 @@ def make_job_with_nasty_error(db: Path) -> tuple[str, str]:
                 claimed_by=None,
                 claim_s=1.0,
             )
-            _, attempt = await store.start_attempt(
+            _, attempt = await store.jobs.start_attempt(
                 job.id, provider="primary", model=None, worker="w", lease_s=30, exclusive=False
             )
-            await store.finish_attempt(
+            await store.jobs.finish_attempt(
                 attempt.id,
                 AttemptState.FAILED,
                 error_kind="rejected",

@@ -99,17 +99,17 @@ class StoreMachine(RuleBasedStateMachine):
     # ---- helpers ---------------------------------------------------------------------------
 
     def job(self, job_id: str) -> Job:
-        job = self.run(self.store.get_job(job_id))
+        job = self.run(self.store.jobs.get_job(job_id))
         assert job is not None
         return job
 
     def attempt(self, attempt_id: str) -> Attempt:
-        attempt = self.run(self.store.get_attempt(attempt_id))
+        attempt = self.run(self.store.jobs.get_attempt(attempt_id))
         assert attempt is not None
         return attempt
 
     def attempts_of(self, job_id: str) -> list[Attempt]:
-        return self.run(self.store.list_attempts(job_id))
+        return self.run(self.store.jobs.list_attempts(job_id))
 
     def pick_job(self, data: st.DataObject) -> str:
         return data.draw(st.sampled_from(sorted(self.model.by_id)), label="job")
@@ -188,7 +188,7 @@ class StoreMachine(RuleBasedStateMachine):
         )
         try:
             job, attempt = self.run(
-                self.store.start_attempt(
+                self.store.jobs.start_attempt(
                     job_id,
                     provider=provider,
                     model=None,
@@ -213,7 +213,7 @@ class StoreMachine(RuleBasedStateMachine):
         attempt_id = self.pick_attempt(data)
         before = self.attempt(attempt_id)
         job_before = self.job(before.job_id)
-        outcome = self.run(self.store.finish_attempt_cas(attempt_id, output, NO_USAGE))
+        outcome = self.run(self.store.jobs.finish_attempt_cas(attempt_id, output, NO_USAGE))
         self.expect_cas(attempt_id, output, outcome.won, before, job_before)
 
     @precondition(lambda self: self.model.attempts)
@@ -224,7 +224,7 @@ class StoreMachine(RuleBasedStateMachine):
         if before.state is AttemptState.UNKNOWN:
             return  # only an operator turns an unknown into failed (resolve below)
         self.run(
-            self.store.finish_attempt(
+            self.store.jobs.finish_attempt(
                 attempt_id,
                 AttemptState.FAILED,
                 error_kind="rejected",
@@ -244,7 +244,7 @@ class StoreMachine(RuleBasedStateMachine):
         attempt_id = self.pick_attempt(data)
         before = self.attempt(attempt_id)
         self.run(
-            self.store.finish_attempt(
+            self.store.jobs.finish_attempt(
                 attempt_id,
                 AttemptState.UNKNOWN,
                 error_kind="unknown",
@@ -274,7 +274,7 @@ class StoreMachine(RuleBasedStateMachine):
         job_before = self.job(before.job_id)
         if succeeded:
             job, attempt = self.run(
-                self.store.resolve_attempt(
+                self.store.jobs.resolve_attempt(
                     attempt_id, AttemptState.SUCCEEDED, result, "it did happen"
                 )
             )
@@ -282,13 +282,15 @@ class StoreMachine(RuleBasedStateMachine):
             self.expect_cas(attempt_id, result, won, before, job_before)
             return
         job, attempt = self.run(
-            self.store.resolve_attempt(attempt_id, AttemptState.FAILED, None, "it did not happen")
+            self.store.jobs.resolve_attempt(
+                attempt_id, AttemptState.FAILED, None, "it did not happen"
+            )
         )
         assert attempt.state is AttemptState.FAILED
         assert attempt.error_kind == "resolved"
         self.model.resolved_failed.add(attempt_id)
         if job.state is JobState.UNKNOWN:  # as Router.resolve does
-            reopened = self.run(self.store.reopen_job(job.id, "resolved"))
+            reopened = self.run(self.store.jobs.reopen_job(job.id, "resolved"))
             assert reopened.state is JobState.RUNNING
 
     @precondition(lambda self: self.model.by_id)
@@ -303,7 +305,9 @@ class StoreMachine(RuleBasedStateMachine):
         eligibility = {name: Eligibility(True) for name in PROVIDERS}
         decision = decide(policy, self.attempts_of(job_id), eligibility, now=0.0, deadline_at=None)
         if isinstance(decision, Finish):
-            settled = self.run(self.store.settle_job(job_id, decision.state, error=decision.error))
+            settled = self.run(
+                self.store.jobs.settle_job(job_id, decision.state, error=decision.error)
+            )
             assert settled.state is decision.state
 
     @precondition(lambda self: self.model.by_id)
@@ -312,7 +316,7 @@ class StoreMachine(RuleBasedStateMachine):
         job_id = self.pick_job(data)
         before = self.job(job_id)
         try:
-            job = self.run(self.store.cancel_job(job_id, "owner cancelled"))
+            job = self.run(self.store.jobs.cancel_job(job_id, "owner cancelled"))
         except InvalidTransition:
             assert before.state in (JobState.SUCCEEDED, JobState.FAILED), before.state
             return

@@ -1,0 +1,104 @@
+"""`JobStore`: the store of jobs, their attempts, claims and events (`SqlStore.jobs`), the one
+the engine, the drivers, the workers, `Router`'s reads and waits and the listing use.
+
+It is composed of parts over the one connector, each in a file named for what it holds:
+jobs.py (submit, the job's own outcomes), attempts.py (start, finish, resolve), claims.py
+(claims and leases), reads.py and listing.py (reads), waits.py (one read for all open waits).
+What the parts share is passed to them, never reached through each other: `Changes`
+(changes.py: the watchers a commit wakes) and `OutboxWritten` (outbox.py: who hears of an outbox
+row) are collaborator objects; the steps inside a write transaction (lock, move through the
+transition table, start an attempt, append events, write the outbox row of a terminal change)
+are functions of transitions.py taking the transaction. The parts' methods are this store's
+methods: `store.jobs.get_job(...)`, `store.jobs.claim_runnable(...)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+from router.store.attempts import AttemptWrites
+from router.store.changes import Changes
+from router.store.claims import Claims
+from router.store.connector import ChangeFeed, Connector, LoadAware
+from router.store.jobs import JobWrites
+from router.store.listing import JobListing
+from router.store.outbox import OutboxWritten
+from router.store.reads import JobReads
+from router.store.waits import Waits
+
+Followed = Literal["events", "settled", "runnable"]
+
+
+class JobStore:
+    def __init__(self, connector: Connector, written: OutboxWritten) -> None:
+        self.connector = connector
+        self._changes = Changes()
+        self._reads = JobReads(connector)
+        self._jobs = JobWrites(connector, self._changes, self._reads, written)
+        self._attempts = AttemptWrites(connector, self._changes, self._reads, written)
+        self._claims = Claims(connector, self._changes, self._attempts)
+        self._listing = JobListing(connector)
+        self._waits = Waits(connector, self._changes)
+        if isinstance(connector, ChangeFeed):
+            connector.on_change(self._changes.heard)
+        # submit and the job's outcomes (jobs.py)
+        self.create_and_start = self._jobs.create_and_start
+        self.settle_job = self._jobs.settle_job
+        self.note = self._jobs.note
+        self.cancel_job = self._jobs.cancel_job
+        self.reopen_job = self._jobs.reopen_job
+        # attempts (attempts.py)
+        self.start_attempt = self._attempts.start_attempt
+        self.finish_attempt_cas = self._attempts.finish_attempt_cas
+        self.finish_attempt = self._attempts.finish_attempt
+        self.resolve_attempt = self._attempts.resolve_attempt
+        # claims and leases (claims.py)
+        self.claim = self._claims.claim
+        self.claim_runnable = self._claims.claim_runnable
+        self.claim_wait_s = self._claims.claim_wait_s
+        self.release = self._claims.release
+        self.renew = self._claims.renew
+        self.expire_attempts = self._claims.expire_attempts
+        # reads (reads.py, listing.py)
+        self.get_job = self._reads.get_job
+        self.find_job = self._reads.find_job
+        self.get_attempt = self._reads.get_attempt
+        self.list_attempts = self._reads.list_attempts
+        self.list_events = self._reads.list_events
+        self.list_jobs = self._listing.list_jobs
+        self.count_jobs_by_state = self._listing.count_jobs_by_state
+        # waiting for changes (changes.py, waits.py)
+        self.watching = self._changes.watching
+        self.created_here = self._changes.created_here
+        self.awaiting = self._waits.awaiting
+
+    async def close(self) -> None:
+        """Stop the reader of open waits (the connector is the `SqlStore`'s to close)."""
+        await self._waits.stop()
+
+    def track_load(self, jobs_in_flight: Callable[[], int]) -> None:
+        """Tell the connector how many jobs this process has in flight, where it cares."""
+        if isinstance(self.connector, LoadAware):
+            self.connector.jobs_in_flight = jobs_in_flight
+
+    async def follow(self, what: Followed) -> bool:
+        """Hear other processes' changes of this kind from now on (a backend with a
+        ChangeFeed; without one they are found by polling): "settled" for `Router.wait`,
+        "events" for `Router.watch`, "runnable" for workers."""
+        if isinstance(self.connector, ChangeFeed) and await self.connector.follow(what):
+            if what == "settled":  # jobs created here may have settled elsewhere unheard
+                self._changes.forget_all_created()
+            return True
+        return False
+
+    async def pause(self, what: Followed, paused: bool) -> None:
+        """Stop hearing `what` for a while, or hear it again (see `ChangeFeed.pause`)."""
+        if isinstance(self.connector, ChangeFeed):
+            await self.connector.pause(what, paused)
+
+    def on_runnable(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` when another process submits or frees a job (a backend with a
+        ChangeFeed); without one, such jobs are found by polling."""
+        if isinstance(self.connector, ChangeFeed):
+            self.connector.on_runnable(callback)
