@@ -1,6 +1,7 @@
 """The narrow storage seam: a backend opens a connection, runs named queries, and gives write
-transactions. All domain logic lives in `router.store.sqlstore.SqlStore` (its parts named for what
-they hold: jobs.py, attempts.py, outbox.py ...), written once over this seam; the per-dialect
+transactions. All domain logic lives in the stores `router.store.sqlstore.SqlStore` holds (one
+per consumer: jobstore.py, outbox.py, circuits.py, certifications.py, tokens.py; their parts in
+files named for what they hold), written once over this seam; the per-dialect
 files only connect, translate parameters and migrate, and the query loader here writes out the
 one spelling the dialects differ in (a JSON list read as rows).
 """
@@ -110,11 +111,6 @@ class ChangeFeed(Protocol):
         """Stop hearing `what` for a while (`paused`), or hear it again: a worker that claims
         by polling while jobs keep coming needs no wake-up per job, and each one would cost
         every listening backend a transaction. Resuming hears only what commits after it."""
-        ...
-
-    @property
-    def feed_live(self) -> bool:
-        """Whether other processes' changes are heard now."""
         ...
 
 

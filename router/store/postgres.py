@@ -259,11 +259,6 @@ class PostgresConnector:
     async def pause(self, what: str, paused: bool) -> None:
         await self._listener.pause(what, paused)
 
-    @property
-    def feed_live(self) -> bool:
-        """Whether notifications arrive now (the LISTEN connection is up)."""
-        return self._listener.live
-
     def on_runnable(self, callback: Callable[[], None]) -> None:
         """Call `callback()` after any process commits a job that any worker may claim now."""
         self._listener.on_runnable.append(callback)
