@@ -65,6 +65,6 @@ def build_delivery(store: SqlStore, config: RouterConfig) -> Delivery | None:
 def build_leader(store: SqlStore, config: RouterConfig, dsn: str, engine: Engine) -> Leader:
     """The leader election of this process (PostgreSQL: advisory lock; SQLite: itself)."""
     heartbeat = config.leader.heartbeat
-    lock = leader_lock(store, dsn, engine.worker_id, timeout_s=heartbeat)
+    lock = leader_lock(store.connector, dsn, engine.worker_id, timeout_s=heartbeat)
     tasks = periodic_tasks(store, config, wake_engine=engine.wake)
     return Leader(lock, engine.worker_id, tasks, heartbeat_s=heartbeat)

@@ -44,7 +44,7 @@ from prometheus_client import Counter, Gauge
 from router.metrics import REGISTRY
 
 if TYPE_CHECKING:
-    from router.store.sqlstore import SqlStore
+    from router.store.connector import Connector
 
 log = logging.getLogger("jobrouter.leader")
 
@@ -136,10 +136,10 @@ class SoleLock:
 class PgAdvisoryLock:
     """`pg_try_advisory_lock(LEADER_LOCK)` on a dedicated asyncpg connection."""
 
-    def __init__(self, dsn: str, worker_id: str, store: SqlStore, *, timeout_s: float) -> None:
+    def __init__(self, dsn: str, worker_id: str, connector: Connector, *, timeout_s: float) -> None:
         self.dsn = dsn
         self.worker_id = worker_id
-        self.store = store  # its pool answers `holder` while the lock connection is busy
+        self.connector = connector  # its pool answers `holder` while the lock connection is busy
         self.timeout_s = timeout_s
         self._conn: Any = None  # asyncpg.Connection, imported lazily with the extra
         self._lost: list[Callable[[], None]] = []
@@ -180,7 +180,7 @@ class PgAdvisoryLock:
             conn.terminate()
 
     async def holder(self) -> str | None:
-        row = await self.store.connector.fetchone(
+        row = await self.connector.fetchone(
             "SELECT a.application_name AS app FROM pg_locks l "
             "JOIN pg_stat_activity a ON a.pid = l.pid "
             "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 "
@@ -312,8 +312,8 @@ async def run_periodic(task: PeriodicTask, worker_id: str) -> None:
     log.info("periodic %s finished by %s at %.6f", task.name, worker_id, time.time())
 
 
-def leader_lock(store: SqlStore, dsn: str, worker_id: str, *, timeout_s: float) -> LeaderLock:
-    """The lock for this store's backend: an advisory lock on PostgreSQL, else this process."""
-    if store.connector.dialect == "postgres":
-        return PgAdvisoryLock(dsn, worker_id, store, timeout_s=timeout_s)
+def leader_lock(connector: Connector, dsn: str, worker_id: str, *, timeout_s: float) -> LeaderLock:
+    """The lock for the connector's backend: an advisory lock on PostgreSQL, else this process."""
+    if connector.dialect == "postgres":
+        return PgAdvisoryLock(dsn, worker_id, connector, timeout_s=timeout_s)
     return SoleLock(worker_id)

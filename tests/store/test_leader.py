@@ -93,7 +93,7 @@ async def pg_stores() -> AsyncIterator[tuple[str, list[SqlStore]]]:
 
 
 def make_leader(store: SqlStore, url: str, who: str, probe: Probe) -> Leader:
-    lock = CountingLock(leader_lock(store, url, who, timeout_s=1.0))
+    lock = CountingLock(leader_lock(store.connector, url, who, timeout_s=1.0))
     return Leader(lock, who, [probe.task(who)], heartbeat_s=0.05)
 
 
@@ -194,7 +194,7 @@ async def test_a_leader_that_loses_its_heartbeat_stops_its_tasks_before_letting_
         finally:
             order.append("task ended")
 
-    lock = FailingCheck(leader_lock(store, "sqlite", "a", timeout_s=1.0), order)
+    lock = FailingCheck(leader_lock(store.connector, "sqlite", "a", timeout_s=1.0), order)
     leader = Leader(lock, "a", [PeriodicTask("held", 1.0, held_run)], heartbeat_s=0.05)
     leader.start()
     try:
