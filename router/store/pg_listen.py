@@ -49,10 +49,6 @@ class Listener:
         self._reconnect: asyncio.Task[None] | None = None
         self._closed = False
 
-    @property
-    def live(self) -> bool:
-        return self._conn is not None
-
     @classmethod
     async def start(cls, dsn: str, url: str) -> Listener:
         listener = cls(dsn, url)
