@@ -174,9 +174,10 @@ class Engine:
         slot.handed_over()
 
     async def _claim_eligibility(self) -> dict[str, dict[str, Eligibility]]:
-        """The eligibility of every task that may repeat, read before a claiming transaction
-        (the gate caches it): the first attempts chosen inside need no I/O. Exclusive tasks
-        are left to their drivers."""
+        """The eligibility of every task that may repeat, read inside a claiming transaction
+        once its wait on the server is over (one read before it would miss what changed while
+        it waited; the gate caches it, so this seldom does I/O). Exclusive tasks are left to
+        their drivers."""
         eligibility: dict[str, dict[str, Eligibility]] = {}
         for name, task in self.tasks.items():
             if task.policy.exclusive:
@@ -324,10 +325,15 @@ class Engine:
         free = self.settings.workers - len(self._active) - self._queue.qsize()
         if free <= 0:
             return -1  # full: nothing claimed, but not for want of jobs
-        eligibility = await self._claim_eligibility()
+        eligibility: dict[str, dict[str, Eligibility]] | None = None
         slots: dict[str, Reservation] = {}  # by job id: the slots of the attempts chosen
 
         async def first(job: Job) -> AttemptStart | None:
+            # Read once the claim's wait on the server is over (I5): a certification that
+            # expired or a circuit opened while it waited must not get a first attempt.
+            nonlocal eligibility
+            if eligibility is None:
+                eligibility = await self._claim_eligibility()
             task, known = self.tasks.get(job.task), eligibility.get(job.task)
             if task is None or known is None or job.id in self._active:
                 return None

@@ -53,7 +53,8 @@ class Claimed:
 
 
 # Chooses, inside the claiming transaction, the first attempt of a queued job (or None: the
-# job's driver decides as usual). It must not do I/O: what it needs is read before.
+# job's driver decides as usual). Called only after the wait on the server: what it decides on
+# (eligibility) must be read then, not before; keep its I/O to cached reads, rows are locked.
 FirstAttempt = Callable[[Job], Awaitable[AttemptStart | None]]
 
 

@@ -1,0 +1,72 @@
+"""A worker's claim that waits on the server (router/store/server_waits.py) decides on what
+holds once its wait is over, not on what it read before: the eligibility of providers (I5)
+and its free slots. Decided on events: the wait running on the server, the job's own events
+and attempts; each guard is a ceiling against a hang."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from providers.errors import ProviderError
+from router import Router
+from router.config import BreakerConfig, DatabaseConfig, EngineConfig, RouterConfig, TaskConfig
+from tests.store.pg import fresh_database
+from tests.store.test_postgres_server_waits import GUARD_S, running, submit
+from tests.store.test_postgres_wakeups import opened
+from tests.support.fakes import FakeProvider
+
+pytestmark = pytest.mark.postgres
+
+# The job's driver ran or its claim started an attempt: either leaves a trace.
+DECIDED = (
+    "SELECT (SELECT count(*) FROM attempts WHERE job_id = $1) "
+    "+ (SELECT count(*) FROM job_events WHERE job_id = $1 AND kind = 'job.waiting')"
+)
+
+
+@pytest.fixture
+async def pg_url() -> AsyncIterator[str]:
+    async with fresh_database() as url:
+        yield url
+
+
+async def decided(url: str, job_id: str) -> list[str]:
+    """Once the job got an attempt or was parked: the providers of its attempts."""
+    conn = await asyncpg.connect(url)
+    try:
+        async with asyncio.timeout(GUARD_S):
+            while not await conn.fetchval(DECIDED, job_id):  # noqa: ASYNC110 (no event for it)
+                await asyncio.sleep(0.02)
+        rows = await conn.fetch("SELECT provider FROM attempts WHERE job_id = $1", job_id)
+        return [row["provider"] for row in rows]
+    finally:
+        await conn.close()
+
+
+async def test_a_circuit_opened_while_the_claim_waits_gets_no_first_attempt(
+    pg_url: str,
+) -> None:
+    """I5: the claim's wait began with provider `a`'s circuit closed; it opened during the
+    wait. The job the wait finds is claimed, but no first attempt goes to `a`."""
+    task = TaskConfig(providers=["a"], side_effects="none", certification="none")
+    cfg = RouterConfig(
+        tasks={"caption": task},
+        engine=EngineConfig(poll_interval=40.0),
+        database=DatabaseConfig(command_timeout=40.0),
+        breaker=BreakerConfig(failure_threshold=1),
+    )
+    router = await Router.open(pg_url, cfg, providers={"a": FakeProvider("a")})
+    try:
+        assert router.engine is not None
+        async with opened(pg_url) as submitter:
+            await running(pg_url, "jobrouter_await_runnable")
+            failure = ProviderError("down", provider="a", counts_against_health=True)
+            await router.engine.health.record("a", failure)
+            job = await submit(submitter, "k1")
+            assert await decided(pg_url, job.id) == []
+    finally:
+        await router.close()
