@@ -29,7 +29,7 @@ from router.models import Attempt, Job
 from router.policy import Eligibility
 from router.slots import Reservation, Slots
 from router.step import Step, decide_step, next_step
-from router.store.claims import AttemptStart, Claimed
+from router.store.claims import AttemptStart, Claimed, FirstAttempt
 from router.store.jobstore import JobStore
 from router.tasks import TaskRuntime
 from router.timing import AttemptLimits, Deadline
@@ -322,15 +322,42 @@ class Engine:
         one transaction (see `JobStore.claim_runnable`; `wait_s`: waiting on the server first
         for a job). Each such attempt has its slot reserved as `launch` does: `stop` waits for
         them, and they are driven once committed."""
-        free = self.settings.workers - len(self._active) - self._queue.qsize()
-        if free <= 0:
+        if self._free() <= 0:
             return -1  # full: nothing claimed, but not for want of jobs
-        eligibility: dict[str, dict[str, Eligibility]] | None = None
+        free_after_wait = 1
+
+        def free() -> int:  # read again once the wait is over: `create` may have taken slots
+            nonlocal free_after_wait
+            free_after_wait = self._free()
+            return free_after_wait
+
         slots: dict[str, Reservation] = {}  # by job id: the slots of the attempts chosen
+        first = self._first_chooser(slots)
+
+        def take(claimed: list[Claimed]) -> None:
+            for item in claimed:
+                if item.attempt is not None and item.first is not None:
+                    self._run_started(item.job, item.attempt, item.first, slots[item.job.id])
+                elif item.job.id not in self._active:  # else its driver has it: renewed
+                    self._enqueue(item)
+
+        try:
+            claimed = await self.store.claim_runnable(
+                self.worker_id, self.settings.claim_s, free, first, take, wait_s
+            )
+        finally:
+            for slot in slots.values():  # not committed: the attempts chosen were never
+                slot.give_back()  # written (a slot handed over stays with its driver)
+        return len(claimed) if free_after_wait > 0 else -1
+
+    def _first_chooser(self, slots: dict[str, Reservation]) -> FirstAttempt:
+        """The chooser of first attempts for one claim; the slot of each attempt it chooses
+        goes in `slots`. The eligibility it decides on is read when it is first called: once
+        the claim's wait on the server is over (I5: a certification that expired or a circuit
+        opened while it waited must not get a first attempt)."""
+        eligibility: dict[str, dict[str, Eligibility]] | None = None
 
         async def first(job: Job) -> AttemptStart | None:
-            # Read once the claim's wait on the server is over (I5): a certification that
-            # expired or a circuit opened while it waited must not get a first attempt.
             nonlocal eligibility
             if eligibility is None:
                 eligibility = await self._claim_eligibility()
@@ -347,21 +374,11 @@ class Engine:
             slots[job.id] = slot
             return start
 
-        def take(claimed: list[Claimed]) -> None:
-            for item in claimed:
-                if item.attempt is not None and item.first is not None:
-                    self._run_started(item.job, item.attempt, item.first, slots[item.job.id])
-                elif item.job.id not in self._active:  # else its driver has it: renewed
-                    self._enqueue(item)
+        return first
 
-        try:
-            claimed = await self.store.claim_runnable(
-                self.worker_id, self.settings.claim_s, free, first, take, wait_s
-            )
-        finally:
-            for slot in slots.values():  # not committed: the attempts chosen were never
-                slot.give_back()  # written (a slot handed over stays with its driver)
-        return len(claimed)
+    def _free(self) -> int:
+        """Jobs this worker may still take: its slots less the jobs driven or queued here."""
+        return self.settings.workers - len(self._active) - self._queue.qsize()
 
     async def _heartbeat(self) -> None:
         interval = min(self.settings.claim_s, self.settings.lease_s) / 3

@@ -80,7 +80,7 @@ class Claims:
         self,
         worker: str,
         claim_s: float,
-        limit: int,
+        limit: int | Callable[[], int],
         first: FirstAttempt,
         on_claimed: Callable[[list[Claimed]], None],
         wait_s: float = 0.0,
@@ -91,15 +91,21 @@ class Claims:
         `on_claimed(claimed)` runs once committed, even if this call is cancelled while
         waiting for the COMMIT: an attempt started here must reach its driver. `wait_s` > 0
         (at most `claim_wait_s`): first wait on the server up to that long for a job to claim;
-        cancelling the call cancels the wait."""
+        cancelling the call cancels the wait. `limit` may be a callable: read once the wait
+        is over (free slots taken meanwhile are not claimed for); 0 or less: claim nothing."""
         now = time.time()
         claimed: list[Claimed] = []
         async with self.connector.write() as tx:
             if wait_s > 0:
                 now = await await_runnable(tx, self._q, wait_s)
-            rows = await tx.fetchall(
-                self._q["claim_runnable"],
-                {"worker": worker, "now": now, "claim_until": now + claim_s, "limit": limit},
+            most = limit() if callable(limit) else limit
+            rows = (
+                await tx.fetchall(
+                    self._q["claim_runnable"],
+                    {"worker": worker, "now": now, "claim_until": now + claim_s, "limit": most},
+                )
+                if most > 0
+                else []
             )
             for row in rows:
                 job = job_from_row(row)

@@ -15,9 +15,9 @@ from providers.errors import ProviderError
 from router import Router
 from router.config import BreakerConfig, DatabaseConfig, EngineConfig, RouterConfig, TaskConfig
 from tests.store.pg import fresh_database
-from tests.store.test_postgres_server_waits import GUARD_S, running, submit
+from tests.store.test_postgres_server_waits import GUARD_S, active, running, submit
 from tests.store.test_postgres_wakeups import opened
-from tests.support.fakes import FakeProvider
+from tests.support.fakes import FakeProvider, Step
 
 pytestmark = pytest.mark.postgres
 
@@ -70,3 +70,46 @@ async def test_a_circuit_opened_while_the_claim_waits_gets_no_first_attempt(
             assert await decided(pg_url, job.id) == []
     finally:
         await router.close()
+
+
+async def test_slots_taken_while_the_claim_waits_are_not_claimed_for(pg_url: str) -> None:
+    """One worker slot, free when the claim's wait began; a job submitted here takes it during
+    the wait. The job another process submits, which ends the wait, is left unclaimed for an
+    idle worker elsewhere: not claimed into this worker's queue behind a slot it lacks."""
+    release = asyncio.Event()
+    provider = FakeProvider("a", steps=[Step(output={"text": "ok"}, release=release)])
+    task = TaskConfig(providers=["a"], side_effects="none", certification="none")
+    cfg = RouterConfig(
+        tasks={"caption": task},
+        engine=EngineConfig(workers=1, poll_interval=40.0),
+        database=DatabaseConfig(command_timeout=40.0),
+    )
+    router = await Router.open(pg_url, cfg, providers={"a": provider})
+    try:
+        async with opened(pg_url) as submitter:
+            await running(pg_url, "jobrouter_await_runnable")
+            await router.submit("shop", "here", "caption", {"k": "here"})
+            async with asyncio.timeout(GUARD_S):
+                while provider.in_flight == 0:  # noqa: ASYNC110 (the provider's own count)
+                    await asyncio.sleep(0.01)
+            job = await submit(submitter, "k1")
+            await ended(pg_url)  # it found the job and locked it for its claim
+            conn = await asyncpg.connect(pg_url)
+            try:
+                async with asyncio.timeout(GUARD_S), conn.transaction():
+                    claimed_by = await conn.fetchval(  # once the claim has committed
+                        "SELECT claimed_by FROM jobs WHERE id = $1 FOR UPDATE", job.id
+                    )
+            finally:
+                await conn.close()
+            assert claimed_by is None
+    finally:
+        release.set()
+        await router.close()
+
+
+async def ended(url: str) -> None:
+    """Return once no statement calling jobrouter_await_runnable runs on the server."""
+    async with asyncio.timeout(GUARD_S):
+        while await active(url, "jobrouter_await_runnable"):  # noqa: ASYNC110 (no event)
+            await asyncio.sleep(0.01)
