@@ -5,7 +5,8 @@ router/store/pg_listen.py).
 How the shared SQL becomes PostgreSQL:
 - Named queries keep their `:name` parameters; each query text is translated to `$n` once and
   cached (string literals, quoted names, comments and `::casts` are left alone).
-- Write transactions run on a pooled connection under READ COMMITTED; the few read-check-write
+- Write transactions run on a pooled connection under READ COMMITTED, set explicitly (a server
+  or role default of REPEATABLE READ would blind the waits on the server); the few read-check-write
   sequences lock their job row first (`lock_job ... FOR UPDATE` in queries_postgres.sql), which
   makes the compare-and-swap race-free across processes.
 - Migrations run at open, in one transaction under `pg_advisory_xact_lock`, so routers starting
@@ -63,6 +64,15 @@ POOL_MAX_SIZE = 16
 MIGRATION_LOCK = 0x6A6F62726F757465  # "jobroute": one advisory lock key per database
 COMMAND_TIMEOUT_S = 30.0
 ACQUIRE_TIMEOUT_S = 10.0
+# READ COMMITTED whatever the server's or the role's default: the reads that wait on the
+# server (router/store/server_waits.py) look again inside one statement, and see new commits
+# only with a fresh snapshot per look; the read-check-writes lock their row instead of
+# retrying serialization failures. Set for the session (the autocommit reads) and on each
+# write transaction.
+SESSION_SETTINGS = {
+    "application_name": "jobrouter",
+    "default_transaction_isolation": "read committed",
+}
 COMMIT_LOST = "connection lost during COMMIT: the transaction may or may not have committed"
 
 if TYPE_CHECKING:  # asyncpg's classes are generic only in its stubs
@@ -188,7 +198,7 @@ class PostgresConnector:
                 max_size=max_size,
                 timeout=CONNECT_TIMEOUT_S,
                 command_timeout=command_timeout,
-                server_settings={"application_name": "jobrouter"},
+                server_settings=SESSION_SETTINGS,
                 reset=_keep_session,
             )
         try:
@@ -208,7 +218,7 @@ class PostgresConnector:
                 self.stats.write_transactions += 1
                 self.stats.commits += 1
                 self.stats.round_trips += 2  # BEGIN and COMMIT
-                tx = conn.transaction()
+                tx = conn.transaction(isolation="read_committed")
                 await _uncancelled(tx.start(), undo=tx.rollback)
                 written = _PostgresTx(conn, self.stats)
                 try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
@@ -14,8 +15,19 @@ import pytest
 from providers.errors import ProviderError
 from router import Router
 from router.config import BreakerConfig, DatabaseConfig, EngineConfig, RouterConfig, TaskConfig
-from tests.store.pg import fresh_database
-from tests.store.test_postgres_server_waits import GUARD_S, active, running, submit
+from router.states import JobState
+from tests.store.pg import ADMIN_URL, fresh_database
+from tests.store.test_postgres_server_waits import (
+    BEFORE_BOUND_S,
+    BOUND_S,
+    GUARD_S,
+    active,
+    ignore,
+    no_first,
+    running,
+    settled_read,
+    submit,
+)
 from tests.store.test_postgres_wakeups import opened
 from tests.support.fakes import FakeProvider, Step
 
@@ -113,3 +125,39 @@ async def ended(url: str) -> None:
     async with asyncio.timeout(GUARD_S):
         while await active(url, "jobrouter_await_runnable"):  # noqa: ASYNC110 (no event)
             await asyncio.sleep(0.01)
+
+
+async def test_waiting_reads_see_commits_under_a_repeatable_read_default(pg_url: str) -> None:
+    """The waits look again inside one statement, which sees new commits only under READ
+    COMMITTED: a database whose default is REPEATABLE READ must not blind them. The waiting
+    read of settled jobs returns a settle committed during its wait; the waiting claim takes
+    a job submitted during its."""
+    admin = await asyncpg.connect(ADMIN_URL)
+    try:
+        name = urlsplit(pg_url).path[1:]
+        await admin.execute(
+            f"ALTER DATABASE \"{name}\" SET default_transaction_isolation = 'repeatable read'"
+        )
+    finally:
+        await admin.close()
+    plain = await asyncpg.connect(pg_url)  # the default took: a connection without ours
+    try:
+        assert await plain.fetchval("SHOW transaction_isolation") == "repeatable read"
+    finally:
+        await plain.close()
+    async with opened(pg_url) as store, opened(pg_url) as elsewhere:
+        job = await submit(elsewhere, "k1")
+        reading = asyncio.create_task(settled_read(store, [job.id], BOUND_S))
+        await running(pg_url, "jobrouter_await_settled")
+        await elsewhere.jobs.settle_job(job.id, JobState.FAILED, error="elsewhere")
+        async with asyncio.timeout(BEFORE_BOUND_S):
+            rows = await reading
+        assert [row["id"] for row in rows] == [job.id]
+        claiming = asyncio.create_task(
+            store.jobs.claim_runnable("w1", 60.0, 10, no_first, ignore, wait_s=BOUND_S)
+        )
+        await running(pg_url, "jobrouter_await_runnable")
+        other = await submit(elsewhere, "k2")
+        async with asyncio.timeout(BEFORE_BOUND_S):
+            claimed = await claiming
+        assert [item.job.id for item in claimed] == [other.id]
