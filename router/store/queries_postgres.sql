@@ -50,6 +50,7 @@ RETURNING *
 SELECT * FROM jobrouter_await_settled(:ids, :states, :wait_s, :step_s)
 
 -- name: await_runnable
--- First in a worker's claiming transaction (migration 0012): waits up to :wait_s seconds for
--- a job `claim_runnable` may take and locks it for this transaction.
-SELECT jobrouter_await_runnable(:now, :wait_s, :step_s) AS found
+-- First in a worker's claiming transaction (migrations 0012, 0013): waits up to :wait_s
+-- seconds for a job `claim_runnable` may take and locks it for this transaction; `found_at`:
+-- the time (:now plus the time waited) it found it at, NULL if none.
+SELECT jobrouter_await_runnable(:now, :wait_s, :step_s) AS found_at

@@ -1,5 +1,5 @@
-"""Reads that wait on the server (PostgreSQL, migration 0012): one transaction however long
-they wait.
+"""Reads that wait on the server (PostgreSQL, migrations 0012, 0013): one transaction however
+long they wait.
 
 A signal between two processes through PostgreSQL costs the receiving side a transaction: a
 notification read (PostgreSQL makes every LISTENing backend read each notifying transaction in
@@ -56,12 +56,16 @@ def server_wait_s(connector: Connector, wanted: float) -> float:
 
 async def await_runnable(tx: Tx, queries: Mapping[str, str], wait_s: float) -> float:
     """In a claiming transaction, before the claim: wait on the server up to `wait_s` for a job
-    the claim may take, locked for this transaction once found. Returns the time to claim at
-    (the client's clock after the wait, which the claim's own conditions use)."""
-    await tx.fetchone(
+    the claim may take, locked for this transaction once found. Returns the time to claim at:
+    the client's clock after the wait, or, if later, the time the wait found the job at (its
+    clock at the start plus the time waited; migration 0013): a clock stepped back during the
+    wait must not make the claim pass over the job the wait locked for it."""
+    row = await tx.fetchone(
         queries["await_runnable"], {"now": time.time(), "wait_s": wait_s, "step_s": STEP_S}
     )
-    return time.time()
+    found_at = row.get("found_at") if row else None
+    now = time.time()
+    return max(now, float(found_at)) if found_at is not None else now
 
 
 class WaitCalls:

@@ -6,6 +6,7 @@ and attempts; each guard is a ceiling against a hang."""
 from __future__ import annotations
 
 import asyncio
+import time as real_time
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
@@ -16,6 +17,7 @@ from providers.errors import ProviderError
 from router import Router
 from router.config import BreakerConfig, DatabaseConfig, EngineConfig, RouterConfig, TaskConfig
 from router.states import JobState
+from router.store import server_waits
 from tests.store.pg import ADMIN_URL, fresh_database
 from tests.store.test_postgres_server_waits import (
     BEFORE_BOUND_S,
@@ -161,3 +163,35 @@ async def test_waiting_reads_see_commits_under_a_repeatable_read_default(pg_url:
         async with asyncio.timeout(BEFORE_BOUND_S):
             claimed = await claiming
         assert [item.job.id for item in claimed] == [other.id]
+
+
+class SteppedBack:
+    """`time` for router/store/server_waits.py: the client's clock as it is when the wait
+    begins, then stepped back an hour (NTP correcting a clock that ran ahead)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def time(self) -> float:
+        self.calls += 1
+        return real_time.time() - (0.0 if self.calls == 1 else 3600.0)
+
+
+async def test_a_clock_stepped_back_during_the_wait_still_claims_the_job_found(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wait found the job runnable at its own time (the client's clock when it began plus
+    the time waited); the claim takes it at that time, not at the client's clock read again,
+    an hour behind, which would leave it locked but unclaimed (the worker would loop)."""
+    clock = SteppedBack()
+    monkeypatch.setattr(server_waits, "time", clock)
+    async with opened(pg_url) as worker, opened(pg_url) as submitter:
+        claiming = asyncio.create_task(
+            worker.jobs.claim_runnable("w1", 60.0, 10, no_first, ignore, wait_s=BOUND_S)
+        )
+        await running(pg_url, "jobrouter_await_runnable")
+        job = await submit(submitter, "k1")
+        async with asyncio.timeout(BEFORE_BOUND_S):
+            claimed = await claiming
+    assert clock.calls >= 2  # the clock was read again after the wait, stepped back
+    assert [item.job.id for item in claimed] == [job.id]
