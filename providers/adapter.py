@@ -11,8 +11,14 @@ One `complete()` is, from the outside in:
     parse + validate          invalid JSON or schema-invalid answer -> Rejected (not retried)
 
 Every failure leaves as a `ProviderError` from `providers.classify` (or `CassetteMiss`).
-The deadline expiring while the request is in flight is `OutcomeUnknown`; expiring while still
-waiting for a bulkhead slot is `NotSent`.
+The deadline expiring after the request was sent is `OutcomeUnknown`; expiring while still
+waiting for a bulkhead slot, or (native transport) for a connection, DNS or the connect, is
+`NotSent` (not retryable: the deadline is spent). What counts as sent depends on what the
+transport can see: the native transport (`sees_sending`) marks it from aiohttp's trace when the
+request's headers went out (`providers.http_wire.Sent`); the litellm transport cannot see inside
+litellm, so for it the request counts as sent from the moment it holds a bulkhead slot, and a
+deadline expiring while litellm still waits for a connection is `OutcomeUnknown` (a known,
+conservative over-report).
 
 A transport (`LiteLLMProvider`, `OpenAIHttpProvider`) supplies `_request` (build the request
 from a `CompletionRequest`; the messages as `_wire_messages` gives them), `_send` (send it once)
@@ -37,7 +43,7 @@ from providers.chat_formats import FORMATS, fold_system
 from providers.classify import classify
 from providers.config import ProviderConfig, provider_fingerprint
 from providers.errors import NotSent, OutcomeUnknown, ProviderError, Rejected
-from providers.http_wire import Wire, WireTimeouts
+from providers.http_wire import Sent, Wire, WireTimeouts
 from providers.redact import register_secret
 from providers.resilience import Bulkhead, RateLimiter, retrying
 
@@ -59,6 +65,10 @@ class Answer:
 
 class Adapter:
     """A configured provider; subclasses supply the transport (`_request`, `_send`, `_read`)."""
+
+    # True: `_send` sets its `Sent` mark when the request goes out; False: it counts as sent
+    # from the moment the attempt holds a bulkhead slot (the transport cannot see more)
+    sees_sending = False
 
     def __init__(self, name: str, config: ProviderConfig) -> None:
         self._name = name
@@ -98,7 +108,7 @@ class Adapter:
     def _request(self, request: CompletionRequest, messages: tuple[Message, ...]) -> Any:
         raise NotImplementedError
 
-    async def _send(self, built: Any) -> Any:
+    async def _send(self, built: Any, sent: Sent) -> Any:
         raise NotImplementedError
 
     def _read(self, response: Any) -> Answer:
@@ -183,21 +193,31 @@ class Adapter:
     async def _attempt(self, built: Any, estimate: int, deadline: float, budget: float) -> Any:
         loop = asyncio.get_running_loop()
         await self.rate_limiter.admit(estimate, budget=deadline - loop.time())
-        in_flight = False
+        holding = False
+        sent = Sent()
         scope = asyncio.timeout_at(deadline)
         try:
             async with scope, self.bulkhead.hold():
-                in_flight = True
-                return await self._send(built)
+                holding = True
+                if not self.sees_sending:
+                    sent.set()
+                return await self._send(built, sent)
         except TimeoutError as exc:
             if not scope.expired():
                 raise classify(exc, self._name) from exc
-            if not in_flight:
+            if not holding:
                 raise NotSent(
                     f"no bulkhead slot free (limit {self.bulkhead.limit}) within the "
                     f"{budget:g}s deadline",
                     provider=self._name,
                     counts_against_health=False,
+                ) from exc
+            if not sent.is_set:
+                raise NotSent(
+                    f"deadline of {budget:g}s passed before the request was sent (waiting "
+                    "for a connection, DNS or the connect)",
+                    provider=self._name,
+                    retryable=False,
                 ) from exc
             raise OutcomeUnknown(
                 f"deadline of {budget:g}s passed with the request in flight", provider=self._name

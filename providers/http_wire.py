@@ -6,9 +6,13 @@ transport's `inspect_prompt` for llama.cpp's ``/extras`` tokenizer (`providers.a
 `Wire` holds ONE `aiohttp.ClientSession` per provider, made on first use inside the running
 event loop and closed by `close()`:
 
-- `TCPConnector(limit=...)`: at least the provider's `max_concurrency` connections (the
-  bulkhead bounds the chat calls in flight; the ``/extras`` calls of an inspection are outside
-  it), kept alive between calls.
+- `TCPConnector(limit=...)`: the provider's `max_concurrency` connections plus
+  `EXTRAS_HEADROOM` (the bulkhead bounds the chat calls in flight; the ``/extras`` calls of an
+  inspection are outside it and must not take a chat call's connection), kept alive between
+  calls.
+- A `TraceConfig` whose `on_request_headers_sent` sets the `Sent` mark a caller passes to
+  `post`: until it is set, nothing of the request reached the provider (waiting for a pooled
+  connection, DNS, connect), so a deadline expiring then is `NotSent` (`providers.adapter`).
 - `ClientTimeout(sock_connect=timeout.connect, sock_read=timeout.read, connect=timeout.read)`:
   the connect timeout of one socket, the inactivity timeout of a read, and a bound on waiting
   for a pooled connection plus connecting (as httpx's pool timeout was). No `total`: the
@@ -39,12 +43,33 @@ from __future__ import annotations
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 from providers.classify import HttpAnswer, HttpStatusError
 
 if TYPE_CHECKING:
     import aiohttp
+
+
+# connections beyond `max_concurrency`, for the /extras calls that the bulkhead does not bound
+EXTRAS_HEADROOM = 4
+
+
+class Sent:
+    """Set once the request's headers went out on a connection (by the session's trace)."""
+
+    def __init__(self) -> None:
+        self.is_set = False
+
+    def set(self) -> None:
+        self.is_set = True
+
+
+async def _on_headers_sent(_session: Any, context: SimpleNamespace, _params: Any) -> None:
+    mark = context.trace_request_ctx
+    if isinstance(mark, Sent):
+        mark.set()
 
 
 @dataclass(frozen=True)
@@ -58,7 +83,7 @@ class Wire:
 
     def __init__(self, timeouts: WireTimeouts, connections: int) -> None:
         self._timeouts = timeouts
-        self._connections = max(1, connections)
+        self._connections = max(1, connections) + EXTRAS_HEADROOM
         self._session: aiohttp.ClientSession | None = None
         self._proxies: dict[tuple[str, str], str | None] = {}
 
@@ -72,8 +97,11 @@ class Wire:
         if self._session is None:
             import aiohttp  # imported here to keep `providers` cheap
 
+            trace = aiohttp.TraceConfig()
+            trace.on_request_headers_sent.append(_on_headers_sent)
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._connections),
+                trace_configs=[trace],
                 timeout=aiohttp.ClientTimeout(
                     total=None,
                     connect=self._timeouts.read,
@@ -93,10 +121,18 @@ class Wire:
             self._proxies[origin] = None if bypass else proxy
         return self._proxies[origin]
 
-    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        """POST `body` once: (status, body) of a 2xx answer, else `HttpStatusError`."""
+    async def post(
+        self, url: str, body: bytes, headers: dict[str, str], sent: Sent | None = None
+    ) -> tuple[int, bytes]:
+        """POST `body` once: (status, body) of a 2xx answer, else `HttpStatusError`. `sent` is
+        set when the request's headers went out (a cassette replay never sets it)."""
         async with self.open().post(
-            url, data=body, headers=headers, allow_redirects=False, proxy=self.proxy_for(url)
+            url,
+            data=body,
+            headers=headers,
+            allow_redirects=False,
+            proxy=self.proxy_for(url),
+            trace_request_ctx=sent,
         ) as response:
             content = await response.read()
             status = response.status

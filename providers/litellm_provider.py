@@ -20,6 +20,7 @@ from providers import _litellm
 from providers.adapter import KEYLESS_API_KEY, Adapter, Answer
 from providers.base import CompletionRequest, Message
 from providers.config import ProviderConfig
+from providers.http_wire import Sent
 
 __all__ = ["KEYLESS_API_KEY", "LiteLLMProvider"]
 
@@ -59,7 +60,7 @@ class LiteLLMProvider(Adapter):
         kwargs.update({k: v for k, v in optional.items() if v is not None})
         return kwargs
 
-    async def _send(self, built: dict[str, Any]) -> Any:
+    async def _send(self, built: dict[str, Any], sent: Sent) -> Any:
         return await _litellm.load().acompletion(**built)
 
     def _read(self, response: Any) -> Answer:

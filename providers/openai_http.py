@@ -38,6 +38,7 @@ from providers.adapter import Adapter, Answer
 from providers.base import CompletionRequest, Message
 from providers.classify import malformed_answer
 from providers.config import OPENAI_PREFIX
+from providers.http_wire import Sent
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class _Reply:
 
 class OpenAIHttpProvider(Adapter):
     """A configured OpenAI-compatible provider reached with one aiohttp session."""
+
+    sees_sending = True
 
     def _request(self, request: CompletionRequest, messages: tuple[Message, ...]) -> _Request:
         cfg = self._config
@@ -82,9 +85,9 @@ class OpenAIHttpProvider(Adapter):
             },
         )
 
-    async def _send(self, built: _Request) -> _Reply:
+    async def _send(self, built: _Request, sent: Sent) -> _Reply:
         # an error answer raises HttpStatusError (body read): `Adapter._attempt` classifies it
-        status, body = await self._wire.post(built.url, built.body, built.headers)
+        status, body = await self._wire.post(built.url, built.body, built.headers, sent)
         return _Reply(status, body)
 
     def _read(self, response: _Reply) -> Answer:

@@ -1,0 +1,122 @@
+"""The native transport's view of "sent" (`providers.http_wire.Sent`): a deadline that expires
+before the request's headers went out is `NotSent`, never `OutcomeUnknown`. A small asyncio stub
+server stands for llama.cpp: its ``/extras/tokenize`` never answers (holding the connection), and
+it counts every request it received, so the test decides on what the server saw."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from providers.base import CompletionRequest, Message
+from providers.config import ProviderConfig
+from providers.errors import NotSent
+from providers.http_wire import EXTRAS_HEADROOM
+from providers.openai_http import OpenAIHttpProvider
+
+ANSWER = json.dumps(
+    {"choices": [{"message": {"role": "assistant", "content": "ok"}}], "model": "stub"}
+).encode()
+
+
+@dataclass
+class Stub:
+    port: int = 0
+    paths: list[str] = field(default_factory=list)
+    seen: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode().split("\r\n")
+                path = lines[0].split(" ")[1]
+                length = next(
+                    int(h.split(":", 1)[1]) for h in lines if h.lower().startswith("content-length")
+                )
+                await reader.readexactly(length)
+                async with self.seen:
+                    self.paths.append(path)
+                    self.seen.notify_all()
+                if path.startswith("/extras/"):
+                    await reader.read()  # never answer: hold the connection until the client goes
+                    return
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    + f"Content-Length: {len(ANSWER)}\r\n\r\n".encode()
+                    + ANSWER
+                )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def wait_for(self, path: str, count: int) -> None:
+        async with self.seen:
+            await asyncio.wait_for(self.seen.wait_for(lambda: self.paths.count(path) >= count), 30)
+
+
+@pytest.fixture
+async def stub() -> AsyncIterator[Stub]:
+    stub = Stub()
+    server = await asyncio.start_server(stub.handle, "127.0.0.1", 0)
+    stub.port = server.sockets[0].getsockname()[1]
+    yield stub
+    server.close()
+
+
+def _provider(stub: Stub) -> OpenAIHttpProvider:
+    return OpenAIHttpProvider(
+        "stub",
+        ProviderConfig(
+            model="openai/stub",
+            api_base=f"http://127.0.0.1:{stub.port}/v1",
+            transport="openai",
+            chat_format="gemma",
+            max_concurrency=1,
+        ),
+    )
+
+
+REQUEST = CompletionRequest(messages=(Message(role="user", content="hi"),), timeout=0.5)
+
+
+async def _hold_connections(provider: OpenAIHttpProvider, stub: Stub, count: int) -> list[Any]:
+    held = [asyncio.create_task(provider._tokenize(f"text {i}")) for i in range(count)]
+    await stub.wait_for("/extras/tokenize", count)
+    return held
+
+
+async def test_a_hanging_extras_call_does_not_take_the_chat_calls_connection(stub: Stub) -> None:
+    provider = _provider(stub)
+    held = await _hold_connections(provider, stub, 1)
+    try:
+        completion = await provider.complete(REQUEST)
+        assert completion.text == "ok"
+    finally:
+        for task in held:
+            task.cancel()
+        await provider.close()
+
+
+async def test_a_deadline_spent_waiting_for_a_connection_is_not_sent(stub: Stub) -> None:
+    """Every connection held (max_concurrency + headroom hanging /extras calls): the chat call
+    waits for one until its deadline. The server never saw it: NotSent, not OutcomeUnknown."""
+    provider = _provider(stub)
+    held = await _hold_connections(provider, stub, 1 + EXTRAS_HEADROOM)
+    try:
+        with pytest.raises(NotSent) as caught:
+            await provider.complete(REQUEST)
+        assert "before the request was sent" in str(caught.value)
+        assert not caught.value.retryable
+        assert "/v1/chat/completions" not in stub.paths
+    finally:
+        for task in held:
+            task.cancel()
+        await provider.close()
