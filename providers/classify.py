@@ -35,6 +35,8 @@ latest event (a re-send that got an answer after a refused connection was answer
     HTTP response (HttpStatusError, httpx.HTTPStatusError) -> by status, `STATUS_TABLE` below
                                                               (docs/failures.md)
     connect refused / connect timeout / no pooled connection / DNS -> NotSent
+    invalid or non-HTTP URL, a proxy refusing (aiohttp) -> NotSent, not retried, not
+                                                          counted against the provider
     read timeout / read or write error / disconnect / reset / broken payload -> OutcomeUnknown
 
 The status table says what each answer PROVES. Only the 4xx answers that providers document as
@@ -77,6 +79,17 @@ _UNKNOWN_TYPES = {
         "ClientPayloadError",
         "ServerTimeoutError",
         "ClientOSError",
+    ),
+}
+# Refused by the client before anything reached the provider, and the same request would be
+# refused again: a URL aiohttp cannot use (no http/https scheme, malformed) or a proxy that
+# refused the CONNECT. Not retried; not the provider's fault (its health is untouched).
+_REFUSED_LOCALLY_TYPES = {
+    "aiohttp": (
+        "InvalidURL",
+        "InvalidUrlClientError",
+        "NonHttpUrlClientError",
+        "ClientHttpProxyError",
     ),
 }
 _BUILTIN_NOT_SENT: tuple[type[BaseException], ...] = (ConnectionRefusedError, socket.gaierror)
@@ -218,12 +231,20 @@ def classify(exc: BaseException, provider: str) -> ProviderError:
     _check_cassette(exc, provider)
     not_sent = _loaded(_NOT_SENT_TYPES) + _BUILTIN_NOT_SENT
     unknown = _loaded(_UNKNOWN_TYPES) + _BUILTIN_UNKNOWN
+    refused_locally = _loaded(_REFUSED_LOCALLY_TYPES)
     for link in cause_chain(exc):
         if isinstance(link, ProviderError):
             return link
         response = _response_of(link)
         if response is not None:
             return _from_response(response, exc, link, provider)
+        if isinstance(link, refused_locally):
+            return NotSent(
+                _message(exc, link),
+                provider=provider,
+                retryable=False,
+                counts_against_health=False,
+            )
         # not_sent first: aiohttp's ConnectionTimeoutError is also a ServerTimeoutError
         if isinstance(link, not_sent):
             return NotSent(_message(exc, link), provider=provider)

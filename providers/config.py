@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import urllib.parse
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -154,8 +155,8 @@ class ProviderConfig(_Frozen):
         default="litellm",
         description="how requests travel: `litellm` (any model litellm reaches), or `openai`: "
         "straight to an OpenAI-compatible server over HTTP without litellm (model `openai/...` "
-        "with an api_base; less CPU per call, no cost reported; a new fingerprint, so certify "
-        "again; docs/local-provider.md)",
+        "with an http:// or https:// api_base; less CPU per call, no cost reported; a new "
+        "fingerprint, so certify again; docs/local-provider.md)",
     )
 
     @field_validator("api_key_env")
@@ -209,6 +210,12 @@ class ProviderConfig(_Frozen):
             raise ValueError(
                 'transport = "openai" needs api_base (the server\'s URL, e.g. '
                 '"http://127.0.0.1:8081/v1"): set api_base or remove transport'
+            )
+        if urllib.parse.urlsplit(self.api_base).scheme.lower() not in ("http", "https"):
+            raise ValueError(
+                f'transport = "openai" needs an http:// or https:// api_base, got api_base = '
+                f"{self.api_base!r}: write the server's URL with its scheme, e.g. "
+                '"http://127.0.0.1:8081/v1", or remove transport'
             )
         return self
 

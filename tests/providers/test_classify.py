@@ -12,10 +12,13 @@ import types
 import aiohttp
 import httpx
 import pytest
+import yarl
+from multidict import CIMultiDict, CIMultiDictProxy
 from vcr.errors import CannotOverwriteExistingCassetteException as VcrMiss
 
 from providers.classify import _loaded, cause_chain, classify, from_status, parse_retry_after
 from providers.errors import CassetteMiss, ErrorKind, NotSent, Rejected
+from providers.http_wire import Wire, WireTimeouts
 
 REQUEST = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
 
@@ -223,3 +226,48 @@ def test_retry_after_forms() -> None:
     assert parse_retry_after({"retry-after": email.utils.formatdate(0, usegmt=True)}) == 0.0
     future = email.utils.formatdate(time.time() + 3600, usegmt=True)
     assert 3000.0 < (parse_retry_after({"retry-after": future}) or 0.0) <= 3600.0
+
+
+def _proxy_refusal() -> aiohttp.ClientHttpProxyError:
+    info = aiohttp.RequestInfo(
+        url=yarl.URL("https://api.example/v1"),
+        method="CONNECT",
+        headers=CIMultiDictProxy(CIMultiDict()),
+        real_url=yarl.URL("https://api.example/v1"),
+    )
+    return aiohttp.ClientHttpProxyError(info, (), status=407, message="Proxy Auth Required")
+
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        aiohttp.NonHttpUrlClientError("ftp://127.0.0.1/v1/chat/completions"),
+        aiohttp.InvalidUrlClientError("http://[::1/v1"),
+        aiohttp.InvalidURL("http://[::1/v1"),
+        _proxy_refusal(),
+    ],
+    ids=["non-http", "invalid-url-client", "invalid-url", "proxy-refused"],
+)
+def test_a_request_the_client_refused_to_send_is_not_sent_and_not_the_providers_fault(
+    link: BaseException,
+) -> None:
+    """Raised before anything reached the provider, and raised again for the same request."""
+    error = classify(chained(RuntimeError("wrapped"), link), "p")
+    assert isinstance(error, NotSent)
+    assert not error.retryable
+    assert not error.counts_against_health
+    assert type(link).__name__ in str(error)
+
+
+async def test_a_non_http_url_on_the_wire_is_not_sent() -> None:
+    """The real aiohttp raise, through `Wire.post`, then `classify`."""
+    wire = Wire(WireTimeouts(connect=1.0, read=1.0), connections=1)
+    try:
+        with pytest.raises(Exception) as caught:
+            await wire.post("ftp://127.0.0.1:1/v1/chat/completions", b"{}", {})
+    finally:
+        await wire.close()
+    error = classify(caught.value, "p")
+    assert isinstance(error, NotSent)
+    assert not error.retryable
+    assert not error.counts_against_health

@@ -191,6 +191,8 @@ def test_transport_defaults_to_litellm_and_openai_is_accepted_where_it_fits() ->
         ({"model": "openai/"}, "model = 'openai/'"),
         ({"model": "gpt-4o-mini"}, 'needs model = "openai/<name>"'),
         ({"api_base": None}, "needs api_base"),
+        ({"api_base": "127.0.0.1:8081/v1"}, "api_base = '127.0.0.1:8081/v1'"),
+        ({"api_base": "ftp://127.0.0.1/v1"}, "needs an http:// or https:// api_base"),
         ({"transport": "aiohttp"}, "transport"),
     ],
 )
