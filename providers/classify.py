@@ -43,6 +43,8 @@ The status table says what each answer PROVES. Only the 4xx answers that provide
 "the request was not processed" (400, 401, 403, 404, 413, 422, 429) are `NotSent`; of those,
 only 429 is worth sending again (with its Retry-After). A timeout status (408, 504, a CDN's 524)
 is `OutcomeUnknown`: whoever gave up waiting, the upstream may still run the request (I3).
+A redirect (301, 302, 307, 308; never followed) is `NotSent`, not retried, counted against the
+provider's health (its api_base is wrong), its Location in the message; 303 is `Rejected`.
 Every other answer (5xx, a CDN's 52x, a 4xx nobody documents) is `Rejected`: a failure that may
 have acted, so an exclusive task waits for an operator instead of failing over.
 
@@ -109,6 +111,11 @@ NOT_PROCESSED: dict[int, tuple[bool, bool]] = {
     422: (False, False),  # validation refused
     429: (True, True),  # rate limited: the provider is overloaded; wait Retry-After and retry
 }
+# A redirect (not followed: a POST is not re-sent elsewhere): nothing was processed, and the
+# provider is misconfigured (the api_base is not where the server answers), so it counts
+# against health and is not retried. 303 ("see other") is not here: it says the request was
+# processed and its result lives elsewhere, so it stays Rejected.
+REDIRECT_STATUSES = frozenset({301, 302, 307, 308})
 # A timeout reported by a server or a gateway: the work may still run (408: the server timed
 # out reading the request, which may have been complete; 504 / 524: an upstream timed out).
 TIMEOUT_STATUSES = frozenset({408, 504, 524})
@@ -269,6 +276,14 @@ def from_status(
             retryable=retryable,
             counts_against_health=counts,
         )
+    if status in REDIRECT_STATUSES:
+        return NotSent(
+            message,
+            provider=provider,
+            status=status,
+            retryable=False,
+            counts_against_health=True,
+        )
     if status in TIMEOUT_STATUSES:
         return OutcomeUnknown(message, provider=provider, status=status, retry_after=retry_after)
     return Rejected(
@@ -284,8 +299,13 @@ def _from_response(
     response: Any, top: BaseException, link: BaseException, provider: str
 ) -> ProviderError:
     status = int(response.status_code)
-    retry_after = parse_retry_after(_headers_of(response, top))
+    headers = _headers_of(response, top)
+    retry_after = parse_retry_after(headers)
     message = _answer_message(response) if top is link else _message(top, link)
+    if status in REDIRECT_STATUSES:
+        location = {str(k).lower(): str(v) for k, v in (headers or {}).items()}.get("location")
+        where = f"redirected to {location}" if location else "redirected (no Location)"
+        message = f"{where} (not followed; fix api_base): {message}"[:_MAX_MESSAGE]
     return from_status(status, message, provider, retry_after)
 
 

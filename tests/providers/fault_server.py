@@ -32,6 +32,7 @@ or JSON) overrides both for that one request.
                   the Authorization header and the bare key in the error message and body,
                   and the header again in the answer's headers; `say` adds its text to the
                   error's message and to an `X-Echo-Say` header
+                  `location` sets a Location header (a redirect status)
     close_before  read the request, close the connection without computing anything
     drop_after    read the request, compute the answer (counted as completed), close unanswered
     reset         read the request, then abort the connection with a TCP RST
@@ -322,6 +323,8 @@ async def _send_status(
     """The `status` scenario: an error answer, echoing what it was asked to."""
     status = int(spec.get("status", 500))
     extra = {"Retry-After": str(spec["retry_after"])} if "retry_after" in spec else {}
+    if "location" in spec:
+        extra["Location"] = str(spec["location"])
     echo = headers if spec.get("echo") else None
     if echo is not None:
         extra["X-Echo-Authorization"] = headers.get("authorization", "")
