@@ -9,7 +9,11 @@ event loop and closed by `close()`:
 - `TCPConnector(limit=...)`: the provider's `max_concurrency` connections plus
   `EXTRAS_HEADROOM` (the bulkhead bounds the chat calls in flight; the ``/extras`` calls of an
   inspection are outside it and must not take a chat call's connection), kept alive between
-  calls.
+  calls for at most `KEEPALIVE_SECONDS` (4 s) idle. aiohttp's default is 15 s, but uvicorn
+  (llama-cpp-python's server, vLLM's) closes an idle connection after 5 s: a POST written on a
+  connection the server is closing gets no answer (`ServerDisconnectedError`, an outcome
+  unknown for a request the server dropped unread). aiohttp never reuses a connection idle for
+  longer than the keep-alive, so 4 s stays clear of the 5 s (httpx's default was 5 s).
 - A `TraceConfig` whose `on_request_headers_sent` sets the `Sent` mark a caller passes to
   `post`: until it is set, nothing of the request reached the provider (waiting for a pooled
   connection, DNS, connect), so a deadline expiring then is `NotSent` (`providers.adapter`).
@@ -52,6 +56,8 @@ if TYPE_CHECKING:
     import aiohttp
 
 
+# idle seconds a kept-alive connection may be reused: below uvicorn's 5 s (see the docstring)
+KEEPALIVE_SECONDS = 4.0
 # connections beyond `max_concurrency`, for the /extras calls that the bulkhead does not bound
 EXTRAS_HEADROOM = 4
 
@@ -100,7 +106,9 @@ class Wire:
             trace = aiohttp.TraceConfig()
             trace.on_request_headers_sent.append(_on_headers_sent)
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._connections),
+                connector=aiohttp.TCPConnector(
+                    limit=self._connections, keepalive_timeout=KEEPALIVE_SECONDS
+                ),
                 trace_configs=[trace],
                 timeout=aiohttp.ClientTimeout(
                     total=None,

@@ -1,7 +1,12 @@
-"""The native transport's view of "sent" (`providers.http_wire.Sent`): a deadline that expires
-before the request's headers went out is `NotSent`, never `OutcomeUnknown`. A small asyncio stub
-server stands for llama.cpp: its ``/extras/tokenize`` never answers (holding the connection), and
-it counts every request it received, so the test decides on what the server saw."""
+"""The native transport's connections (`providers.http_wire`), against a small asyncio stub
+server standing for llama.cpp behind uvicorn; it counts every request it received, so each test
+decides on what the server saw.
+
+- "sent" (`providers.http_wire.Sent`): a deadline that expires before the request's headers
+  went out is `NotSent`, never `OutcomeUnknown` (the stub's ``/extras/tokenize`` never answers,
+  holding its connection).
+- keep-alive: like uvicorn, the stub gives up a connection idle for 5 s; a request that still
+  arrives on it is dropped unread (the race of a POST against the server's close)."""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from providers.errors import NotSent
 from providers.http_wire import EXTRAS_HEADROOM
 from providers.openai_http import OpenAIHttpProvider
 
+UVICORN_KEEPALIVE = 5.0  # uvicorn's --timeout-keep-alive default
 ANSWER = json.dumps(
     {"choices": [{"message": {"role": "assistant", "content": "ok"}}], "model": "stub"}
 ).encode()
@@ -29,11 +35,19 @@ class Stub:
     port: int = 0
     paths: list[str] = field(default_factory=list)
     seen: asyncio.Condition = field(default_factory=asyncio.Condition)
+    given_up: int = 0  # idle connections past uvicorn's 5 s cutoff, or closed by the client
+    dropped: int = 0  # requests that arrived on one
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        idle: asyncio.Task[None] | None = None
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
+                if idle is not None and idle.done():
+                    self.dropped += 1
+                    return  # closing it: the request is dropped unread
+                if idle is not None:
+                    idle.cancel()
                 lines = head.decode().split("\r\n")
                 path = lines[0].split(" ")[1]
                 length = next(
@@ -52,10 +66,26 @@ class Stub:
                     + ANSWER
                 )
                 await writer.drain()
+                idle = asyncio.create_task(self._give_up_after_idle())
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
+            if idle is not None and not idle.done():
+                idle.cancel()  # the client closed the idle connection first
+                async with self.seen:
+                    self.given_up += 1
+                    self.seen.notify_all()
             writer.close()
+
+    async def _give_up_after_idle(self) -> None:
+        await asyncio.sleep(UVICORN_KEEPALIVE)
+        async with self.seen:
+            self.given_up += 1
+            self.seen.notify_all()
+
+    async def wait_given_up(self, count: int) -> None:
+        async with self.seen:
+            await asyncio.wait_for(self.seen.wait_for(lambda: self.given_up >= count), 30)
 
     async def wait_for(self, path: str, count: int) -> None:
         async with self.seen:
@@ -119,4 +149,21 @@ async def test_a_deadline_spent_waiting_for_a_connection_is_not_sent(stub: Stub)
     finally:
         for task in held:
             task.cancel()
+        await provider.close()
+
+
+async def test_a_connection_idle_past_the_servers_keepalive_is_not_reused(stub: Stub) -> None:
+    """After the idle connection ended (the server gave it up at 5 s, as uvicorn does, or the
+    client closed it first), the next call goes out on a new one: with aiohttp's default 15 s
+    keep-alive it went out on the old one, unanswered, an outcome unknown for a request the
+    server never read."""
+    provider = _provider(stub)
+    try:
+        await provider.complete(REQUEST)
+        await stub.wait_given_up(1)
+        completion = await provider.complete(REQUEST)
+        assert completion.text == "ok"
+        assert stub.dropped == 0
+        assert stub.paths.count("/v1/chat/completions") == 2
+    finally:
         await provider.close()
