@@ -82,6 +82,7 @@ class Adapter:
         self._wire = Wire(
             WireTimeouts(connect=config.timeout.connect, read=config.timeout.read),
             connections=config.max_concurrency,
+            provider=name,
         )
         self._closed = False
 

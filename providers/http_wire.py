@@ -44,6 +44,7 @@ aiohttp is imported on first use only, to keep `providers` cheap.
 
 from __future__ import annotations
 
+import asyncio
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from providers.classify import HttpAnswer, HttpStatusError
+from providers.errors import NotSent
 
 if TYPE_CHECKING:
     import aiohttp
@@ -87,10 +89,12 @@ class WireTimeouts:
 class Wire:
     """One provider's aiohttp session (lazy, in the running loop) and its POST."""
 
-    def __init__(self, timeouts: WireTimeouts, connections: int) -> None:
+    def __init__(self, timeouts: WireTimeouts, connections: int, provider: str = "") -> None:
+        self._provider = provider
         self._timeouts = timeouts
         self._connections = max(1, connections) + EXTRAS_HEADROOM
         self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._proxies: dict[tuple[str, str], str | None] = {}
 
     @property
@@ -99,8 +103,23 @@ class Wire:
         return self._session
 
     def open(self) -> aiohttp.ClientSession:
-        """The session, made now if it is not yet (call it inside the running event loop)."""
+        """The session, made now if it is not yet (call it inside the running event loop).
+
+        `NotSent` (not retried, not the provider's fault) in another event loop than the one the
+        session was made in: aiohttp's session and its connections belong to that loop (once it
+        is closed, using them raises "Event loop is closed"), and they cannot be closed from
+        here. Use a provider in one loop (one `asyncio.run`), or `close` it and build another."""
+        loop = asyncio.get_running_loop()
+        if self._session is not None and loop is not self._loop:
+            raise NotSent(
+                "this provider's HTTP session was made in another event loop (a second "
+                "asyncio.run?): build the provider inside the loop that uses it",
+                provider=self._provider,
+                retryable=False,
+                counts_against_health=False,
+            )
         if self._session is None:
+            self._loop = loop
             import aiohttp  # imported here to keep `providers` cheap
 
             trace = aiohttp.TraceConfig()

@@ -6,6 +6,7 @@ test_cassette_miss."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -263,3 +264,25 @@ async def test_a_303_see_other_stays_rejected(
     assert caught.value.kind is ErrorKind.REJECTED
     assert caught.value.status == 303
     assert fault.stats()["total"] == 1
+
+
+def test_a_second_event_loop_is_refused_clearly_before_anything_is_sent(
+    fault: FaultServer,
+) -> None:
+    """The session belongs to the loop it was made in (here by `warm_up`, which opens no
+    connection: one kept alive in a loop that ends would leak its socket whatever we do): a
+    call from a second `asyncio.run` is a clear NotSent (it was "Event loop is closed" or "a
+    different loop", an outcome unknown), and nothing reaches the server; closing the provider
+    from yet another loop still works."""
+    provider = build_provider(
+        "fault",
+        ProviderConfig(model="openai/fault-model", api_base=fault.api_base, transport="openai"),
+    )
+    asyncio.run(provider.warm_up())
+    with pytest.raises(ProviderError) as caught:
+        asyncio.run(provider.complete(REQUEST))
+    assert caught.value.kind is ErrorKind.NOT_SENT
+    assert "another event loop" in caught.value.message
+    assert (caught.value.retryable, caught.value.counts_against_health) == (False, False)
+    assert fault.stats()["total"] == 0
+    asyncio.run(provider.close())
