@@ -326,9 +326,15 @@ class Adapter:
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         try:
             _, content = await self._wire.post(url, data, headers)
-            answer = json.loads(content)
         except Exception as exc:
             raise classify(exc, self._name) from exc
+        try:
+            answer = json.loads(content)
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+            raise Rejected(
+                f"{path} answered no JSON ({type(exc).__name__}): {content[:120]!r}",
+                provider=self._name,
+            ) from exc
         if not isinstance(answer, dict):
             raise Rejected(
                 f"{path} answered {type(answer).__name__}, not an object", provider=self._name

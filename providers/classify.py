@@ -23,8 +23,9 @@ themselves: aiohttp.ClientConnectorError (refused; its DNS and certificate subcl
 ConnectionTimeoutError (connect timeout, or no pooled connection in time), SocketTimeoutError
 (read inactivity; a ServerTimeoutError), ServerDisconnectedError (closed before or after the
 request was read), ClientOSError / ClientConnectionResetError (reset), ClientPayloadError (body
-cut). For an HTTP error answer the wire reads the whole body first and raises `HttpStatusError`
-(below), whose message is the status line plus the body's `error.message` (`_answer_message`).
+cut). For an HTTP error answer the wire reads the body (capped at 64 KiB) first and raises
+`HttpStatusError` (below), whose message is the status line plus the body's `error.message`
+(`_answer_message`), scrubbed of secrets before it is cut to length.
 A success status whose body is no chat completion is `malformed_answer` (Rejected).
 
 Rules. A cassette miss anywhere in the chain raises `CassetteMiss` (not a provider failure).
@@ -69,6 +70,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from providers.errors import CassetteMiss, NotSent, OutcomeUnknown, ProviderError, Rejected
+from providers.redact import scrub
 
 _NOT_SENT_TYPES = {
     "httpx": ("ConnectError", "ConnectTimeout", "PoolTimeout", "UnsupportedProtocol"),
@@ -124,7 +126,7 @@ _MAX_MESSAGE = 400
 
 @dataclass(frozen=True)
 class HttpAnswer:
-    """An HTTP error answer read in full by a transport that called the server itself (the
+    """An HTTP error answer read (up to 64 KiB) by a transport that called the server itself (the
     attribute names are httpx.Response's, so one reader serves both)."""
 
     status_code: int
@@ -213,7 +215,7 @@ def _headers_of(response: Any, top: BaseException) -> Mapping[str, str] | None:
 
 def _message(top: BaseException, link: BaseException) -> str:
     text = str(top).strip() or str(link).strip()
-    text = " ".join(text.split())
+    text = " ".join(scrub(text).split())  # scrubbed before the cut: half a key is still a leak
     detail = f"{type(link).__name__}: {text}" if text else type(link).__name__
     return detail[:_MAX_MESSAGE]
 
@@ -305,6 +307,7 @@ def _from_response(
     if status in REDIRECT_STATUSES:
         location = {str(k).lower(): str(v) for k, v in (headers or {}).items()}.get("location")
         where = f"redirected to {location}" if location else "redirected (no Location)"
+        where = scrub(where)
         message = f"{where} (not followed; fix api_base): {message}"[:_MAX_MESSAGE]
     return from_status(status, message, provider, retry_after)
 
@@ -321,14 +324,14 @@ def _answer_message(response: Any) -> str:
     detail = text
     try:
         body = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
         body = None
     if isinstance(body, dict):
         error = body.get("error")
         found = error.get("message") if isinstance(error, dict) else error
         if isinstance(found, str) and found.strip():
             detail = found
-    detail = " ".join(detail.split())
+    detail = " ".join(scrub(detail).split())  # scrubbed before the cut (see `_message`)
     return f"{head}: {detail}"[:_MAX_MESSAGE] if detail else head
 
 
@@ -337,7 +340,7 @@ def malformed_answer(detail: str, provider: str, status: int) -> Rejected:
     have acted) with something unusable, a fault of the provider (counts against health). No
     `status` on the error: it was no error answer (the summary would read "an error (HTTP
     200)"); the message names it."""
-    text = " ".join(detail.split())
+    text = " ".join(scrub(detail).split())  # scrubbed before the cut (see `_message`)
     return Rejected(
         f"HTTP {status} answer is not a chat completion: {text}"[:_MAX_MESSAGE],
         provider=provider,

@@ -1,4 +1,4 @@
-"""One provider's HTTP wire: an aiohttp session, one POST, an error answer read in full.
+"""One provider's HTTP wire: an aiohttp session, one POST, an error answer read first (capped).
 
 Used by the native transport (`providers.openai_http`) for chat completions and by every
 transport's `inspect_prompt` for llama.cpp's ``/extras`` tokenizer (`providers.adapter`).
@@ -28,13 +28,15 @@ event loop and closed by `close()`:
   0.3 ms of CPU per call against the benchmark stub (`python -m tests.bench.http_clients`: 0.54
   against 0.17 ms at c=1). ~/.netrc is not read (every request carries its Authorization).
 
-`post` reads the whole body before it looks at the status (aiohttp's `raise_for_status` would
-drop the body, and with it the server's `error.message` the operator needs), then raises
-`providers.classify.HttpStatusError` for any status outside 2xx, with the status, reason,
-headers (Retry-After) and body text; `classify` maps it by `STATUS_TABLE`. Everything else
-aiohttp raises is left to `classify` too: `ClientConnectorError` / `ConnectionTimeoutError`
-(nothing sent) are `NotSent`; `ServerDisconnectedError`, `ClientOSError`, a socket read timeout,
-a broken payload while reading the body are `OutcomeUnknown`.
+`post` reads an error answer's body before it raises (aiohttp's `raise_for_status` would drop
+the body, and with it the server's `error.message` the operator needs), at most
+`ERROR_BODY_LIMIT` (64 KiB) of it, and raises `providers.classify.HttpStatusError` for any
+status outside 2xx, with the status, reason, headers (Retry-After) and body text, even when
+reading the body failed (a cut body, a read timeout: the status proves what it proves);
+`classify` maps it by `STATUS_TABLE`. Everything else aiohttp raises is left to `classify` too:
+`ClientConnectorError` / `ConnectionTimeoutError` (nothing sent) are `NotSent`;
+`ServerDisconnectedError`, `ClientOSError`, a socket read timeout, a broken payload while
+reading a success answer's body are `OutcomeUnknown`.
 
 vcrpy (9.x) patches `ClientSession._request`, so `providers.cassettes` records and replays this
 wire; a request missing from a replayed cassette raises vcrpy's
@@ -60,6 +62,8 @@ if TYPE_CHECKING:
 
 # idle seconds a kept-alive connection may be reused: below uvicorn's 5 s (see the docstring)
 KEEPALIVE_SECONDS = 4.0
+# bytes of an error answer's body read (its `error.message` is near the start)
+ERROR_BODY_LIMIT = 64 * 1024
 # connections beyond `max_concurrency`, for the /extras calls that the bulkhead does not bound
 EXTRAS_HEADROOM = 4
 
@@ -161,21 +165,37 @@ class Wire:
             proxy=self.proxy_for(url),
             trace_request_ctx=sent,
         ) as response:
-            content = await response.read()
             status = response.status
-            if not 200 <= status < 300:
-                raise HttpStatusError(
-                    HttpAnswer(
-                        status_code=status,
-                        reason_phrase=response.reason or "",
-                        headers=dict(response.headers),
-                        text=content.decode("utf-8", errors="replace"),
-                    )
+            if 200 <= status < 300:
+                return status, await response.read()
+            raise HttpStatusError(
+                HttpAnswer(
+                    status_code=status,
+                    reason_phrase=response.reason or "",
+                    headers=dict(response.headers),
+                    text=await _error_text(response),
                 )
-            return status, content
+            )
 
     async def close(self) -> None:
         """Close the session (and its connections); a second call does nothing."""
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+
+
+async def _error_text(response: aiohttp.ClientResponse) -> str:
+    """An error answer's body, its first `ERROR_BODY_LIMIT` bytes; what arrived when reading it
+    failed (a cut body, a read timeout): the status proves what it proves either way."""
+    import aiohttp
+
+    content = bytearray()
+    try:
+        while len(content) < ERROR_BODY_LIMIT:
+            chunk = await response.content.read(ERROR_BODY_LIMIT - len(content))
+            if not chunk:
+                break
+            content += chunk
+    except (aiohttp.ClientError, TimeoutError):
+        content += b" [body cut short]"
+    return content.decode("utf-8", errors="replace")

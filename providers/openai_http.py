@@ -93,7 +93,7 @@ class OpenAIHttpProvider(Adapter):
     def _read(self, response: _Reply) -> Answer:
         try:
             data = json.loads(response.body)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
             raise malformed_answer(
                 f"not JSON ({exc}): {response.body[:120]!r}", self._name, response.status
             ) from exc

@@ -16,9 +16,19 @@ import yarl
 from multidict import CIMultiDict, CIMultiDictProxy
 from vcr.errors import CannotOverwriteExistingCassetteException as VcrMiss
 
-from providers.classify import _loaded, cause_chain, classify, from_status, parse_retry_after
+from providers.classify import (
+    HttpAnswer,
+    HttpStatusError,
+    _loaded,
+    cause_chain,
+    classify,
+    from_status,
+    malformed_answer,
+    parse_retry_after,
+)
 from providers.errors import CassetteMiss, ErrorKind, NotSent, Rejected
 from providers.http_wire import Wire, WireTimeouts
+from providers.redact import register_secret
 
 REQUEST = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
 
@@ -271,3 +281,22 @@ async def test_a_non_http_url_on_the_wire_is_not_sent() -> None:
     assert isinstance(error, NotSent)
     assert not error.retryable
     assert not error.counts_against_health
+
+
+SECRET = "cut-secret-0123456789abcdef"
+
+
+# the padding puts the secret's first 6 characters just inside the 400-character cap, after
+# "HTTP 500: ", "RuntimeError: ", "HTTP 200 answer is not a chat completion: "
+@pytest.mark.parametrize(("where", "pad"), [("answer", 384), ("link", 380), ("malformed", 352)])
+def test_a_secret_is_scrubbed_before_the_message_is_cut(where: str, pad: int) -> None:
+    """A secret straddling the length cap: cut first, its head would no longer match."""
+    register_secret(SECRET)
+    text = "x" * pad + SECRET
+    if where == "answer":
+        error = classify(HttpStatusError(HttpAnswer(500, "", {}, text)), "p")
+    elif where == "link":
+        error = classify(RuntimeError(text), "p")
+    else:
+        error = malformed_answer(text, "p", 200)
+    assert SECRET[:6] not in error.message

@@ -71,6 +71,7 @@ async def test_the_request_on_the_wire(fault: FaultServer, make_provider: MakePr
         ("<html>bad gateway</html>", "not JSON"),
         ('{"id": "x", "object": "chat.completion"}', "no choices[0].message"),
         ('{"choices": []}', "no choices[0].message"),
+        ("[" * 100_000, "not JSON"),  # nested too deep: a RecursionError, not a ValueError
     ],
 )
 async def test_a_success_status_without_a_chat_completion_is_rejected_once(

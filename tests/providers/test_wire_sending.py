@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 
 from providers.base import CompletionRequest, Message
+from providers.classify import HttpStatusError, classify
 from providers.config import ProviderConfig
-from providers.errors import NotSent
-from providers.http_wire import EXTRAS_HEADROOM
+from providers.errors import NotSent, Rejected
+from providers.http_wire import ERROR_BODY_LIMIT, EXTRAS_HEADROOM, Wire, WireTimeouts
 from providers.openai_http import OpenAIHttpProvider
 
 UVICORN_KEEPALIVE = 5.0  # uvicorn's --timeout-keep-alive default
@@ -37,6 +38,7 @@ class Stub:
     seen: asyncio.Condition = field(default_factory=asyncio.Condition)
     given_up: int = 0  # idle connections past uvicorn's 5 s cutoff, or closed by the client
     dropped: int = 0  # requests that arrived on one
+    raw: dict[str, bytes] = field(default_factory=dict)  # path -> whole answer, then close
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         idle: asyncio.Task[None] | None = None
@@ -57,6 +59,10 @@ class Stub:
                 async with self.seen:
                     self.paths.append(path)
                     self.seen.notify_all()
+                if path in self.raw:
+                    writer.write(self.raw[path])
+                    await writer.drain()
+                    return
                 if path.startswith("/extras/"):
                     await reader.read()  # never answer: hold the connection until the client goes
                     return
@@ -165,5 +171,48 @@ async def test_a_connection_idle_past_the_servers_keepalive_is_not_reused(stub: 
         assert completion.text == "ok"
         assert stub.dropped == 0
         assert stub.paths.count("/v1/chat/completions") == 2
+    finally:
+        await provider.close()
+
+
+def _raw(status: str, body: bytes, length: int | None = None) -> bytes:
+    declared = len(body) if length is None else length
+    return f"HTTP/1.1 {status}\r\nContent-Length: {declared}\r\n\r\n".encode() + body
+
+
+async def _post(stub: Stub, path: str) -> HttpStatusError:
+    wire = Wire(WireTimeouts(connect=5.0, read=30.0), connections=1)
+    try:
+        with pytest.raises(HttpStatusError) as caught:
+            await wire.post(f"http://127.0.0.1:{stub.port}{path}", b"{}", {})
+    finally:
+        await wire.close()
+    return caught.value
+
+
+async def test_an_error_answers_body_is_read_up_to_the_cap(stub: Stub) -> None:
+    stub.raw["/big"] = _raw("500 Internal Server Error", b"x" * (1024 * 1024))
+    error = await _post(stub, "/big")
+    assert error.response.status_code == 500
+    assert len(error.response.text) == ERROR_BODY_LIMIT
+
+
+async def test_an_error_answer_whose_body_is_cut_is_still_its_status(stub: Stub) -> None:
+    """The status arrived: it proves what it proves (here 400, not processed), though the body
+    did not all arrive (it was a ClientPayloadError, an outcome unknown)."""
+    stub.raw["/cut"] = _raw("400 Bad Request", b'{"error": {"mess', length=1000)
+    error = await _post(stub, "/cut")
+    assert error.response.status_code == 400
+    assert error.response.text.startswith('{"error": {"mess')
+    assert isinstance(classify(error, "stub"), NotSent)
+
+
+async def test_an_extras_answer_nested_too_deep_is_rejected(stub: Stub) -> None:
+    stub.raw["/extras/tokenize"] = _raw("200 OK", b"[" * 100_000)
+    provider = _provider(stub)
+    try:
+        with pytest.raises(Rejected) as caught:
+            await provider._tokenize("hi")
+        assert "RecursionError" in str(caught.value)
     finally:
         await provider.close()
