@@ -42,6 +42,10 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}")),
     ("private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
     (
+        "URL credentials",
+        re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s/:@]+:(?!\[redacted\])(?P<secret>[^\s/@]+)@", re.I),
+    ),
+    (
         "credential query parameter",
         re.compile(
             r"[?&;](?:key|api[_-]?key|access[_-]?token|token|sig|signature)="

@@ -94,3 +94,14 @@ def test_a_nul_in_a_provider_text_is_written_out() -> None:
     """The store refuses text with a NUL (issue 14); a provider's error must still be stored."""
     error = Rejected("bad\x00byte", provider="p", status=500)
     assert "\x00" not in str(error) and "bad\\x00byte" in error.message
+
+
+def test_credentials_in_a_url_are_scrubbed_and_found() -> None:
+    text = "ClientHttpProxyError: 407, url=http://bob:hunter2-proxy@proxy.local:3128/"
+    cleaned = scrub(text)
+    assert "hunter2-proxy" not in cleaned
+    assert f"http://bob:{REDACTED}@proxy.local:3128/" in cleaned  # who and where stay readable
+    assert find_secrets(text)
+    assert scrub("http://127.0.0.1:8081/v1 and https://api.example/v1") == (
+        "http://127.0.0.1:8081/v1 and https://api.example/v1"
+    )

@@ -11,6 +11,7 @@ decides on what the server saw.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from providers.config import ProviderConfig
 from providers.errors import NotSent, Rejected
 from providers.http_wire import ERROR_BODY_LIMIT, EXTRAS_HEADROOM, Wire, WireTimeouts
 from providers.openai_http import OpenAIHttpProvider
+from providers.redact import REDACTED, scrub
 
 UVICORN_KEEPALIVE = 5.0  # uvicorn's --timeout-keep-alive default
 ANSWER = json.dumps(
@@ -39,6 +41,7 @@ class Stub:
     given_up: int = 0  # idle connections past uvicorn's 5 s cutoff, or closed by the client
     dropped: int = 0  # requests that arrived on one
     raw: dict[str, bytes] = field(default_factory=dict)  # path -> whole answer, then close
+    heads: list[str] = field(default_factory=list)  # every request's head, as received
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         idle: asyncio.Task[None] | None = None
@@ -50,6 +53,7 @@ class Stub:
                     return  # closing it: the request is dropped unread
                 if idle is not None:
                     idle.cancel()
+                self.heads.append(head.decode())
                 lines = head.decode().split("\r\n")
                 path = lines[0].split(" ")[1]
                 length = next(
@@ -216,3 +220,28 @@ async def test_an_extras_answer_nested_too_deep_is_rejected(stub: Stub) -> None:
         assert "RecursionError" in str(caught.value)
     finally:
         await provider.close()
+
+
+PROXY_PASSWORD = "pr0xy-pa55word"
+
+
+async def test_proxy_credentials_leave_the_url_and_go_as_proxy_auth(
+    stub: Stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stub plays the proxy: it receives the absolute URL and the Proxy-Authorization."""
+    for name in ("no_proxy", "NO_PROXY", "HTTP_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", f"http://bob:{PROXY_PASSWORD}@127.0.0.1:{stub.port}")
+    wire = Wire(WireTimeouts(connect=5.0, read=30.0), connections=1)
+    target = "http://upstream.test/v1/chat/completions"
+    try:
+        proxy = wire.proxy_for(target)
+        assert proxy is not None
+        assert proxy.url == f"http://127.0.0.1:{stub.port}"  # no credentials to reach a message
+        await wire.post(target, b"{}", {"Content-Type": "application/json"})
+    finally:
+        await wire.close()
+    assert stub.paths == [target]
+    expected = base64.b64encode(f"bob:{PROXY_PASSWORD}".encode()).decode()
+    assert f"Proxy-Authorization: Basic {expected}" in stub.heads[0]
+    assert scrub(f"proxy said {PROXY_PASSWORD}") == f"proxy said {REDACTED}"
