@@ -15,8 +15,6 @@ import gc
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,27 +23,14 @@ import pytest
 import router.outbox
 from router.outbox import OutboxDeliverer, Outcome, Webhook
 from router.states import JobState
-from router.store import SqlStore, open_store
+from router.store import SqlStore
 from tests.support.outbox_jobs import event_of, job_in
 from tests.support.webhook_receiver import WebhookReceiver
 from tests.unit.test_outbox import FAST, INITIAL, SECRET, deliverer, no_jitter, sample
+from tests.unit.test_outbox import receiver as receiver  # a fixture, used by name
+from tests.unit.test_outbox import store as store  # a fixture, used by name
 
 GUARD_S = 60.0  # a ceiling only: every wait below ends on an event
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    opened = await open_store(f"sqlite:///{tmp_path / 'jobs.db'}")
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[WebhookReceiver]:
-    async with WebhookReceiver().running() as running:
-        yield running
 
 
 def through(
