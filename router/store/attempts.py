@@ -21,6 +21,7 @@ from router.store.rows import dumps, job_from_row
 from router.store.transitions import (
     append_events,
     end_attempt,
+    insert_numbered,
     lock_attempt,
     lock_job,
     start_attempt_in,
@@ -82,7 +83,7 @@ class AttemptWrites:
                 return FinishOutcome(
                     won=job.winner_attempt_id == attempt_id, job=job, attempt=attempt
                 )
-            won_row = None
+            won_row, events = None, won_events(attempt)
             if job.winner_attempt_id is None and not job.state.terminal:
                 won_row = await tx.fetchone(
                     self._q["finish_job_cas"],
@@ -92,13 +93,14 @@ class AttemptWrites:
                         "attempt_id": attempt_id,
                         "result": dumps(output),
                         "now": now,
+                        "events": len(events),  # numbered by the CAS's update
                     },
                 )
             if won_row is None:
                 outcome = await self._record_lost(tx, job, attempt, usage, now)
             else:
-                won = job_from_row(won_row)
-                outcome = await self._record_won(tx, won, attempt, output, usage, now)
+                won = job_from_row(won_row), int(won_row["event_seq"])
+                outcome = await self._record_won(tx, won, attempt, events, output, usage, now)
         self._changes.notify(attempt.job_id, outcome.job if outcome.won else None)
         return outcome
 
@@ -135,29 +137,25 @@ class AttemptWrites:
         return FinishOutcome(won=False, job=job, attempt=lost)
 
     async def _record_won(
-        self, tx: Tx, job: Job, attempt: Attempt, output: Any, usage: AttemptUsage, now: float
+        self,
+        tx: Tx,
+        won: tuple[Job, int],
+        attempt: Attempt,
+        events: Sequence[NewEvent],
+        output: Any,
+        usage: AttemptUsage,
+        now: float,
     ) -> FinishOutcome:
-        """The CAS took: `job` is succeeded with this attempt's output; the attempt, the events
-        and the outbox row go in the same transaction."""
-        won = await end_attempt(
+        """The CAS took: `won` is the job, succeeded with this attempt's output, and its
+        event_seq as the CAS left it (counting `events`); the attempt, the events and the
+        outbox row go in the same transaction."""
+        job, event_seq = won
+        done = await end_attempt(
             self._q, tx, attempt, AttemptState.SUCCEEDED, usage, now, output=output
         )
-        await append_events(
-            self._q,
-            tx,
-            job.id,
-            job.state,
-            [
-                NewEvent(
-                    kind=EventKind.ATTEMPT_SUCCEEDED,
-                    data={"attempt_id": attempt.id, "provider": attempt.provider},
-                ),
-                NewEvent(kind=EventKind.JOB_SUCCEEDED, data={"winner_attempt_id": attempt.id}),
-            ],
-            now,
-        )
+        await insert_numbered(self._q, tx, job.id, job.state, events, event_seq, now)
         await write_outbox(self._q, tx, job, now, self._outbox_written)
-        return FinishOutcome(won=True, job=job, attempt=won)
+        return FinishOutcome(won=True, job=job, attempt=done)
 
     async def finish_attempt(
         self,
@@ -226,6 +224,17 @@ class AttemptWrites:
         job = await self._reads.get_job(attempt.job_id)
         assert job is not None
         return job, attempt
+
+
+def won_events(attempt: Attempt) -> list[NewEvent]:
+    """The events of a win, appended in the transaction of its compare-and-swap."""
+    return [
+        NewEvent(
+            kind=EventKind.ATTEMPT_SUCCEEDED,
+            data={"attempt_id": attempt.id, "provider": attempt.provider},
+        ),
+        NewEvent(kind=EventKind.JOB_SUCCEEDED, data={"winner_attempt_id": attempt.id}),
+    ]
 
 
 def _require_state(attempt: Attempt, only_from: AttemptState | None, dst: AttemptState) -> None:

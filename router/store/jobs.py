@@ -187,17 +187,17 @@ class JobWrites:
             job = await lock_job(self._q, tx, job_id)
             if job.state is state:
                 return job
-            job = await move_job(
-                self._q, tx, job, state, now=now, error=error, error_detail=error_detail
-            )
             data: JsonObject = {"error": error} if error else {}
-            await append_events(
+            events = [*notes, NewEvent(kind=EventKind.job_moved(state), data=data)]
+            job = await move_job(
                 self._q,
                 tx,
-                job_id,
+                job,
                 state,
-                [*notes, NewEvent(kind=EventKind.job_moved(state), data=data)],
-                now,
+                now=now,
+                error=error,
+                error_detail=error_detail,
+                events=events,
             )
             if state.terminal:
                 await write_outbox(self._q, tx, job, now, self._outbox_written)
@@ -240,14 +240,15 @@ class JobWrites:
                         data={"attempt_id": attempt.id, "error": reason},
                     )
                 )
-            job = await move_job(self._q, tx, job, JobState.CANCELLED, now=now, error=reason)
             events.append(
                 NewEvent(
                     kind=EventKind.JOB_CANCELLED,
                     data={"reason": reason, **({"unknown_attempts": unknown} if unknown else {})},
                 )
             )
-            await append_events(self._q, tx, job_id, job.state, events, now)
+            job = await move_job(
+                self._q, tx, job, JobState.CANCELLED, now=now, error=reason, events=events
+            )
             await write_outbox(self._q, tx, job, now, self._outbox_written)
         self._changes.notify(job_id)
         return job
@@ -259,9 +260,8 @@ class JobWrites:
             job = await lock_job(self._q, tx, job_id)
             if job.state is not JobState.UNKNOWN:
                 return job
-            job = await move_job(self._q, tx, job, JobState.RUNNING, now=now)
-            await tx.execute(self._q["clear_claim"], {"id": job_id, "next_run_at": now})
             reopened = NewEvent(kind=EventKind.JOB_REOPENED, data={"reason": reason})
-            await append_events(self._q, tx, job_id, job.state, [reopened], now)
+            job = await move_job(self._q, tx, job, JobState.RUNNING, now=now, events=[reopened])
+            await tx.execute(self._q["clear_claim"], {"id": job_id, "next_run_at": now})
         self._changes.notify(job_id)
         return job

@@ -105,9 +105,11 @@ async def start_attempt_in(
     )
     assert row is not None
     attempt = attempt_from_row(row)
+    events = [*start.notes, started_event(attempt)]
     if job.state is JobState.QUEUED:
-        job = await move_job(q, tx, job, JobState.RUNNING, now=now)
-    await append_events(q, tx, job.id, job.state, [*start.notes, started_event(attempt)], now)
+        job = await move_job(q, tx, job, JobState.RUNNING, now=now, events=events)
+    else:
+        await append_events(q, tx, job.id, job.state, events, now)
     return job, attempt
 
 
@@ -120,7 +122,10 @@ async def move_job(
     now: float,
     error: str | None = None,
     error_detail: str | None = None,
+    events: Sequence[NewEvent] = (),
 ) -> Job:
+    """Move the locked `job` to `dst` with `events` (recorded with `dst`): the update numbers
+    them, so they cost one insert, not a bump of the job's event_seq as well."""
     moved(job.id, job.state, dst)
     row = await tx.fetchone(
         q["update_job_state"],
@@ -132,6 +137,7 @@ async def move_job(
             "now": now,
             "error_detail": error_detail,
             "next_run_at": now,
+            "events": len(events),
         },
     )
     if row is None:
@@ -142,6 +148,7 @@ async def move_job(
             dst=dst,
             why=f"version {job.version} is no longer current",
         )
+    await insert_numbered(q, tx, job.id, dst, events, int(row["event_seq"]), now)
     return job_from_row(row)
 
 
@@ -196,8 +203,23 @@ async def append_events(
         return
     row = await tx.fetchone(q["bump_event_seq"], {"id": job_id, "n": len(batch)})
     assert row is not None
-    first = int(row["event_seq"]) - len(batch) + 1
-    await insert_events(q, tx, job_id, [(event, job_state) for event in batch], first, now)
+    await insert_numbered(q, tx, job_id, job_state, batch, int(row["event_seq"]), now)
+
+
+async def insert_numbered(
+    q: Queries,
+    tx: Tx,
+    job_id: str,
+    job_state: JobState,
+    events: Sequence[NewEvent],
+    event_seq: int,
+    now: float,
+) -> None:
+    """Insert `events`, already counted in the job's `event_seq` (as it is now): they are its
+    last numbers."""
+    if events:
+        first = event_seq - len(events) + 1
+        await insert_events(q, tx, job_id, [(event, job_state) for event in events], first, now)
 
 
 async def insert_events(
