@@ -62,12 +62,13 @@ def run_one(
     task: str,
     concurrency: int,
     jobs: int,
-    port: int,
+    stub: tuple[int, int],
     prefill: int,
     profile_dir: Path | None = None,
     statements: bool = False,
 ) -> dict[str, Any]:
     url, pg_name = database_for(scenario)
+    port, stub_pid = stub
     command = [
         sys.executable,
         "-m",
@@ -80,6 +81,8 @@ def run_one(
         str(jobs),
         "--stub-port",
         str(port),
+        "--stub-pid",
+        str(stub_pid),
         "--database",
         url,
         "--prefill",
@@ -122,6 +125,9 @@ def run_one(
         f" {figures['jobs_per_s']:8.1f} jobs/s  p50 {figures['p50_ms']:7.2f} ms  "
         f"p99 {figures['p99_ms']:7.2f} ms  cpu {figures['cpu_ms_per_job']:.2f} ms/job "
         f"workers {figures.get('worker_cpu_ms_per_job')}  "
+        f"pg {_fmt(figures.get('pg_cpu_ms_per_job'), 2)}  "
+        f"stub {_fmt(figures.get('stub_cpu_ms_per_job'), 2)}  "
+        f"machine {_fmt(figures.get('machine_cpu_ms_per_job'), 2)}  "
         f"pg commits {figures.get('pg_commits_per_job', 0):.2f}  "
         f"load {figures['load_average']:.1f}"
     )
@@ -170,9 +176,10 @@ def table(results: list[dict[str, Any]]) -> str:
     head = (
         "| scenario | task | conc. | finished jobs before | jobs/s (range) | p50 ms | p99 ms "
         "| added p50 ms over (a) | CPU ms / job: submitter | CPU ms / job: each worker "
+        "| CPU ms / job: PostgreSQL | CPU ms / job: stub | CPU ms / job: machine "
         "| write tx / job | commits / job | PG commits / job | load avg | peak RSS MB |"
     )
-    lines = [head, "|" + "---|" * 15]
+    lines = [head, "|" + "---|" * 18]
     for r in results:
         base = direct.get(r["concurrency"])
         added = f"{r['p50_ms'] - base['p50_ms']:+.2f}" if base else ""
@@ -180,7 +187,8 @@ def table(results: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['scenario']} | {r.get('task', '')} | {r['concurrency']} | {r['prefill']:,} "
             f"| {_rate(r)} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {added} "
-            f"| {r['cpu_ms_per_job']:.1f} | {workers} "
+            f"| {r['cpu_ms_per_job']:.1f} | {workers} | {_fmt(r.get('pg_cpu_ms_per_job'))} "
+            f"| {_fmt(r.get('stub_cpu_ms_per_job'))} | {_fmt(r.get('machine_cpu_ms_per_job'))} "
             f"| {_fmt(r.get('write_transactions_per_job'))} | {_fmt(r.get('commits_per_job'), 2)} "
             f"| {_fmt(r.get('pg_commits_per_job'))} | {r.get('load_average', 0):.1f} "
             f"| {r['peak_rss_mb']:.0f}{_workers(r)} |"
@@ -292,7 +300,7 @@ def main() -> None:
             print(f"round {round_no + 1} of {args.repeat}")
             for s, t, c, p in plan(args):
                 runs.setdefault((s, t, c, p), []).append(
-                    run_one(s, t, c, args.jobs, port, p, profiles, args.statements)
+                    run_one(s, t, c, args.jobs, (port, stub.pid), p, profiles, args.statements)
                 )
     finally:
         stub.terminate()

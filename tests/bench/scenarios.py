@@ -20,15 +20,14 @@ import resource
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from tests.bench import profile_summary, statements
+from tests.bench import cpu, profile_summary, statements
+from tests.bench.workers import start_workers, stop_workers
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
@@ -38,10 +37,15 @@ Call = Callable[[int], Awaitable[None]]
 
 
 async def drive(
-    call: Call, jobs: int, concurrency: int, started: Callable[[], None] | None = None
+    call: Call,
+    jobs: int,
+    concurrency: int,
+    stub_pid: int | None,
+    started: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Run `jobs` calls, `concurrency` at a time, after 20 warm-up calls; `started()` runs when
-    the clock starts. Reports this process's CPU (every thread) per job over the timed part."""
+    the clock starts. Reports CPU per job over the timed part: this process's (every thread),
+    the whole machine's and the stub server's (`stub_pid`)."""
     latencies: list[float] = []
     next_index = 0
 
@@ -59,11 +63,15 @@ async def drive(
         await call(-1 - i)
     if started is not None:
         started()
-    cpu = time.process_time()
+    # The machine and the stub read last at the start and first at the end: the readings of
+    # `started()` and its caller (a scan of /proc for PostgreSQL) stay out of the machine's.
+    machine, stub = _machine_and_stub_s(stub_pid)
+    own_cpu = time.process_time()
     began = time.perf_counter()
     await asyncio.gather(*(lane() for _ in range(concurrency)))
     wall = time.perf_counter() - began
-    cpu_ms = (time.process_time() - cpu) * 1000 / jobs
+    cpu_ms = (time.process_time() - own_cpu) * 1000 / jobs
+    machine_end, stub_end = _machine_and_stub_s(stub_pid)
     ordered = sorted(latencies)
     return {
         "wall_s": wall,
@@ -71,7 +79,14 @@ async def drive(
         "p50_ms": statistics.median(ordered),
         "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
         "cpu_ms_per_job": cpu_ms,
+        "machine_cpu_ms_per_job": (machine_end - machine) * 1000 / jobs,
+        **({"stub_cpu_ms_per_job": (stub_end - stub) * 1000 / jobs} if stub_pid else {}),
     }
+
+
+def _machine_and_stub_s(stub_pid: int | None) -> tuple[float, float]:
+    """Busy CPU seconds so far of the whole machine and of the stub server (0 without it)."""
+    return cpu.machine_busy_s(), cpu.process_cpu_s(stub_pid) if stub_pid else 0.0
 
 
 def stub_params(port: int) -> dict[str, Any]:
@@ -93,7 +108,7 @@ async def run_litellm(args: argparse.Namespace) -> dict[str, Any]:
     async def call(_: int) -> None:
         await litellm.acompletion(messages=MESSAGES, **params)
 
-    return await drive(call, args.jobs, args.concurrency)
+    return await drive(call, args.jobs, args.concurrency, args.stub_pid)
 
 
 async def run_litellm_router(args: argparse.Namespace) -> dict[str, Any]:
@@ -114,7 +129,7 @@ async def run_litellm_router(args: argparse.Namespace) -> dict[str, Any]:
     async def call(_: int) -> None:
         await router.acompletion(model="primary", messages=MESSAGES)
 
-    return await drive(call, args.jobs, args.concurrency)
+    return await drive(call, args.jobs, args.concurrency, args.stub_pid)
 
 
 BENCH_CONTRACT = Path(__file__).with_name("bench_contract.yaml")
@@ -181,7 +196,7 @@ async def run_openai_http(args: argparse.Namespace) -> dict[str, Any]:
         await provider.complete(request)
 
     try:
-        return await drive(call, args.jobs, args.concurrency)
+        return await drive(call, args.jobs, args.concurrency, args.stub_pid)
     finally:
         await provider.close()
 
@@ -226,8 +241,28 @@ async def run_jobrouter(
     except BaseException:
         stop_workers(procs, config_file.parent)
         raise
+    try:
+        figures = await _timed(args, router, procs, url.startswith("postgres"))
+    finally:
+        try:
+            await router.close()
+        finally:
+            stop_workers(procs, config_file.parent)
+    total = args.jobs + min(20, args.jobs)
+    if pg_before is not None:  # every backend gone: the server has counted all their commits
+        after_commits, _ = await _pg_commits(url)
+        figures["pg_commits_per_job"] = (after_commits - sum(pg_before)) / total
+    if args.statements:
+        figures["statements"] = _statement_figures(args.statements, total)
+    return figures
+
+
+async def _timed(
+    args: argparse.Namespace, router: Any, procs: list[subprocess.Popen[bytes]], postgres: bool
+) -> dict[str, Any]:
+    """drive() the router; with its figures, over the same timed part: the store's counters,
+    each worker's CPU and (`postgres`) the PostgreSQL server's."""
     run_id = os.urandom(4).hex()
-    cpu_before: list[float] = []
 
     async def call(index: int) -> None:
         payload = {"product": {"name": f"Saffron tea {index}"}, "tone": "warm"}
@@ -236,39 +271,54 @@ async def run_jobrouter(
         if job.state != "succeeded":
             raise RuntimeError(f"job {job.id} ended {job.state}: {job.error}")
 
-    try:
-        before = await _db_counters(router)
+    pids = [proc.pid for proc in procs]
+    start: list[cpu.FleetReading] = []
+    since: list[float] = []
 
-        def started() -> None:
-            since.append(time.time())
-            cpu_before.extend(_cpu_s(p.pid) for p in procs)
-            for proc in procs if args.profile else ():
-                proc.send_signal(signal.SIGUSR1)  # start the worker's profiler
+    def started() -> None:
+        since.append(time.time())
+        start.append(cpu.read_fleet(pids, postgres))
+        for proc in procs if args.profile else ():
+            proc.send_signal(signal.SIGUSR1)  # start the worker's profiler
 
-        since: list[float] = []
-        figures = await drive(call, args.jobs, args.concurrency, started=started)
-        after = await _db_counters(router)
-        cpu_after = [_cpu_s(proc.pid) for proc in procs]
-        ran = await _jobs_by_pid(router, since[0])
-    finally:
-        try:
-            await router.close()
-        finally:
-            stop_workers(procs, config_file.parent)
+    before = await _db_counters(router)
+    figures = await drive(call, args.jobs, args.concurrency, args.stub_pid, started)
+    end = cpu.read_fleet(pids, postgres)
+    after = await _db_counters(router)
     total = args.jobs + min(20, args.jobs)
     figures.update({key: (after[key] - before[key]) / total for key in after})
-    if pg_before is not None:  # every backend gone: the server has counted all their commits
-        after_commits, _ = await _pg_commits(url)
-        figures["pg_commits_per_job"] = (after_commits - sum(pg_before)) / total
-    # Per job each worker ran (its attempts in the timed part), not per job of the run.
-    figures["worker_jobs"] = [ran.get(proc.pid, 0) for proc in procs]
-    figures["worker_cpu_ms_per_job"] = [
-        round((a - b) * 1000 / max(1, ran.get(proc.pid, 0)), 2)
-        for a, b, proc in zip(cpu_after, cpu_before, procs, strict=True)
-    ]
-    if args.statements:
-        figures["statements"] = _statement_figures(args.statements, total)
+    figures.update(_worker_figures(pids, start[0], end, await _jobs_by_pid(router, since[0])))
+    if postgres:
+        others = await _other_databases_backends(router)
+        figures["pg_cpu_ms_per_job"] = (
+            cpu.used_s(start[0].postgres, end.postgres, others) * 1000 / args.jobs
+        )
     return figures
+
+
+def _worker_figures(
+    pids: list[int], start: cpu.FleetReading, end: cpu.FleetReading, ran: dict[int, int]
+) -> dict[str, Any]:
+    """Each worker's jobs (its attempts in the timed part) and its CPU per job it ran (not per
+    job of the run)."""
+    return {
+        "worker_jobs": [ran.get(pid, 0) for pid in pids],
+        "worker_cpu_ms_per_job": [
+            round((b - a) * 1000 / max(1, ran.get(pid, 0)), 2)
+            for a, b, pid in zip(start.processes, end.processes, pids, strict=True)
+        ],
+    }
+
+
+async def _other_databases_backends(router: Any) -> set[int]:
+    """The pids of client backends of other databases than the bench's: on a shared server
+    they are other people's work. (The server's background processes, also shared, count.)"""
+    rows = await router.store.connector.fetchall(
+        "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' "
+        "AND datname IS DISTINCT FROM current_database()",
+        {},
+    )
+    return {int(row["pid"]) for row in rows}
 
 
 async def certify(config_file: Path) -> None:
@@ -299,77 +349,6 @@ async def certify(config_file: Path) -> None:
         for provider in providers.values():
             await provider.close()
         await store.close()
-
-
-def start_workers(
-    config_file: Path, count: int, statements_dir: Path | None, profile: Path | None = None
-) -> list[subprocess.Popen[bytes]]:
-    """`jobrouter worker` processes (started before the clock runs: blocking is fine here);
-    with `statements_dir`, each counts its statements (tests/bench/statements.py). Each worker
-    writes a ready line once it takes jobs: the clock starts after every one has."""
-    env = dict(os.environ)
-    module = "router"
-    if statements_dir is not None:
-        env[statements.ENV] = str(statements_dir)
-        module = "tests.bench.statements"
-    if profile is not None:
-        env[statements.PROFILE_ENV] = str(profile)
-        module = "tests.bench.statements"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", module, "worker", "--config", str(config_file)],
-            stdout=subprocess.PIPE,
-            stderr=(config_file.parent / f"worker-{n}.log").open("wb"),
-            env=env,
-        )
-        for n in range(count)
-    ]
-    for proc in procs:
-        ready = threading.Event()
-        threading.Thread(target=_drain, args=(proc, ready), daemon=True).start()
-        if not ready.wait(120):
-            stop_workers(procs, config_file.parent)
-            raise RuntimeError("a worker did not start within 120 s")
-    return procs
-
-
-WORKER_STOP_S = 30.0  # a worker's SIGTERM grace is 10 s: one still running after this is stuck
-
-
-def stop_workers(procs: list[subprocess.Popen[bytes]], logs: Path) -> None:
-    """SIGTERM every worker and wait for it; one still running after WORKER_STOP_S is killed
-    (SIGKILL), so that none outlives the run (its database is dropped next), and then fails
-    the scenario, naming its log (`logs`/worker-<n>.log)."""
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-    stuck = []
-    for n, proc in enumerate(procs):
-        try:
-            proc.wait(WORKER_STOP_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            stuck.append(f"pid {proc.pid} (its log: {logs / f'worker-{n}.log'})")
-    if stuck:
-        raise RuntimeError(
-            f"worker {', '.join(stuck)} did not stop within {WORKER_STOP_S:.0f}s of SIGTERM: killed"
-        )
-
-
-def _drain(proc: subprocess.Popen[bytes], ready: threading.Event) -> None:
-    """Read a worker's output to its end (a full pipe would block it); `ready` is set on its
-    "worker <id> on <url>" line, printed once it is warm and taking jobs."""
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith(b"worker "):
-            ready.set()
-
-
-def _cpu_s(pid: int) -> float:
-    """CPU seconds (user + system, every thread) a process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _statement_figures(folder: Path, jobs: int) -> dict[str, dict[str, float]]:
@@ -435,6 +414,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--stub-port", type=int, required=True)
+    parser.add_argument(
+        "--stub-pid", type=int, help="the stub server's process: its CPU per job is reported"
+    )
     parser.add_argument("--database", default="")
     parser.add_argument("--prefill", type=int, default=0)
     parser.add_argument(

@@ -14,10 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
 import asyncpg
@@ -25,6 +23,7 @@ import asyncpg
 from router.states import JobState
 from router.store import SqlStore, open_store
 from router.store.waits import SETTLED
+from tests.bench.cpu import process_cpu_s
 from tests.store.pg import fresh_database
 from tests.support.store_jobs import create_job
 
@@ -80,11 +79,6 @@ async def notify_delays(url: str, samples: int) -> list[float]:
     return delays
 
 
-def backend_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def idle_cpu(conn: Conn, step: float) -> tuple[float, float]:
     """Percent of a core the backend spends in a wait of IDLE_S that finds nothing."""
     pid = await conn.fetchval("SELECT pg_backend_pid()")
@@ -93,9 +87,9 @@ async def idle_cpu(conn: Conn, step: float) -> tuple[float, float]:
         "SELECT * FROM jobrouter_await_settled('[\"none\"]', '[\"failed\"]', $1, $2)",
         "SELECT jobrouter_await_runnable(0, $1, $2)",
     ):
-        before = backend_cpu_s(pid)
+        before = process_cpu_s(pid)
         await conn.fetch(query, IDLE_S, step)
-        shares.append(100 * (backend_cpu_s(pid) - before) / IDLE_S)
+        shares.append(100 * (process_cpu_s(pid) - before) / IDLE_S)
     return shares[0], shares[1]
 
 
