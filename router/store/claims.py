@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 from router.models import Attempt, AttemptUsage, Job, NewEvent
 from router.states import AttemptState, JobState
 from router.store.changes import Changes
-from router.store.connector import Connector
+from router.store.connector import Connector, Tx
 from router.store.rows import attempt_from_row, job_from_row
 from router.store.server_waits import await_runnable, server_wait_s
-from router.store.transitions import start_attempt_in
+from router.store.starts import start_first_attempts
 
 if TYPE_CHECKING:
     from router.store.attempts import AttemptWrites
@@ -107,21 +107,33 @@ class Claims:
                 if most > 0
                 else []
             )
-            for row in rows:
-                job = job_from_row(row)
-                start = await first(job) if job.state is JobState.QUEUED else None
-                if start is None:
-                    claimed.append(Claimed(job))
-                    continue
-                # Never exclusive here: `first` chooses only for tasks that may repeat, so
-                # no open attempt can refuse it and the batch cannot fail on one job.
-                job, attempt = await start_attempt_in(self._q, tx, job, start, False, now)
-                claimed.append(Claimed(job, attempt, start))
+            claimed = await self._start_first(tx, [job_from_row(row) for row in rows], first, now)
             tx.after_commit(functools.partial(on_claimed, claimed))
         for item in claimed:
             if item.attempt is not None:
                 self._changes.notify(item.job.id, item.job)
         return claimed
+
+    @staticmethod
+    async def _start_first(
+        tx: Tx, jobs: list[Job], first: FirstAttempt, now: float
+    ) -> list[Claimed]:
+        """The claimed `jobs`, each queued one with the first attempt `first` chooses started
+        (all in a few statements, router/store/starts.py)."""
+        starts: dict[str, AttemptStart] = {}
+        for job in jobs:
+            start = await first(job) if job.state is JobState.QUEUED else None
+            if start is not None:
+                starts[job.id] = start
+        by_job = {job.id: job for job in jobs}
+        started = await start_first_attempts(
+            tx, [(by_job[job_id], start) for job_id, start in starts.items()], now
+        )
+        moved = {job.id: (job, attempt) for job, attempt in started}
+        return [
+            Claimed(*moved[job.id], starts[job.id]) if job.id in moved else Claimed(job)
+            for job in jobs
+        ]
 
     def claim_wait_s(self, wanted: float) -> float:
         """How long a claim may wait on the server for a job, up to `wanted` (0: it cannot:

@@ -68,6 +68,43 @@ async def test_claims_and_starts_first_attempts_in_one_transaction(store: SqlSto
     assert await store.jobs.list_attempts(jobs[2].id) == []
 
 
+async def claim_round_trips(store: SqlStore, jobs: int, key: str) -> tuple[int, list[Claimed]]:
+    for i in range(jobs):
+        await submit(store, f"{key}{i}")
+
+    async def first(_: Job) -> AttemptStart:
+        return start_on("a")
+
+    before = store.connector.stats.round_trips
+    claimed = await store.jobs.claim_runnable("w1", 60.0, 100, first, ignore)
+    return store.connector.stats.round_trips - before, claimed
+
+
+async def test_a_claim_costs_the_same_round_trips_for_one_job_as_for_twenty(
+    store: SqlStore,
+) -> None:
+    """The first attempts of a claim's jobs start in a few statements, not three per job; and
+    each job still gets its own attempt, version and gapless events."""
+    one, _ = await claim_round_trips(store, 1, "one-")
+    twenty, claimed = await claim_round_trips(store, 20, "twenty-")
+    assert one == twenty
+    assert len(claimed) == 20
+    for item in claimed:
+        assert item.attempt is not None and item.attempt.job_id == item.job.id
+        assert item.attempt.seq == 1
+        assert (item.job.state, item.job.version) == (JobState.RUNNING, 2)
+        stored = await store.jobs.get_job(item.job.id)
+        assert stored is not None and stored.version == 2
+        events = await store.jobs.list_events(item.job.id)
+        assert [(e.seq, e.kind) for e in events] == [
+            (1, "job.queued"),
+            (2, "provider.skipped"),
+            (3, "attempt.started"),
+        ]
+        assert events[2].data["attempt_id"] == item.attempt.id
+        assert {e.job_state for e in events[1:]} == {JobState.RUNNING}
+
+
 async def test_a_claimed_job_is_not_runnable_and_an_expired_claim_is(store: SqlStore) -> None:
     job = await submit(store, "k1")
 
