@@ -221,11 +221,8 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 
 
 def _workers(r: dict[str, Any]) -> str:
-    return (
-        f" (+{r['worker_peak_rss_mb']:.0f} per worker)"
-        if r["scenario"].startswith("postgres")
-        else ""
-    )
+    worker = r.get("worker_peak_rss_mb")  # the largest worker's own peak
+    return "" if worker is None else f" (+{worker:.0f} per worker)"
 
 
 def write_docs(results: list[dict[str, Any]], command: str) -> None:

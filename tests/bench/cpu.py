@@ -95,3 +95,13 @@ def read_fleet(pids: list[int], postgres: bool) -> FleetReading:
     return FleetReading(
         [process_cpu_s(pid) for pid in pids], postgres_processes() if postgres else {}
     )
+
+
+def peak_rss_mb(pid: int) -> float:
+    """A live process's peak resident memory (VmHWM of /proc/PID/status), in MB. Not
+    getrusage's RUSAGE_CHILDREN: its ru_maxrss survives exec, so a child forked from a parent
+    of 250 MB reports 250 MB however little it uses after exec."""
+    for line in (PROC / str(pid) / "status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise ValueError(f"/proc/{pid}/status has no VmHWM line")

@@ -284,6 +284,8 @@ async def _timed(
     before = await _db_counters(router)
     figures = await drive(call, args.jobs, args.concurrency, args.stub_pid, started)
     end = cpu.read_fleet(pids, postgres)
+    if pids:  # before they stop: a worker's own peak, read while it lives
+        figures["worker_peak_rss_mb"] = round(max(cpu.peak_rss_mb(pid) for pid in pids), 1)
     after = await _db_counters(router)
     total = args.jobs + min(20, args.jobs)
     figures.update({key: (after[key] - before[key]) / total for key in after})
@@ -458,9 +460,7 @@ def main() -> None:
         figures = asyncio.run(runners[args.scenario]())
     else:
         figures = profiled(runners[args.scenario], args.profile)
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    figures.update({"peak_rss_mb": round(own, 1), "worker_peak_rss_mb": round(children, 1)})
+    figures["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     print(json.dumps(figures))
 
 
