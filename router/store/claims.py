@@ -114,9 +114,8 @@ class Claims:
                 self._changes.notify(item.job.id, item.job)
         return claimed
 
-    @staticmethod
     async def _start_first(
-        tx: Tx, jobs: list[Job], first: FirstAttempt, now: float
+        self, tx: Tx, jobs: list[Job], first: FirstAttempt, now: float
     ) -> list[Claimed]:
         """The claimed `jobs`, each queued one with the first attempt `first` chooses started
         (all in a few statements, router/store/starts.py)."""
@@ -127,7 +126,7 @@ class Claims:
                 starts[job.id] = start
         by_job = {job.id: job for job in jobs}
         started = await start_first_attempts(
-            tx, [(by_job[job_id], start) for job_id, start in starts.items()], now
+            self._q, tx, [(by_job[job_id], start) for job_id, start in starts.items()], now
         )
         moved = {job.id: (job, attempt) for job, attempt in started}
         return [

@@ -43,6 +43,39 @@ VALUES (:id, :job_id, (SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE job_
         :provider, :model, 'started', :now, :worker, :lease_until)
 RETURNING *
 
+-- name: start_attempts
+-- The first attempts of a claim's jobs (router/store/starts.py): :rows is a JSON array of
+-- {id, job_id, provider, model, worker, lease_until}, one statement however many. Each seq as
+-- insert_attempt computes it; the jobs are distinct and locked by the claim.
+INSERT INTO attempts (id, job_id, seq, provider, model, state, started_at, worker, lease_until)
+SELECT json_extract(r.value, '$.id'), json_extract(r.value, '$.job_id'),
+       (SELECT COALESCE(MAX(a.seq), 0) + 1 FROM attempts a
+        WHERE a.job_id = json_extract(r.value, '$.job_id')),
+       json_extract(r.value, '$.provider'), json_extract(r.value, '$.model'), 'started', :now,
+       json_extract(r.value, '$.worker'), json_extract(r.value, '$.lease_until')
+FROM json_each(:rows) AS r
+RETURNING *
+
+-- name: start_jobs
+-- Those jobs queued -> running, each at its version (the optimistic lock of update_job_state),
+-- its event_seq counting the n events its start appends: :rows is [{id, version, n}].
+UPDATE jobs SET state = 'running', error = NULL, error_detail = NULL, version = version + 1,
+                updated_at = :now, next_run_at = :now, event_seq = event_seq + r.n
+FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.version') AS version,
+             json_extract(value, '$.n') AS n
+      FROM json_each(:rows)) AS r
+WHERE jobs.id = r.id AND jobs.version = r.version AND jobs.winner_attempt_id IS NULL
+RETURNING *
+
+-- name: insert_job_events
+-- Events of several jobs, numbered by their writer: :rows is [{job_id, seq, kind, job_state,
+-- data}] (data: the event's JSON text).
+INSERT INTO job_events (job_id, seq, kind, job_state, data, at)
+SELECT json_extract(value, '$.job_id'), json_extract(value, '$.seq'),
+       json_extract(value, '$.kind'), json_extract(value, '$.job_state'),
+       json_extract(value, '$.data'), :at
+FROM json_each(:rows)
+
 -- name: update_job_state
 -- The optimistic lock of DESIGN.md: zero rows means someone else changed the job first.
 -- `:events`: the events the move appends are numbered here (event_seq as bump_event_seq

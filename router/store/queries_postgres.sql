@@ -54,3 +54,27 @@ SELECT * FROM jobrouter_await_settled(:ids, :states, :wait_s, :step_s)
 -- seconds for a job `claim_runnable` may take and locks it for this transaction; `found_at`:
 -- the time (:now plus the time waited) it found it at, NULL if none.
 SELECT jobrouter_await_runnable(:now, :wait_s, :step_s) AS found_at
+
+-- name: start_attempts
+-- As queries.sql's, the JSON rows read by json_to_recordset.
+INSERT INTO attempts (id, job_id, seq, provider, model, state, started_at, worker, lease_until)
+SELECT r.id, r.job_id,
+       (SELECT COALESCE(MAX(a.seq), 0) + 1 FROM attempts a WHERE a.job_id = r.job_id),
+       r.provider, r.model, 'started', CAST(:now AS DOUBLE PRECISION), r.worker, r.lease_until
+FROM json_to_recordset(CAST(:rows AS json))
+     AS r(id TEXT, job_id TEXT, provider TEXT, model TEXT, worker TEXT,
+          lease_until DOUBLE PRECISION)
+RETURNING *
+
+-- name: start_jobs
+UPDATE jobs SET state = 'running', error = NULL, error_detail = NULL, version = jobs.version + 1,
+                updated_at = :now, next_run_at = :now, event_seq = jobs.event_seq + r.n
+FROM json_to_recordset(CAST(:rows AS json)) AS r(id TEXT, version BIGINT, n BIGINT)
+WHERE jobs.id = r.id AND jobs.version = r.version AND jobs.winner_attempt_id IS NULL
+RETURNING jobs.*
+
+-- name: insert_job_events
+INSERT INTO job_events (job_id, seq, kind, job_state, data, at)
+SELECT r.job_id, r.seq, r.kind, r.job_state, r.data, CAST(:at AS DOUBLE PRECISION)
+FROM json_to_recordset(CAST(:rows AS json))
+     AS r(job_id TEXT, seq BIGINT, kind TEXT, job_state TEXT, data TEXT)
