@@ -26,10 +26,11 @@ from hypothesis.stateful import (
 )
 
 from router.errors import IdempotencyConflict, InvalidTransition
-from router.models import Attempt, AttemptUsage, Job, payload_fingerprint
+from router.models import Attempt, AttemptUsage, Job, NewEvent, payload_fingerprint
 from router.policy import Eligibility, Finish, TaskPolicy, decide
 from router.states import AttemptState, JobState
 from router.store import SqlStore, open_store
+from router.store.claims import AttemptStart, Claimed
 from tests.store.pg import EMPTY_TABLES, postgres_url
 from tests.support.backends import BACKENDS, UrlFactory
 from tests.support.store_jobs import create_job
@@ -324,6 +325,39 @@ class StoreMachine(RuleBasedStateMachine):
         assert job.state is JobState.CANCELLED
         # in flight: cancelled; unknown: kept unknown (it may have happened, issue 14)
         assert not [a for a in self.attempts_of(job_id) if a.state is AttemptState.STARTED]
+
+    @precondition(lambda self: self.model.by_id)
+    @rule(data=st.data(), limit=st.integers(1, 4))
+    def claim(self, data: st.DataObject, limit: int) -> None:
+        """A worker's claim (router/store/starts.py): up to `limit` runnable jobs, a first
+        attempt for each queued one that may repeat, with 0-2 notes each; the claim expires at
+        once, so a later claim may take the same jobs again."""
+        notes = {
+            job_id: data.draw(st.integers(0, 2), label=f"notes {job_id}")
+            for job_id in sorted(self.model.by_id)
+        }
+        skipped = NewEvent(kind="provider.skipped", data={"provider": "c"})
+
+        async def first(job: Job) -> AttemptStart | None:
+            if self.model.by_id[job.id].exclusive:
+                return None  # as the engine: an exclusive task is not started in a claim
+            return AttemptStart("a", None, "w", 60.0, (skipped,) * notes[job.id])
+
+        def ignore(_: list[Claimed]) -> None:
+            pass
+
+        before = {job_id: self.job(job_id).state for job_id in self.model.by_id}
+        claimed = self.run(self.store.jobs.claim_runnable("w", -1.0, limit, first, ignore))
+        for item in claimed:
+            was = before[item.job.id]
+            assert was in (JobState.QUEUED, JobState.RUNNING), was
+            if item.attempt is None:
+                assert was is JobState.RUNNING or self.model.by_id[item.job.id].exclusive
+                continue
+            assert was is JobState.QUEUED and item.job.state is JobState.RUNNING
+            assert item.attempt.job_id == item.job.id
+            assert item.attempt.state is AttemptState.STARTED
+            self.model.attempts[item.attempt.id] = item.job.id
 
     # ---- invariants, read back from the database ------------------------------------------
 
