@@ -59,8 +59,8 @@ RETURNING *
 -- name: start_jobs
 -- Those jobs queued -> running, each at its version (the optimistic lock of update_job_state),
 -- its event_seq counting the n events its start appends: :rows is [{id, version, n}].
-UPDATE jobs SET state = 'running', error = NULL, error_detail = NULL, version = version + 1,
-                updated_at = :now, next_run_at = :now, event_seq = event_seq + r.n
+UPDATE jobs SET state = 'running', error = NULL, error_detail = NULL, version = jobs.version + 1,
+                updated_at = :now, next_run_at = :now, event_seq = jobs.event_seq + r.n
 FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.version') AS version,
              json_extract(value, '$.n') AS n
       FROM json_each(:rows)) AS r
