@@ -127,7 +127,6 @@ class Router:
             leader = build_leader(store, settings, url, engine) if run_workers else None
             if run_workers and not start_in_background:  # before the first claim
                 await warm_up(provider_map.values())
-                await engine.follow_runnable()
             exporting = telemetry.acquire(settings.telemetry)
         except BaseException:
             await store.close()
@@ -157,11 +156,6 @@ class Router:
             await warm_up(self.providers.values())
         except Exception:  # a provider that cannot load fails its attempts with its own error
             log.exception("warming up the providers failed; starting the workers all the same")
-        try:
-            if self.engine is not None:
-                await self.engine.follow_runnable()
-        except Exception:  # the poller finds the jobs all the same, later
-            log.exception("listening for runnable jobs failed; the workers poll")
         self._start_workers()
         log.info("providers warmed up in %.2fs; workers started", time.perf_counter() - began)
 
@@ -337,7 +331,7 @@ class Router:
         where `watch_ends` says: on the event that makes the job terminal, or once caught up
         with a job that needs attention (never on an attempt's own end)."""
         await self.get(job_id)
-        await self.store.jobs.follow("events")
+        await self.store.jobs.follow_events()
         with self.store.jobs.watching(job_id) as changed:
             while True:
                 changed.take()  # what follows reads everything up to now

@@ -2,7 +2,9 @@
 
 A job submitted here is created already claimed by this process and handed to a local worker
 (no polling on the hot path). Jobs of other processes, jobs parked until a provider recovers,
-and jobs of a crashed process are found by the poller once their claim has expired. A heartbeat
+and jobs of a crashed process once their claim has expired are found by the claim loop
+(`_poll`, paced by router/pace.py: on PostgreSQL its claim waits on the server, on SQLite it
+polls). A heartbeat
 renews this process's claims and attempt leases. Turning attempts whose lease expired (their
 worker died) into `unknown` (I7) is periodic work, run by one leader (router/periodic.py).
 """
@@ -24,8 +26,8 @@ from providers import CompletionRequest, Provider
 from router.aio import wait_event
 from router.driver import JobDriver
 from router.health import ProviderHealth
-from router.hearing import Hearing
 from router.models import Attempt, Job
+from router.pace import Pace
 from router.policy import Eligibility
 from router.slots import Reservation, Slots
 from router.step import Step, decide_step, next_step
@@ -96,8 +98,7 @@ class Engine:
         self._active: dict[str, asyncio.Task[None]] = {}
         self._slots = Slots(settings.workers)
         self._loops: list[asyncio.Task[None]] = []
-        self._wake = asyncio.Event()
-        self._heard = False  # the wake-up came from another process (see `_poll`)
+        self._wake = asyncio.Event()  # set by `wake`: claim now
         self._stopping = False
 
     async def create(self, task: TaskRuntime, request: CompletionRequest, insert: Insert) -> Job:
@@ -194,7 +195,6 @@ class Engine:
     # ---- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.store.on_runnable(self._heard_runnable)  # jobs freed by other processes
         self.store.track_load(lambda: len(self._active) + self._queue.qsize())
         self._loops = [
             asyncio.create_task(self._dispatch(), name="jobrouter-dispatch"),
@@ -235,10 +235,7 @@ class Engine:
             driver.cancel()
 
     def wake(self) -> None:
-        self._wake.set()
-
-    def _heard_runnable(self) -> None:
-        self._heard = True
+        """Claim now: a job this process made runnable again (reopened, a lease expired)."""
         self._wake.set()
 
     # ---- loops ---------------------------------------------------------------------------------
@@ -289,33 +286,22 @@ class Engine:
             self._slots.release()
 
     async def _poll(self) -> None:
-        """Claim when woken or every `poll_s`; hear wake-ups only while they are worth their
-        cost to the database (router/hearing.py). Where claims can wait on the server
-        (PostgreSQL), a quiet worker hears nothing: its claim waits on the server instead."""
+        """Claim at the pace of router/pace.py: where claims can wait on the server
+        (PostgreSQL) a quiet worker's claim waits there for a job, else it claims every
+        `poll_s`; `wake` claims at once, and a busy worker claims every BUSY_POLL_S."""
         wait_s = self.store.claim_wait_s(self.settings.poll_s)
-        quiet = Hearing.AWAIT if wait_s > 0 else Hearing.LISTEN
+        quiet = Pace.AWAIT if wait_s > 0 else Pace.POLL
         mode, rest = quiet, False
         while True:
             await wait_event(self._wake, mode.timeout(self.settings.poll_s, rest))
             self._wake.clear()
-            woken, self._heard = self._heard, False
             try:
-                claimed = await self._claim_runnable(wait_s if mode is Hearing.AWAIT else 0.0)
+                claimed = await self._claim_runnable(wait_s if mode is Pace.AWAIT else 0.0)
                 rest = claimed < 0
-                mode, was = mode.after(claimed, woken, quiet), mode
-                if mode.paused != was.paused:
-                    await self.store.pause("runnable", mode.paused)
-                    if not mode.paused:  # freed before the LISTEN took effect: claim now
-                        self._wake.set()
+                mode = mode.after(claimed, quiet)
             except Exception:
                 rest = True
                 log.exception("polling for runnable jobs failed")
-
-    async def follow_runnable(self) -> None:
-        """Before `start`: hear other processes' runnable jobs, unless claims wait on the
-        server for them (then a wake-up would only cost every listening backend a read)."""
-        if self.store.claim_wait_s(self.settings.poll_s) <= 0:
-            await self.store.follow("runnable")
 
     async def _claim_runnable(self, wait_s: float = 0.0) -> int:
         """Claim what is free and start the first attempts of the queued jobs among it, in

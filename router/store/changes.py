@@ -1,9 +1,11 @@
 """Change notification: wake whoever waits on a job when a change of it commits.
 
 In-process changes notify directly (with the job as committed, when the writer has it); other
-processes' changes arrive through the connector's `ChangeFeed` where it has one (PostgreSQL
-LISTEN/NOTIFY), else their watchers find them by polling. `Changes` is the job store's
-collaborator for it: every part that commits a change of a job tells it (`notify`).
+processes' events arrive without the job through the connector's `ChangeFeed` where it has one
+and the process follows them (PostgreSQL LISTEN/NOTIFY, for `Router.watch`); else watchers
+find them by polling (`Router.wait` through router/store/waits.py, which brings the job).
+`Changes` is the job store's collaborator for it: every part that commits a change of a job
+tells it (`notify`).
 
 Each watcher has its own `Change` for as long as it watches, so no change between two waits
 is missed, and it reads the job again only when a change came without the job (another
@@ -19,8 +21,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from router.models import Job
-from router.store.connector import Row
-from router.store.rows import job_from_row
 
 # Jobs created here, as committed, until a change of them is heard: `Router.wait` right after
 # `submit` needs no read. Bounded: a job evicted is simply read.
@@ -92,15 +92,6 @@ class Changes:
 
     def forget_created(self, job_id: str) -> None:
         self._created.pop(job_id, None)
-
-    def forget_all_created(self) -> None:
-        """Jobs created here may have settled elsewhere unheard (the feed begins only now)."""
-        self._created.clear()
-
-    def heard(self, job_id: str, row: Row | None) -> None:
-        """Another process's change, from the connector's change feed (with the job's row
-        when the feed carries it)."""
-        self.notify(job_id, job_from_row(row) if row is not None else None)
 
     def notify(self, job_id: str, job: Job | None = None) -> None:
         """Wake the job's watchers; `job` is the job as just committed, when the caller has it

@@ -136,7 +136,7 @@ class Claims:
 
     def claim_wait_s(self, wanted: float) -> float:
         """How long a claim may wait on the server for a job, up to `wanted` (0: it cannot:
-        SQLite; workers then hear wake-ups or poll)."""
+        SQLite; workers then poll every `poll_s`)."""
         return server_wait_s(self.connector, wanted)
 
     async def release(self, job_id: str, worker: str, next_run_s: float = 0.0) -> None:

@@ -86,31 +86,19 @@ class Connector(Protocol):
 
 @runtime_checkable
 class ChangeFeed(Protocol):
-    """Optional for a connector: it hears the commits of other processes (PostgreSQL
+    """Optional for a connector: it hears the events other processes commit (PostgreSQL
     LISTEN/NOTIFY). Without it, other processes' changes are seen by polling."""
 
-    def on_change(self, callback: Callable[[str, Row | None], None]) -> None:
-        """Call `callback(job_id, row)` after any process commits a change of that job that
-        this process follows; `row` is the job's row as committed when the feed carries it
-        (a settled job), else None. `callback("", None)` when changes may have been missed
-        (the feed was down): every watcher reads again."""
+    def on_change(self, callback: Callable[[str], None]) -> None:
+        """Call `callback(job_id)` after any process commits an event of that job, once this
+        process follows events. `callback("")` when changes may have been missed (the feed
+        was down): every watcher reads again."""
         ...
 
-    def on_runnable(self, callback: Callable[[], None]) -> None:
-        """Call `callback()` after any process commits a job that any worker may claim now."""
-        ...
-
-    async def follow(self, what: str) -> bool:
-        """Hear `what` from now on: "events" (every event of any job), "settled" (a job
-        settles), "runnable" (a job is free for any worker). Each is a cost per job for the
-        database (a notification to read), so a process follows only what it uses. True when
-        this call began following (changes before it were not heard)."""
-        ...
-
-    async def pause(self, what: str, paused: bool) -> None:
-        """Stop hearing `what` for a while (`paused`), or hear it again: a worker that claims
-        by polling while jobs keep coming needs no wake-up per job, and each one would cost
-        every listening backend a transaction. Resuming hears only what commits after it."""
+    async def follow_events(self) -> None:
+        """Hear every event of any job from now on, and for the rest of this process: each
+        is a notification for the database to send and this process to read, so it begins
+        at the first `Router.watch`, not before. Events committed before it are not heard."""
         ...
 
 

@@ -15,7 +15,6 @@ methods: `store.jobs.get_job(...)`, `store.jobs.claim_runnable(...)`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
 
 from router.store.attempts import AttemptWrites
 from router.store.changes import Changes
@@ -26,8 +25,6 @@ from router.store.listing import JobListing
 from router.store.outbox import OutboxWritten
 from router.store.reads import JobReads
 from router.store.waits import Waits
-
-Followed = Literal["events", "settled", "runnable"]
 
 
 class JobStore:
@@ -41,7 +38,7 @@ class JobStore:
         self._listing = JobListing(connector)
         self._waits = Waits(connector, self._changes)
         if isinstance(connector, ChangeFeed):
-            connector.on_change(self._changes.heard)
+            connector.on_change(self._changes.notify)
         # submit and the job's outcomes (jobs.py)
         self.create_and_start = self._jobs.create_and_start
         self.settle_job = self._jobs.settle_job
@@ -82,23 +79,8 @@ class JobStore:
         if isinstance(self.connector, LoadAware):
             self.connector.jobs_in_flight = jobs_in_flight
 
-    async def follow(self, what: Followed) -> bool:
-        """Hear other processes' changes of this kind from now on (a backend with a
-        ChangeFeed; without one they are found by polling): "settled" for `Router.wait`,
-        "events" for `Router.watch`, "runnable" for workers."""
-        if isinstance(self.connector, ChangeFeed) and await self.connector.follow(what):
-            if what == "settled":  # jobs created here may have settled elsewhere unheard
-                self._changes.forget_all_created()
-            return True
-        return False
-
-    async def pause(self, what: Followed, paused: bool) -> None:
-        """Stop hearing `what` for a while, or hear it again (see `ChangeFeed.pause`)."""
+    async def follow_events(self) -> None:
+        """Hear other processes' events from now on, for `Router.watch` (a backend with a
+        ChangeFeed; without one its poll finds them)."""
         if isinstance(self.connector, ChangeFeed):
-            await self.connector.pause(what, paused)
-
-    def on_runnable(self, callback: Callable[[], None]) -> None:
-        """Call `callback()` when another process submits or frees a job (a backend with a
-        ChangeFeed); without one, such jobs are found by polling."""
-        if isinstance(self.connector, ChangeFeed):
-            self.connector.on_runnable(callback)
+            await self.connector.follow_events()

@@ -11,13 +11,13 @@ How the shared SQL becomes PostgreSQL:
   makes the compare-and-swap race-free across processes.
 - Migrations run at open, in one transaction under `pg_advisory_xact_lock`, so routers starting
   together migrate exactly once and the others find the work done.
-- Triggers `pg_notify` at commit: `jobrouter_events` with the job id of every appended event,
-  `jobrouter_jobs` when a job becomes free for any worker (migration 0001), `jobrouter_settled`
-  when a job settles (0009). The listener LISTENs on a channel only once this process follows
-  it (`follow`): every notification costs each listening backend a transaction on the server,
-  so a worker does not hear every event, and `pause` stops hearing one for a while. It calls
-  the callbacks registered with `on_change` / `on_runnable`; if its connection drops it
-  reconnects, and until then watchers and pollers fall back to their polling intervals.
+- A trigger `pg_notify`s `jobrouter_events` at commit with the job id of every appended
+  event, while some process follows events (migrations 0001, 0009); the listener LISTENs for
+  them only once this process does (`follow_events`, for `Router.watch`): every notification
+  costs each listening backend a transaction on the server. It calls the callbacks registered
+  with `on_change`; if its connection drops it reconnects, and until then watchers fall back
+  to their polling interval. Nothing else is heard: a worker's claim waits on the server for a
+  job, and `Router.wait` reads settled jobs (router/store/server_waits.py, waits.py).
 Errors: connection failures become `StoreError` naming the URL with its password masked
 (router/store/pg_connection.py).
 """
@@ -256,22 +256,14 @@ class PostgresConnector:
                 records = await conn.fetch(sql, *args)
         return [dict(record) for record in records]
 
-    def on_change(self, callback: Callable[[str, Row | None], None]) -> None:
-        """Call `callback(job_id, row)` after any process commits a change of that job that
-        this process follows (every event, or its settling: then with the job's row)."""
+    def on_change(self, callback: Callable[[str], None]) -> None:
+        """Call `callback(job_id)` after any process commits an event of that job, once this
+        process follows events (`callback("")` after the listener reconnected)."""
         self._listener.on_change.append(callback)
 
-    async def follow(self, what: str) -> bool:
-        """Hear `what` from now on ("events", "settled" or "runnable"); once per process.
-        True when this call began following."""
-        return await self._listener.listen(what)
-
-    async def pause(self, what: str, paused: bool) -> None:
-        await self._listener.pause(what, paused)
-
-    def on_runnable(self, callback: Callable[[], None]) -> None:
-        """Call `callback()` after any process commits a job that any worker may claim now."""
-        self._listener.on_runnable.append(callback)
+    async def follow_events(self) -> None:
+        """Hear every event from now on (LISTEN once per process)."""
+        await self._listener.listen()
 
     async def fetchall_aside(self, query: str, params: Params) -> list[Row]:
         return await self.fetchall(query, params)  # asyncpg awaits the server: never blocks

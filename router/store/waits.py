@@ -3,12 +3,12 @@
 `Router.wait` needs to know when a job settles in another process. Listening for it costs more
 than it looks on PostgreSQL: the server wakes EVERY listening backend of the database for
 each notifying transaction, whatever the channel, and each reads the queue in a transaction of
-its own (docs/operations.md). A submitter that LISTENs was woken by every job that became free
-for a worker, and every worker by every job that settled. So a process does not listen for
-settled jobs: while it has open waits, one read (`settled_jobs`) every interval finds which of
-them settled, with their rows, and wakes their watchers through `Changes` (the waiter reads
-nothing more). Reading committed state, the poll cannot miss a settle: it commits before the
-read and is seen, or after and is seen by the next.
+its own (docs/operations.md): when waiters listened for settled jobs, every listening worker
+was woken by each settle too. So a process does not listen for settled jobs: while it has open
+waits, one read (`settled_jobs`) every interval finds which of them settled, with their rows,
+and wakes their watchers through `Changes` (the waiter reads nothing more). Reading committed
+state, the poll cannot miss a settle: it commits before the read and is seen, or after and is
+seen by the next.
 
 The reads adapt to the traffic, per process, not per wait (`Cadence`):
 - A wait on a job this process drives itself (`near`) is woken by the driver's own commit; it

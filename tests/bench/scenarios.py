@@ -215,8 +215,8 @@ async def prepare(args: argparse.Namespace, url: str, transport: str, workers: i
         await prefill_postgres(url, args.prefill)
     folder = Path(tempfile.mkdtemp(prefix="jobrouter-bench-"))
     config_file = folder / "bench.toml"
-    # Worker processes on a SQLite file hear of new jobs only by polling: often (a read of a
-    # local file is cheap); PostgreSQL's workers are woken by LISTEN/NOTIFY.
+    # Worker processes on a SQLite file find new jobs only by polling: often (a read of a
+    # local file is cheap); PostgreSQL's workers' claims wait on the server for them.
     poll_s = 0.02 if url.startswith("sqlite") and workers else 0.5
     config_file.write_text(bench_config(args.stub_port, url, args.contract, poll_s, transport))
     if args.contract:

@@ -3,8 +3,8 @@ instances are two pools, i.e. two processes as far as the database can tell.
 
 Migrations run once when routers start together, and give the SQLite schema; a double submit,
 two finishing attempts and two claimers collide across stores with exactly one winner (the
-collisions are forced: both wait on one row lock, then go); commits of one store wake watchers
-and pollers of the other through LISTEN/NOTIFY, also after the listen connection was killed.
+collisions are forced: both wait on one row lock, then go); events committed by one store wake
+watchers of the other through LISTEN/NOTIFY, also after the listen connection was killed.
 """
 
 from __future__ import annotations
@@ -302,7 +302,7 @@ async def woken_by(store: SqlStore, job_id: str, change: Awaitable[Any]) -> None
     """`change`, committed through another store, wakes `store`'s watcher of the job. The
     watcher has no poll of its own here (only the guard), so nothing but the LISTEN/NOTIFY
     delivery can end the wait: no clock decides."""
-    await store.jobs.follow("events")
+    await store.jobs.follow_events()
     with store.jobs.watching(job_id) as changed:
         await change
         async with asyncio.timeout(GUARD_S):
@@ -317,77 +317,34 @@ async def test_a_commit_in_one_store_wakes_a_watcher_in_the_other(pg_url: str) -
         assert [e.kind for e in await second.jobs.list_events(job.id)][-1] == "job.waiting"
 
 
-async def test_jobs_free_for_any_worker_wake_the_other_stores_poller(pg_url: str) -> None:
-    async with stores(pg_url, 2) as (first, second):
-        woken = asyncio.Event()
-        second.jobs.on_runnable(woken.set)
-        await second.jobs.follow("runnable")
-        claimed = await submit(first, "mine", claimed_by="w1")  # handed to w1: no wake
-        # A later commit's notification has arrived (NOTIFYs are delivered in commit order):
-        # a wake for the claimed job would have come before it.
-        await woken_by(
-            second, claimed.id, first.jobs.note(claimed.id, [NewEvent(kind="job.waiting")])
-        )
-        assert not woken.is_set()
-        await first.jobs.release(claimed.id, "w1")  # free again: wake
-        await asyncio.wait_for(woken.wait(), GUARD_S)
-        woken.clear()
-        await submit(first, "anyone")  # submitted without a worker: wake
-        await asyncio.wait_for(woken.wait(), GUARD_S)
-
-
-async def test_watchers_wake_again_after_the_listen_connection_was_killed(pg_url: str) -> None:
+async def test_watchers_read_again_after_the_listen_connection_was_killed(pg_url: str) -> None:
+    """Notifications sent while the listener was away are lost: once it is back, every watcher
+    is told to read again (`on_change("")`), and it LISTENs again for the events it followed."""
     async with stores(pg_url, 2) as (first, second), connection(pg_url) as admin:
         job = await submit(first)
-        woken = asyncio.Event()
-        second.jobs.on_runnable(woken.set)
-        await second.jobs.follow("runnable")
+        await second.jobs.follow_events()
         listeners = (
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-            "AND application_name LIKE 'jobrouter-listen%'"
+            "SELECT pid, application_name FROM pg_stat_activity "
+            "WHERE datname = current_database() AND application_name LIKE 'jobrouter-listen%'"
         )
         killed = {row[0] for row in await admin.fetch(listeners)}
         assert len(killed) == 2
-        await admin.execute("SELECT pg_terminate_backend(pid) FROM (" + listeners + ") l")
+        with second.jobs.watching(job.id) as changed:
+            await admin.execute("SELECT pg_terminate_backend(pid) FROM (" + listeners + ") l")
 
-        async def back() -> bool:
-            pids = {row[0] for row in await admin.fetch(listeners)}
-            return len(pids) == 2 and not pids & killed
+            async def back() -> bool:
+                rows = await admin.fetch(listeners)
+                names = sorted(row[1] for row in rows)
+                fresh = not {row[0] for row in rows} & killed
+                return fresh and names == ["jobrouter-listen:", "jobrouter-listen:events"]
 
-        await eventually(back, "both stores listen again")
-        await asyncio.wait_for(woken.wait(), GUARD_S)  # missed notifications: pollers look now
+            await eventually(back, "both stores listen again, the second for events")
+            # Nothing was committed meanwhile: only the reconnect can wake this watcher.
+            async with asyncio.timeout(GUARD_S):
+                await changed.wait()
+            assert changed.take() is None  # no job with it: read again
         note = first.jobs.note(job.id, [NewEvent(kind="job.waiting")])
         await woken_by(second, job.id, note)
-
-
-async def test_a_store_that_follows_settled_jobs_hears_a_job_settle_elsewhere(
-    pg_url: str,
-) -> None:
-    """Migration 0009's channel: `Router.wait` in another process hears the job settle, with
-    the job as committed (no read), and follows no other event (each of which would cost it a
-    server transaction)."""
-    async with stores(pg_url, 2) as (first, second):
-        job = await submit(first)
-        await second.jobs.follow("settled")
-        with second.jobs.watching(job.id) as change:
-            await first.jobs.note(job.id, [NewEvent(kind="job.waiting")])  # not followed
-            await first.jobs.settle_job(job.id, JobState.FAILED, error="test")
-            await asyncio.wait_for(change.wait(), 5.0)
-            heard = change.take()
-        assert heard is not None and heard.state is JobState.FAILED and heard.error == "test"
-        assert heard == await second.jobs.get_job(job.id)
-
-
-async def test_a_settled_job_too_big_for_a_notification_is_heard_by_its_id(pg_url: str) -> None:
-    """A NOTIFY payload must stay under 8000 bytes: a bigger row travels as its id alone and
-    the waiter reads it."""
-    async with stores(pg_url, 2) as (first, second):
-        job = await submit(first)
-        await second.jobs.follow("settled")
-        with second.jobs.watching(job.id) as change:
-            await first.jobs.settle_job(job.id, JobState.FAILED, error="x" * 9000)
-            await asyncio.wait_for(change.wait(), 5.0)
-            assert change.take() is None  # heard, without the row: read it
 
 
 async def test_a_pooled_connection_is_not_reset_after_each_statement(pg_url: str) -> None:

@@ -1,7 +1,8 @@
-"""What a wake-up costs the PostgreSQL server, and a worker that stops hearing wake-ups while it
-claims by polling (`ChangeFeed.pause`). Decided on events and on the server's own counters:
-a notification arriving, `pg_stat_activity`, `pg_stat_database.xact_commit` read once every
-other backend has gone (the server counts a backend's commits for certain when it exits)."""
+"""What a wake-up costs the PostgreSQL server, and that a fleet notifies nothing but the events
+a watch follows: its workers' claims wait on the server, its waits read. Decided on events and on
+the server's own counters: a notification arriving, `pg_stat_activity`,
+`pg_stat_database.xact_commit` read once every other backend has gone (the server counts a
+backend's commits for certain when it exits)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,10 @@ import pytest
 
 from router import Router
 from router.config import EngineConfig, RouterConfig, TaskConfig
-from router.models import NewEvent
 from router.states import JobState
 from router.store import SqlStore, open_store
 from tests.store.pg import fresh_database
 from tests.support.fakes import FakeProvider, Step
-from tests.support.store_jobs import create_job
 
 pytestmark = pytest.mark.postgres
 
@@ -32,7 +31,7 @@ LISTENERS = (
     "SELECT application_name FROM pg_stat_activity WHERE datname = current_database() "
     "AND application_name LIKE 'jobrouter-listen:%' ORDER BY 1"
 )
-IDLE = "jobrouter-listen:"  # the submitter's connection, which follows nothing
+IDLE = "jobrouter-listen:"  # a LISTEN connection that follows nothing
 
 
 @pytest.fixture
@@ -48,20 +47,6 @@ async def opened(url: str) -> AsyncIterator[SqlStore]:
         yield store
     finally:
         await store.close()
-
-
-async def submit(store: SqlStore, key: str) -> None:
-    await create_job(
-        store,
-        owner="shop",
-        idempotency_key=key,
-        task="caption",
-        input={"k": key},
-        params={},
-        deadline_s=None,
-        claimed_by=None,
-        claim_s=30.0,
-    )
 
 
 async def quiet_commits(url: str) -> int:
@@ -106,7 +91,7 @@ async def notify_commits(url: str, listeners: int, notifies: int) -> int:
 
 
 async def test_every_listening_backend_pays_a_transaction_per_notifying_one(pg_url: str) -> None:
-    """The premise of router/store/waits.py and of the worker's pause (docs/operations.md):
+    """The premise of router/store/waits.py and of workers that do not listen (docs/operations.md):
     PostgreSQL wakes every LISTENing backend for each notifying transaction, and the backend
     reads the queue in a transaction of its own. Counted on the server, set-up subtracted."""
     notifies = 40
@@ -117,46 +102,38 @@ async def test_every_listening_backend_pays_a_transaction_per_notifying_one(pg_u
     assert cost == {0: notifies, 1: 2 * notifies, 2: 3 * notifies}
 
 
-async def test_a_paused_worker_is_not_named_and_hears_again_once_resumed(pg_url: str) -> None:
-    async with opened(pg_url) as worker, opened(pg_url) as submitter:
-        admin = await asyncpg.connect(pg_url)
+async def test_a_fleet_follows_only_the_events_it_watches(pg_url: str) -> None:
+    """A worker and a submitter that waits name nothing in their LISTEN connections, so the
+    triggers of migration 0009 notify nobody of a job freed or settled (and no backend reads
+    such a notification); a watch follows events. Notifications arrive in commit order: the
+    marker, sent after the job settled, arrives after anything the job would have sent."""
+    cfg = _fleet_config()
+    async with (
+        Router.open(pg_url, cfg, providers={"a": FakeProvider("a")}) as worker,
+        Router.open(
+            pg_url, cfg, providers={"a": FakeProvider("a")}, run_workers=False
+        ) as submitter,
+    ):
+        admin, spy = await asyncpg.connect(pg_url), await asyncpg.connect(pg_url)
         try:
-            woken = asyncio.Event()
-            worker.jobs.on_runnable(woken.set)
-            await worker.jobs.follow("runnable")
-            marker = await create_job(
-                submitter,
-                owner="shop",
-                idempotency_key="marker",
-                task="caption",
-                input={},
-                params={},
-                deadline_s=None,
-                claimed_by="w1",
-                claim_s=30.0,
-            )  # claimed: no wake-up
-            names = [r[0] for r in await admin.fetch(LISTENERS)]
-            assert names == [IDLE, "jobrouter-listen:runnable"]
-            await worker.jobs.pause("runnable", True)
-            await worker.jobs.follow("events")
-            names = [r[0] for r in await admin.fetch(LISTENERS)]
-            assert names == [IDLE, "jobrouter-listen:events"]
-            with worker.jobs.watching(marker.id) as changed:
-                await submit(submitter, "while-paused")
-                # Notifications arrive in commit order: a wake-up for the job submitted while
-                # paused would have come before this later event of the marker job.
-                await submitter.jobs.note(marker.id, [NewEvent(kind="job.waiting")])
-                async with asyncio.timeout(GUARD_S):
-                    await changed.wait()
-            assert not woken.is_set()
-            await worker.jobs.pause("runnable", False)
-            names = [r[0] for r in await admin.fetch(LISTENERS)]
-            assert names == [IDLE, "jobrouter-listen:events,runnable"]
-            await submit(submitter, "after-resume")
+            heard: asyncio.Queue[str] = asyncio.Queue()
+            for channel in ("jobrouter_jobs", "jobrouter_settled", "jobrouter_events", "marker"):
+                await spy.add_listener(channel, lambda _c, _p, ch, _m: heard.put_nowait(ch))
+            job = await submitter.submit("shop", "quiet", "caption", {"product": "tea"})
+            assert (await submitter.wait(job.id, GUARD_S)).state is JobState.SUCCEEDED
+            assert [r[0] for r in await admin.fetch(LISTENERS)] == [IDLE, IDLE]
+            await admin.execute("NOTIFY marker")
             async with asyncio.timeout(GUARD_S):
-                await woken.wait()
+                assert await heard.get() == "marker"
+            watched = [event.kind async for event in worker.watch(job.id)]  # stored ones
+            assert watched and watched[-1] == "job.succeeded"
+            assert [r[0] for r in await admin.fetch(LISTENERS)] == [
+                IDLE,
+                "jobrouter-listen:events",
+            ]
         finally:
             await admin.close()
+            await spy.close()
 
 
 def _fleet_config() -> RouterConfig:
@@ -168,19 +145,19 @@ def _fleet_config() -> RouterConfig:
     )
 
 
-async def test_a_job_submitted_while_the_worker_is_deaf_is_claimed_by_its_poll(
+async def test_a_job_submitted_by_another_process_is_claimed_by_the_worker(
     pg_url: str,
 ) -> None:
-    """A worker that hears no wake-ups (busy or backing off) still takes what nobody takes."""
+    """A worker hears nothing from other processes: its claim waiting on the server takes the
+    job another process submitted."""
     cfg = _fleet_config()
     async with (
-        Router.open(pg_url, cfg, providers={"a": FakeProvider("a")}) as worker,
+        Router.open(pg_url, cfg, providers={"a": FakeProvider("a")}),
         Router.open(
             pg_url, cfg, providers={"a": FakeProvider("a")}, run_workers=False
         ) as submitter,
     ):
-        await worker.store.jobs.pause("runnable", True)
-        job = await submitter.submit("shop", "deaf", "caption", {"product": "tea"})
+        job = await submitter.submit("shop", "elsewhere", "caption", {"product": "tea"})
         done = await submitter.wait(job.id, GUARD_S)
     assert done.state is JobState.SUCCEEDED
 
@@ -188,8 +165,8 @@ async def test_a_job_submitted_while_the_worker_is_deaf_is_claimed_by_its_poll(
 async def test_two_workers_and_a_submitter_finish_every_job_whatever_their_modes(
     pg_url: str,
 ) -> None:
-    """Bursts of jobs drive the workers through listen, busy and backoff (router/hearing.py);
-    every job is claimed and settles, and each wait returns its job."""
+    """Bursts of jobs drive the workers between awaiting and busy (router/pace.py); every job
+    is claimed and settles, and each wait returns its job."""
     cfg = _fleet_config()
     slow = Step(delay=0.02, output={"text": "ok"})
     async with (

@@ -4,8 +4,8 @@ The hang of a `jobrouter worker` that ignored SIGTERM: the poller waited for its
 `asyncio.wait_for(event.wait(), poll_s)`, which on Python 3.11 returns the event's result when
 the task is cancelled between the event being set and the task resuming, and the cancellation
 is lost. The poller went on polling, `Engine.stop` waited for it forever, and nothing after it
-(leader, listener, pool) was ever closed. The poller sets its own wake-up when it resumes
-listening at the end of a burst, so a SIGTERM right after a burst could land there."""
+(leader, listener, pool) was ever closed. Whatever wakes the poller (`Engine.wake`: a job
+reopened, leases expired) lets a SIGTERM land there."""
 
 from __future__ import annotations
 
