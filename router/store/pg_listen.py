@@ -3,7 +3,12 @@ other router processes commit (`jobrouter_events`, with the job id of every appe
 migration 0001), once this process follows them (`Router.watch`, the SSE stream). It is the only
 channel heard: workers' claims and `Router.wait` wait on the server instead
 (router/store/server_waits.py). If its connection drops it reconnects with backoff; until then
-watchers fall back to their polling interval, and once back every watcher reads again."""
+watchers fall back to their polling interval, and once back every watcher reads again.
+
+The triggers notify only while some process follows the kind (migration 0014): after its
+LISTEN the connection writes its row in `jobrouter_follows` (its backend pid, what it follows,
+until when), renews it every FOLLOW_RENEW_S and deletes it on close; the row of a listener
+that died lapses after FOLLOW_TTL_S."""
 
 from __future__ import annotations
 
@@ -25,6 +30,15 @@ log = logging.getLogger("jobrouter.store.postgres")
 
 RECONNECT_MAX_DELAY_S = 10.0
 EVENTS_CHANNEL = "jobrouter_events"
+FOLLOW_TTL_S = 30.0
+FOLLOW_RENEW_S = 10.0
+# Run on the listening connection itself: its pid is the one that hears.
+FOLLOW = (
+    "INSERT INTO jobrouter_follows (pid, kinds, alive_until) "
+    "VALUES (pg_backend_pid(), 'events', extract(epoch FROM now()) + $1) "
+    "ON CONFLICT (pid) DO UPDATE SET kinds = excluded.kinds, alive_until = excluded.alive_until"
+)
+UNFOLLOW = "DELETE FROM jobrouter_follows WHERE pid = pg_backend_pid()"
 
 
 class Listener:
@@ -39,6 +53,8 @@ class Listener:
         self._listening: asyncio.Future[None] | None = None  # LISTEN sent (or being sent)
         self._conn: asyncpg.Connection[asyncpg.Record] | None = None
         self._reconnect: asyncio.Task[None] | None = None
+        self._renewing: asyncio.Task[None] | None = None
+        self._using = asyncio.Lock()  # one statement at a time on the connection
         self._closed = False
 
     @classmethod
@@ -63,16 +79,42 @@ class Listener:
         if self._conn is not None:  # else the reconnect LISTENs
             with translated_errors(self._url, "cannot LISTEN", CONNECTION_ERRORS):
                 await self._conn.add_listener(EVENTS_CHANNEL, self._changed)
-                await self._conn.execute(
-                    "SELECT set_config('application_name', $1, false)", self._name()
-                )
+                await self._announce(self._conn)
 
     def _name(self) -> str:
-        """What this connection hears, where the triggers of migration 0009 look: a kind
-        nobody hears is not notified at all. Set after the LISTEN, so nothing is sent before
-        it is heard; a notifier that read the names just before may still skip one, which a
-        watcher's poll then finds."""
+        """What this connection hears, in its application_name: for operators (the triggers
+        look at `jobrouter_follows`)."""
         return "jobrouter-listen:" + ("events" if self._listening is not None else "")
+
+    async def _announce(self, conn: asyncpg.Connection[asyncpg.Record]) -> None:
+        """Say what `conn` hears: its name, and its follow row once it LISTENs. After the
+        LISTEN, so nothing is sent before it is heard (a notifier that read the table just
+        before may still skip one, which a watcher's poll then finds)."""
+        async with self._using:
+            await conn.execute("SELECT set_config('application_name', $1, false)", self._name())
+            if self._listening is None:
+                return
+            await conn.execute(FOLLOW, FOLLOW_TTL_S)
+        if self._renewing is None or self._renewing.done():
+            self._renewing = asyncio.get_running_loop().create_task(
+                self._renew(), name="jobrouter-follow-renew"
+            )
+
+    async def _renew(self) -> None:
+        """Renew the follow row while the connection lives. A failed renewal leaves the row to
+        the reconnect (which writes it again) or to its TTL: notifications missed meanwhile
+        are found by the watchers' polls."""
+        while not self._closed:
+            await asyncio.sleep(FOLLOW_RENEW_S)
+            conn = self._conn
+            if conn is None:
+                return
+            try:
+                async with self._using:
+                    await conn.execute(FOLLOW, FOLLOW_TTL_S)
+            except (*CONNECTION_ERRORS, asyncpg.InterfaceError):
+                log.warning("%s: renewing the follow row failed", self._url, exc_info=True)
+                return
 
     async def _connect(self) -> None:
         conn = await asyncpg.connect(
@@ -90,6 +132,8 @@ class Listener:
                 await conn.execute("SELECT set_config('application_name', $1, false)", name)
                 if name == self._name():
                     break
+            if heard:
+                await self._announce(conn)
         except BaseException:
             await conn.close()
             raise
@@ -137,7 +181,14 @@ class Listener:
             self._reconnect.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reconnect
+        if self._renewing is not None:
+            self._renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewing
         if self._conn is not None:
             conn, self._conn = self._conn, None
             with contextlib.suppress(*CONNECTION_ERRORS):
+                if self._listening is not None:  # else it has no row
+                    async with self._using:
+                        await conn.execute(UNFOLLOW)
                 await conn.close(timeout=CONNECT_TIMEOUT_S)
