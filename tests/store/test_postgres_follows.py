@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from router.store import SqlStore, open_store
+from router.store import open_store
 from router.store.pg_listen import FOLLOW_TTL_S
 from tests.store.pg import fresh_database
-from tests.support.store_jobs import create_job
+from tests.store.test_claim_runnable import submit
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.postgres
@@ -28,20 +28,6 @@ GUARD_S = 60.0  # against a hang only
 async def pg_url() -> AsyncIterator[str]:
     async with fresh_database() as url:
         yield url
-
-
-async def submit(store: SqlStore, key: str) -> None:
-    await create_job(
-        store,
-        owner="shop-1",
-        idempotency_key=key,
-        task="caption",
-        input={"n": key},
-        params={},
-        deadline_s=60.0,
-        claimed_by=None,
-        claim_s=60.0,
-    )
 
 
 async def heard_before_marker(spy: asyncpg.Connection, heard: asyncio.Queue[str]) -> list[str]:
