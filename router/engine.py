@@ -4,9 +4,9 @@ A job submitted here is created already claimed by this process and handed to a 
 (no polling on the hot path). Jobs of other processes, jobs parked until a provider recovers,
 and jobs of a crashed process once their claim has expired are found by the claim loop
 (`_poll`, paced by router/pace.py: on PostgreSQL its claim waits on the server, on SQLite it
-polls). A heartbeat
-renews this process's claims and attempt leases. Turning attempts whose lease expired (their
-worker died) into `unknown` (I7) is periodic work, run by one leader (router/periodic.py).
+polls). A heartbeat renews this process's claims and attempt leases. Turning attempts whose
+lease expired (their worker died) into `unknown` (I7) is periodic work, run by one leader
+(router/periodic.py).
 """
 
 from __future__ import annotations
