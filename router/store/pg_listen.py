@@ -39,6 +39,13 @@ FOLLOW = (
     "ON CONFLICT (pid) DO UPDATE SET kinds = excluded.kinds, alive_until = excluded.alive_until"
 )
 UNFOLLOW = "DELETE FROM jobrouter_follows WHERE pid = pg_backend_pid()"
+# A renewal that fails (connection gone or closing, a server error) stops renewing: the row
+# lapses, watchers poll, and a reconnect writes it again.
+RENEW_ERRORS: tuple[type[BaseException], ...] = (
+    *CONNECTION_ERRORS,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresError,
+)
 
 
 class Listener:
@@ -112,7 +119,7 @@ class Listener:
             try:
                 async with self._using:
                     await conn.execute(FOLLOW, FOLLOW_TTL_S)
-            except (*CONNECTION_ERRORS, asyncpg.InterfaceError):
+            except RENEW_ERRORS:
                 log.warning("%s: renewing the follow row failed", self._url, exc_info=True)
                 return
 
