@@ -68,8 +68,8 @@ WHERE jobs.id = r.id AND jobs.version = r.version AND jobs.winner_attempt_id IS 
 RETURNING *
 
 -- name: insert_job_events
--- Events of several jobs, numbered by their writer: :rows is [{job_id, seq, kind, job_state,
--- data}] (data: the event's JSON text).
+-- Events of one job or several (transitions.insert_events_of_jobs), numbered by their
+-- writer: :rows is [{job_id, seq, kind, job_state, data}] (data: the event's JSON text).
 INSERT INTO job_events (job_id, seq, kind, job_state, data, at)
 SELECT json_extract(value, '$.job_id'), json_extract(value, '$.seq'),
        json_extract(value, '$.kind'), json_extract(value, '$.job_state'),

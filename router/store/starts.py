@@ -22,8 +22,8 @@ from router.errors import InvalidTransition
 from router.models import Attempt, Job, NewEvent, new_id
 from router.states import JobState
 from router.store.connector import Tx
-from router.store.rows import attempt_from_row, dumps, job_from_row
-from router.store.transitions import moved, started_event
+from router.store.rows import attempt_from_row, job_from_row
+from router.store.transitions import insert_events_of_jobs, moved, started_event
 
 if TYPE_CHECKING:
     from router.store.claims import AttemptStart
@@ -101,14 +101,5 @@ async def _insert_events(
     for job_id, batch in events.items():
         job, event_seq = jobs[job_id]
         first = event_seq - len(batch) + 1
-        rows += [
-            {
-                "job_id": job_id,
-                "seq": first + offset,
-                "kind": event.kind,
-                "job_state": job.state,
-                "data": dumps(event.data),
-            }
-            for offset, event in enumerate(batch)
-        ]
-    await tx.execute(q["insert_job_events"], {"rows": json.dumps(rows), "at": now})
+        rows += [(job_id, first + i, event, job.state) for i, event in enumerate(batch)]
+    await insert_events_of_jobs(q, tx, rows, now)

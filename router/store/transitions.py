@@ -7,8 +7,8 @@ other's members, and the store's one seam is the connector.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from router.errors import AttemptNotFound, InvalidTransition, JobNotFound
@@ -232,17 +232,28 @@ async def insert_events(
 ) -> None:
     """All of `batch` (each event with the job's state it records) in one statement,
     numbered from `first`."""
-    params: dict[str, Any] = {"job_id": job_id, "at": now}
-    for i, (event, state) in enumerate(batch):
-        params.update(
-            {
-                f"seq{i}": first + i,
-                f"kind{i}": event.kind,
-                f"state{i}": state,
-                f"data{i}": dumps(event.data),
-            }
-        )
-    await tx.execute(events_insert(len(batch)), params)
+    await insert_events_of_jobs(
+        q, tx, [(job_id, first + i, event, state) for i, (event, state) in enumerate(batch)], now
+    )
+
+
+async def insert_events_of_jobs(
+    q: Queries, tx: Tx, rows: Sequence[tuple[str, int, NewEvent, JobState]], now: float
+) -> None:
+    """Events of one job or several, each (job id, seq, event, the job's state it records),
+    numbered by their writer: ONE statement (`insert_job_events`, its rows one JSON parameter:
+    the same text for any number, no parameter limit)."""
+    values = [
+        {
+            "job_id": job_id,
+            "seq": seq,
+            "kind": event.kind,
+            "job_state": state,
+            "data": dumps(event.data),
+        }
+        for job_id, seq, event, state in rows
+    ]
+    await tx.execute(q["insert_job_events"], {"rows": json.dumps(values), "at": now})
 
 
 async def write_outbox(q: Queries, tx: Tx, job: Job, now: float, written: OutboxWritten) -> None:
@@ -272,13 +283,3 @@ async def write_outbox(q: Queries, tx: Tx, job: Job, now: float, written: Outbox
         },
     )
     written.outbox_in(tx, job.owner)
-
-
-@lru_cache(maxsize=16)
-def events_insert(rows: int) -> str:
-    """INSERT of `rows` events in one statement (the same text for the same count: translated
-    and prepared once per backend)."""
-    values = ", ".join(
-        f"(:job_id, :seq{i}, :kind{i}, :state{i}, :data{i}, :at)" for i in range(rows)
-    )
-    return f"INSERT INTO job_events (job_id, seq, kind, job_state, data, at) VALUES {values}"

@@ -49,8 +49,6 @@ class Tally:
         named = self._names.get(text)
         if named is not None:
             return named
-        if text.startswith("INSERT INTO job_events"):
-            return "insert_events"
         if "pg_advisory_unlock_all" in text:
             return "(pool reset)"
         return " ".join(text.split())[:60]
