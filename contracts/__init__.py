@@ -3,28 +3,33 @@
 Load a contract (`load_contract`), render its prompt for a job (`build_request`), judge an answer
 (`check_output`, `validate_output`, `run_checks`), and certify a provider against its golden cases
 (`certify` → `Certification`). Pure logic: no database, no router; providers are reached only
-through the `providers.Provider` seam.
+through the `jobrouter.providers.Provider` seam.
 """
 
-from contracts.agreement import Agreement, measure_agreement
-from contracts.certification import CaseEvidence, Certification, RenderingEvidence, Validity
-from contracts.certify import ProgressCallback, certify, certify_case
-from contracts.checks import (
+from jobrouter.contracts.agreement import Agreement, measure_agreement
+from jobrouter.contracts.certification import (
+    CaseEvidence,
+    Certification,
+    RenderingEvidence,
+    Validity,
+)
+from jobrouter.contracts.certify import ProgressCallback, certify, certify_case
+from jobrouter.contracts.checks import (
     CheckFailure,
     check_output,
     run_checks,
     validate_input,
     validate_output,
 )
-from contracts.errors import ContractError, ContractNotFound, RenderError
-from contracts.fingerprint import contract_fingerprint
-from contracts.loader import (
+from jobrouter.contracts.errors import ContractError, ContractNotFound, RenderError
+from jobrouter.contracts.fingerprint import contract_fingerprint
+from jobrouter.contracts.loader import (
     contract_from_data,
     contract_from_yaml,
     library_contracts,
     load_contract,
 )
-from contracts.model import (
+from jobrouter.contracts.model import (
     CallableCheck,
     Case,
     CheckSpec,
@@ -41,7 +46,7 @@ from contracts.model import (
     RegexCheck,
     Sampling,
 )
-from contracts.render import build_request, render_messages
+from jobrouter.contracts.render import build_request, render_messages
 
 __all__ = [
     "Agreement",

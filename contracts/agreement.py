@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from contracts.fingerprint import canonical_json
-from contracts.paths import MISSING, resolve
+from jobrouter.contracts.fingerprint import canonical_json
+from jobrouter.contracts.paths import MISSING, resolve
 
 
 class Agreement(BaseModel):

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, JsonValue, ValidationError
 
-from providers.base import MarkerTokens, Message
+from jobrouter.providers.base import MarkerTokens, Message
 
 Verdict = Literal["pass", "fail", "unverified"]
 """``unverified``: the check could not be performed. It is never a pass: it blocks

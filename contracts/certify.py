@@ -3,7 +3,7 @@
 For each case, in order:
 
 1. Render the prompt (sandboxed; a `RenderError` fails the case at ``rendering`` and no run is
-   made) and inspect how the provider receives it (`contracts.rendering`).
+   made) and inspect how the provider receives it (`jobrouter.contracts.rendering`).
 2. Call the provider `sampling.repeats` times, one after the other. Each answer must parse as
    JSON (``json``), match the output schema (``schema``), pass the contract's checks and the
    case's expectations (``behaviour: <check>``). An answer the adapter itself rejected as
@@ -11,9 +11,9 @@ For each case, in order:
    other `ProviderError` fails that run at ``provider`` (other exceptions are bugs and
    propagate).
 3. Judge the rendering with the prompt counts the provider reported (``rendering``: fail,
-   unverified or pass), and measure agreement of the schema-valid outputs on
-   `sampling.agree_on` (``agreement``; see `contracts.agreement`); runs without a usable output
-   count against it.
+   unverified or pass), and measure agreement of the schema-valid outputs on `sampling.agree_on`
+   (``agreement``; see `jobrouter.contracts.agreement`); runs without a usable output count against
+   it.
 
 A case whose checks all passed but one could not be performed is ``unverified``: it passes only
 when `accept_unverified` (the provider config's waiver) names that check. A contract without
@@ -28,22 +28,22 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from contracts import rendering
-from contracts.agreement import measure_agreement
-from contracts.certification import (
+from jobrouter.contracts import rendering
+from jobrouter.contracts.agreement import measure_agreement
+from jobrouter.contracts.certification import (
     CaseEvidence,
     Certification,
     Failure,
     RenderingEvidence,
     Verdict,
 )
-from contracts.checks import CheckFailure, run_checks, validate_output
-from contracts.errors import RenderError
-from contracts.fingerprint import contract_fingerprint
-from contracts.model import Case, Contract
-from contracts.render import build_request
-from providers.base import Completion, CompletionRequest, Provider
-from providers.errors import InvalidOutput, ProviderError
+from jobrouter.contracts.checks import CheckFailure, run_checks, validate_output
+from jobrouter.contracts.errors import RenderError
+from jobrouter.contracts.fingerprint import contract_fingerprint
+from jobrouter.contracts.model import Case, Contract
+from jobrouter.contracts.render import build_request
+from jobrouter.providers.base import Completion, CompletionRequest, Provider
+from jobrouter.providers.errors import InvalidOutput, ProviderError
 
 ProgressCallback = Callable[[str, int, int], None]
 """Called as ``progress(case_name, runs_done, runs_for_case)`` after each run of a case."""

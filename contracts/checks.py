@@ -19,8 +19,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict
 
-from contracts.memo import derived
-from contracts.model import (
+from jobrouter.contracts.memo import derived
+from jobrouter.contracts.model import (
     CallableCheck,
     CheckSpec,
     ContainsCheck,
@@ -33,7 +33,7 @@ from contracts.model import (
     OneOfCheck,
     RegexCheck,
 )
-from contracts.paths import MISSING, resolve, show
+from jobrouter.contracts.paths import MISSING, resolve, show
 
 
 class CheckFailure(BaseModel):

@@ -5,7 +5,7 @@
     └── RenderError          a prompt template could not be rendered for one input
 
 Certification never raises these for a bad *output*: output problems are evidence, recorded in
-the certification (see `contracts.certification`). Provider failures stay `ProviderError`.
+the certification (see `jobrouter.contracts.certification`). Provider failures stay `ProviderError`.
 """
 
 from __future__ import annotations

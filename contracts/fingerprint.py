@@ -16,8 +16,8 @@ import hashlib
 import json
 from typing import Any
 
-from contracts.memo import derived
-from contracts.model import Contract
+from jobrouter.contracts.memo import derived
+from jobrouter.contracts.model import Contract
 
 # Bump when the payload's shape changes, so old certifications become stale rather than wrong.
 FINGERPRINT_SCHEME = 1

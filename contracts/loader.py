@@ -21,8 +21,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from contracts.errors import ContractError, ContractNotFound
-from contracts.model import Contract
+from jobrouter.contracts.errors import ContractError, ContractNotFound
+from jobrouter.contracts.model import Contract
 
 _BARE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _SUFFIXES = (".yaml", ".yml")
@@ -77,7 +77,7 @@ def load_contract(
 
 def library_contracts() -> tuple[str, ...]:
     """Names of the example contracts shipped in ``contracts/library/``."""
-    library = resources.files("contracts") / "library"
+    library = resources.files("jobrouter.contracts") / "library"
     return tuple(
         sorted(
             entry.name.rsplit(".", 1)[0]
@@ -124,7 +124,7 @@ def _find_by_name(name: str, search_dirs: Sequence[str | os.PathLike[str]]) -> t
             candidate = Path(directory) / f"{name}{suffix}"
             if candidate.is_file():
                 return str(candidate), candidate.read_text(encoding="utf-8")
-    library = resources.files("contracts") / "library"
+    library = resources.files("jobrouter.contracts") / "library"
     for suffix in _SUFFIXES:
         entry = library / f"{name}{suffix}"
         if entry.is_file():

@@ -1,6 +1,7 @@
 """The contract model: what a task needs from any provider.
 
-A contract is a frozen pydantic value, loaded from YAML (`contracts.loader`) or built in code::
+A contract is a frozen pydantic value, loaded from YAML (`jobrouter.contracts.loader`) or built in
+code::
 
     Contract(
         name="caption", version=1, side_effects="none",
@@ -26,7 +27,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, field_validator
 
-from contracts.paths import split_path
+from jobrouter.contracts.paths import split_path
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 _CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")

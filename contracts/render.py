@@ -19,10 +19,10 @@ from jinja2.exceptions import SecurityError, TemplateRuntimeError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import missing
 
-from contracts.errors import RenderError
-from contracts.memo import derived
-from contracts.model import Contract
-from providers.base import CompletionRequest, Message, Role
+from jobrouter.contracts.errors import RenderError
+from jobrouter.contracts.memo import derived
+from jobrouter.contracts.model import Contract
+from jobrouter.providers.base import CompletionRequest, Message, Role
 
 
 class _MissingVariable(jinja2.UndefinedError):

@@ -15,7 +15,7 @@ Verdict: ``fail`` when any of these fails; ``unverified`` when something could n
 (the provider cannot be inspected, its chat format is not reproduced, it reported no usage, its
 context window is unknown so the prompt's fit could not be checked, or an estimate cannot tell
 whether a short system text arrived); otherwise ``pass``. ``unverified``
-is never a pass: `contracts.certify` lets it through only under a named waiver.
+is never a pass: `jobrouter.contracts.certify` lets it through only under a named waiver.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from contracts.certification import Failure, RenderingEvidence, Verdict
-from contracts.model import Contract
-from providers.base import InspectableProvider, Message, PromptInspection, Provider
-from providers.errors import ProviderError
+from jobrouter.contracts.certification import Failure, RenderingEvidence, Verdict
+from jobrouter.contracts.model import Contract
+from jobrouter.providers.base import InspectableProvider, Message, PromptInspection, Provider
+from jobrouter.providers.errors import ProviderError
 
 # llama.cpp's usage equals its /extras/tokenize count exactly (201 of 201 completions
 # measured); 2 tokens leave room for a BOS/EOS handling difference between server versions,

@@ -1,8 +1,8 @@
 """Run contract cases under pytest: one test per provider, contract and case.
 
     import pytest
-    from contracts import load_contract
-    from contracts.suite import assert_case_passes, case_params
+    from jobrouter.contracts import load_contract
+    from jobrouter.contracts.suite import assert_case_passes, case_params
 
     PROVIDERS = [make_provider("local")]          # constructed without connecting
     CONTRACTS = [load_contract("extract_product"), load_contract("review_sentiment")]
@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from contracts.certification import CaseEvidence
-from contracts.certify import certify_case
-from contracts.model import Case, Contract
-from providers.base import Provider
+from jobrouter.contracts.certification import CaseEvidence
+from jobrouter.contracts.certify import certify_case
+from jobrouter.contracts.model import Case, Contract
+from jobrouter.providers.base import Provider
 
 if TYPE_CHECKING:
     from _pytest.mark.structures import ParameterSet

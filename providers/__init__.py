@@ -2,12 +2,12 @@
 
 `LiteLLMProvider` and `OpenAIHttpProvider` are resolved on first attribute access (they pull in
 jsonschema and tenacity; litellm itself is imported only when a call is made), so
-`import providers` stays cheap.
+`import jobrouter.providers` stays cheap.
 """
 
 from typing import TYPE_CHECKING, Any
 
-from providers.base import (
+from jobrouter.providers.base import (
     Completion,
     CompletionRequest,
     InspectableProvider,
@@ -17,8 +17,8 @@ from providers.base import (
     Provider,
     Usage,
 )
-from providers.config import ProviderConfig, provider_fingerprint
-from providers.errors import (
+from jobrouter.providers.config import ProviderConfig, provider_fingerprint
+from jobrouter.providers.errors import (
     CassetteMiss,
     ErrorKind,
     InvalidOutput,
@@ -29,8 +29,8 @@ from providers.errors import (
 )
 
 if TYPE_CHECKING:
-    from providers.litellm_provider import LiteLLMProvider
-    from providers.openai_http import OpenAIHttpProvider
+    from jobrouter.providers.litellm_provider import LiteLLMProvider
+    from jobrouter.providers.openai_http import OpenAIHttpProvider
 
 __all__ = [
     "CassetteMiss",
@@ -57,11 +57,11 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "LiteLLMProvider":
-        from providers.litellm_provider import LiteLLMProvider
+        from jobrouter.providers.litellm_provider import LiteLLMProvider
 
         return LiteLLMProvider
     if name == "OpenAIHttpProvider":
-        from providers.openai_http import OpenAIHttpProvider
+        from jobrouter.providers.openai_http import OpenAIHttpProvider
 
         return OpenAIHttpProvider
-    raise AttributeError(f"module 'providers' has no attribute {name!r}")
+    raise AttributeError(f"module 'jobrouter.providers' has no attribute {name!r}")

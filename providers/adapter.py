@@ -10,15 +10,14 @@ One `complete()` is, from the outside in:
           self._send(...)     the transport: one request, no retries of its own
     parse + validate          invalid JSON or schema-invalid answer -> Rejected (not retried)
 
-Every failure leaves as a `ProviderError` from `providers.classify` (or `CassetteMiss`).
-The deadline expiring after the request was sent is `OutcomeUnknown`; expiring while still
-waiting for a bulkhead slot, or (native transport) for a connection, DNS or the connect, is
-`NotSent` (not retryable: the deadline is spent). What counts as sent depends on what the
-transport can see: the native transport (`sees_sending`) marks it from aiohttp's trace when the
-request's headers went out (`providers.http_wire.Sent`); the litellm transport cannot see inside
-litellm, so for it the request counts as sent from the moment it holds a bulkhead slot, and a
-deadline expiring while litellm still waits for a connection is `OutcomeUnknown` (a known,
-conservative over-report).
+Every failure leaves as a `ProviderError` from `jobrouter.providers.classify` (or `CassetteMiss`).
+The deadline expiring after the request was sent is `OutcomeUnknown`; expiring while still waiting
+for a bulkhead slot, or (native transport) for a connection, DNS or the connect, is `NotSent` (not
+retryable: the deadline is spent). What counts as sent depends on what the transport can see: the
+native transport (`sees_sending`) marks it from aiohttp's trace when the request's headers went out
+(`jobrouter.providers.http_wire.Sent`); the litellm transport cannot see inside litellm, so for it
+the request counts as sent from the moment it holds a bulkhead slot, and a deadline expiring while
+litellm still waits for a connection is `OutcomeUnknown` (a known, conservative over-report).
 
 A transport (`LiteLLMProvider`, `OpenAIHttpProvider`) supplies `_request` (build the request
 from a `CompletionRequest`; the messages as `_wire_messages` gives them), `_send` (send it once)
@@ -37,15 +36,15 @@ import os
 from dataclasses import dataclass
 from typing import Any, Self
 
-from providers import _litellm, prompt_inspection, structured
-from providers.base import Completion, CompletionRequest, Message, PromptInspection, Usage
-from providers.chat_formats import FORMATS, fold_system
-from providers.classify import classify
-from providers.config import ProviderConfig, provider_fingerprint
-from providers.errors import NotSent, OutcomeUnknown, ProviderError, Rejected
-from providers.http_wire import Sent, Wire, WireTimeouts
-from providers.redact import register_secret
-from providers.resilience import Bulkhead, RateLimiter, retrying
+from jobrouter.providers import _litellm, prompt_inspection, structured
+from jobrouter.providers.base import Completion, CompletionRequest, Message, PromptInspection, Usage
+from jobrouter.providers.chat_formats import FORMATS, fold_system
+from jobrouter.providers.classify import classify
+from jobrouter.providers.config import ProviderConfig, provider_fingerprint
+from jobrouter.providers.errors import NotSent, OutcomeUnknown, ProviderError, Rejected
+from jobrouter.providers.http_wire import Sent, Wire, WireTimeouts
+from jobrouter.providers.redact import register_secret
+from jobrouter.providers.resilience import Bulkhead, RateLimiter, retrying
 
 # Sent as the key when `api_key_env` is None (a keyless local server). The openai SDK refuses
 # to build a request without some key, and that refusal would be an unclassifiable error.
@@ -360,9 +359,9 @@ class Adapter:
 def reported_usage(prompt: Any, completion: Any) -> tuple[int | None, int | None]:
     """(prompt, completion) tokens as the provider reported them; None where it reported none.
 
-    litellm fills a `usage` the server left out with zeros, and no non-empty prompt counts 0
-    tokens: a 0 prompt count is "not reported", never a count (certification compares it with
-    its own, see `contracts.rendering`). A value that is not an integer is not a report either.
+    litellm fills a `usage` the server left out with zeros, and no non-empty prompt counts 0 tokens:
+    a 0 prompt count is "not reported", never a count (certification compares it with its own, see
+    `jobrouter.contracts.rendering`). A value that is not an integer is not a report either.
     """
     prompt = prompt if isinstance(prompt, int) and not isinstance(prompt, bool) else None
     completion = (

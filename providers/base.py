@@ -2,7 +2,7 @@
 
 Nothing here knows litellm. A `Provider` takes a fully rendered `CompletionRequest` and either
 returns a `Completion` or raises `ProviderError` whose `kind` says what is known about the
-request's fate (see `providers.errors`).
+request's fate (see `jobrouter.providers.errors`).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 import yaml
 
-from providers.redact import find_secrets
+from jobrouter.providers.redact import find_secrets
 
 SCRUBBED = "[scrubbed]"
 MATCH_ON = ("method", "scheme", "host", "port", "path", "query", "body")

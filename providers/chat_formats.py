@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from providers.base import Message
+from jobrouter.providers.base import Message
 
 
 @dataclass(frozen=True)

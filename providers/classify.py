@@ -17,16 +17,16 @@ The evidence is in the cause chain. Chains measured with litellm 1.110.2 (aiohtt
     cassette miss   litellm.InternalServerError <- ...
                     <- vcr.errors.CannotOverwriteExistingCassetteException
 
-The native transport (`providers.openai_http`) and the llama.cpp /extras calls of every
-transport go through `providers.http_wire` (aiohttp called directly) and raise aiohttp's links
-themselves: aiohttp.ClientConnectorError (refused; its DNS and certificate subclasses too) and
-ConnectionTimeoutError (connect timeout, or no pooled connection in time), SocketTimeoutError
-(read inactivity; a ServerTimeoutError), ServerDisconnectedError (closed before or after the
-request was read), ClientOSError / ClientConnectionResetError (reset), ClientPayloadError (body
-cut). For an HTTP error answer the wire reads the body (capped at 64 KiB) first and raises
-`HttpStatusError` (below), whose message is the status line plus the body's `error.message`
-(`_answer_message`), scrubbed of secrets before it is cut to length.
-A success status whose body is no chat completion is `malformed_answer` (Rejected).
+The native transport (`jobrouter.providers.openai_http`) and the llama.cpp /extras calls of every
+transport go through `jobrouter.providers.http_wire` (aiohttp called directly) and raise aiohttp's
+links themselves: aiohttp.ClientConnectorError (refused; its DNS and certificate subclasses too) and
+ConnectionTimeoutError (connect timeout, or no pooled connection in time), SocketTimeoutError (read
+inactivity; a ServerTimeoutError), ServerDisconnectedError (closed before or after the request was
+read), ClientOSError / ClientConnectionResetError (reset), ClientPayloadError (body cut). For an
+HTTP error answer the wire reads the body (capped at 64 KiB) first and raises `HttpStatusError`
+(below), whose message is the status line plus the body's `error.message` (`_answer_message`),
+scrubbed of secrets before it is cut to length. A success status whose body is no chat completion is
+`malformed_answer` (Rejected).
 
 Rules. A cassette miss anywhere in the chain raises `CassetteMiss` (not a provider failure).
 Otherwise the chain is walked from the outermost exception inward (`__cause__`, else
@@ -69,8 +69,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from providers.errors import CassetteMiss, NotSent, OutcomeUnknown, ProviderError, Rejected
-from providers.redact import scrub
+from jobrouter.providers.errors import (
+    CassetteMiss,
+    NotSent,
+    OutcomeUnknown,
+    ProviderError,
+    Rejected,
+)
+from jobrouter.providers.redact import scrub
 
 _NOT_SENT_TYPES = {
     "httpx": ("ConnectError", "ConnectTimeout", "PoolTimeout", "UnsupportedProtocol"),
@@ -136,7 +142,7 @@ class HttpAnswer:
 
 
 class HttpStatusError(Exception):
-    """The server answered with a status outside 2xx (`providers.http_wire.Wire.post`)."""
+    """The server answered with a status outside 2xx (`jobrouter.providers.http_wire.Wire.post`)."""
 
     def __init__(self, response: HttpAnswer) -> None:
         super().__init__(f"HTTP {response.status_code} {response.reason_phrase}".strip())

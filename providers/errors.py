@@ -10,8 +10,8 @@
     └── OutcomeUnknown kind=unknown    the request was sent and no answer came back (a timeout, a
                                        cut connection, a gateway timeout): it may have run
 
-Each error also carries two decisions, made where it is classified (`providers.classify`, or
-the raise site for errors of our own making) and read by everyone else, so that nobody re-derives
+Each error also carries two decisions, made where it is classified (`jobrouter.providers.classify`,
+or the raise site for errors of our own making) and read by everyone else, so that nobody re-derives
 them from status codes:
 
     retryable              our ONE retry layer may send the request again (only for errors
@@ -24,7 +24,7 @@ task (`side_effects: external`) as `unknown`, never as a failure it may fail ove
 
 `providers/` is the only place where third-party exceptions are translated into these; the
 router records `kind` on the attempt and never sees a litellm type. Every message is scrubbed
-of credentials when the error is built (`providers.redact`).
+of credentials when the error is built (`jobrouter.providers.redact`).
 
     CassetteMiss                       NOT a ProviderError: a replayed test met a request that
                                        its cassette does not hold. Nothing was sent and nothing
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from providers.redact import scrub
+from jobrouter.providers.redact import scrub
 
 
 class ErrorKind(StrEnum):
@@ -105,7 +105,7 @@ class NotSent(ProviderError):
 class Rejected(ProviderError):
     """Default: not retried (it may have acted), and not counted against health (an answer we
     cannot use says nothing about whether the provider is up). A rejection by HTTP status is
-    built by `providers.classify.from_status`, which decides both from the status (a 5xx
+    built by `jobrouter.providers.classify.from_status`, which decides both from the status (a 5xx
     counts); nothing here looks at the status again."""
 
     kind = ErrorKind.REJECTED

@@ -1,7 +1,7 @@
 """One provider's HTTP wire: an aiohttp session, one POST, an error answer read first (capped).
 
-Used by the native transport (`providers.openai_http`) for chat completions and by every
-transport's `inspect_prompt` for llama.cpp's ``/extras`` tokenizer (`providers.adapter`).
+Used by the native transport (`jobrouter.providers.openai_http`) for chat completions and by every
+transport's `inspect_prompt` for llama.cpp's ``/extras`` tokenizer (`jobrouter.providers.adapter`).
 
 `Wire` holds ONE `aiohttp.ClientSession` per provider, made on first use inside the running
 event loop and closed by `close()`:
@@ -16,7 +16,8 @@ event loop and closed by `close()`:
   longer than the keep-alive, so 4 s stays clear of the 5 s (httpx's default was 5 s).
 - A `TraceConfig` whose `on_request_headers_sent` sets the `Sent` mark a caller passes to
   `post`: until it is set, nothing of the request reached the provider (waiting for a pooled
-  connection, DNS, connect), so a deadline expiring then is `NotSent` (`providers.adapter`).
+  connection, DNS, connect), so a deadline expiring then is `NotSent`
+  (`jobrouter.providers.adapter`).
 - `ClientTimeout(sock_connect=timeout.connect, sock_read=timeout.read, connect=timeout.read)`:
   the connect timeout of one socket, the inactivity timeout of a read, and a bound on waiting
   for a pooled connection plus connecting (as httpx's pool timeout was). No `total`: the
@@ -33,7 +34,7 @@ event loop and closed by `close()`:
 
 `post` reads an error answer's body before it raises (aiohttp's `raise_for_status` would drop
 the body, and with it the server's `error.message` the operator needs), at most
-`ERROR_BODY_LIMIT` (64 KiB) of it, and raises `providers.classify.HttpStatusError` for any
+`ERROR_BODY_LIMIT` (64 KiB) of it, and raises `jobrouter.providers.classify.HttpStatusError` for any
 status outside 2xx, with the status, reason, headers (Retry-After) and body text, even when
 reading the body failed (a cut body, a read timeout: the status proves what it proves);
 `classify` maps it by `STATUS_TABLE`. Everything else aiohttp raises is left to `classify` too:
@@ -41,10 +42,10 @@ reading the body failed (a cut body, a read timeout: the status proves what it p
 `ServerDisconnectedError`, `ClientOSError`, a socket read timeout, a broken payload while
 reading a success answer's body are `OutcomeUnknown`.
 
-vcrpy (9.x) patches `ClientSession._request`, so `providers.cassettes` records and replays this
-wire; a request missing from a replayed cassette raises vcrpy's
-`CannotOverwriteExistingCassetteException`, which `classify` turns into `CassetteMiss`.
-aiohttp is imported on first use only, to keep `providers` cheap.
+vcrpy (9.x) patches `ClientSession._request`, so `jobrouter.providers.cassettes` records and replays
+this wire; a request missing from a replayed cassette raises vcrpy's
+`CannotOverwriteExistingCassetteException`, which `classify` turns into `CassetteMiss`. aiohttp is
+imported on first use only, to keep `providers` cheap.
 """
 
 from __future__ import annotations
@@ -56,9 +57,9 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from providers.classify import HttpAnswer, HttpStatusError
-from providers.errors import NotSent
-from providers.redact import register_secret
+from jobrouter.providers.classify import HttpAnswer, HttpStatusError
+from jobrouter.providers.errors import NotSent
+from jobrouter.providers.redact import register_secret
 
 if TYPE_CHECKING:
     import aiohttp
@@ -99,7 +100,7 @@ class Proxy:
 
 def _proxy(url: str) -> Proxy:
     """`url` split into a credential-free URL and its Basic credentials; the password is
-    registered with `providers.redact` (an error page may still quote it)."""
+    registered with `jobrouter.providers.redact` (an error page may still quote it)."""
     parts = urllib.parse.urlsplit(url)
     if parts.username is None and parts.password is None:
         return Proxy(url, None)

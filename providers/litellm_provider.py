@@ -1,13 +1,13 @@
 """`LiteLLMProvider`: the `Provider` (and `InspectableProvider`) that calls LLMs through litellm.
 
 The call's shape (deadline, the one retry layer, rate limiter, bulkhead, output checks,
-`inspect_prompt`) is `providers.adapter.Adapter`'s; this module is the litellm transport:
+`inspect_prompt`) is `jobrouter.providers.adapter.Adapter`'s; this module is the litellm transport:
 
     litellm.acompletion       num_retries=0, max_retries=0: litellm and the SDK retry nothing;
                               litellm's timeout is inactivity only (the deadline is the
                               adapter's `asyncio.timeout_at`)
 
-Every failure leaves as a `ProviderError` from `providers.classify` (or `CassetteMiss`).
+Every failure leaves as a `ProviderError` from `jobrouter.providers.classify` (or `CassetteMiss`).
 The deadline expiring while the request is in flight is `OutcomeUnknown`; expiring while still
 waiting for a bulkhead slot is `NotSent`.
 """
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from providers import _litellm
-from providers.adapter import KEYLESS_API_KEY, Adapter, Answer
-from providers.base import CompletionRequest, Message
-from providers.config import ProviderConfig
-from providers.http_wire import Sent
+from jobrouter.providers import _litellm
+from jobrouter.providers.adapter import KEYLESS_API_KEY, Adapter, Answer
+from jobrouter.providers.base import CompletionRequest, Message
+from jobrouter.providers.config import ProviderConfig
+from jobrouter.providers.http_wire import Sent
 
 __all__ = ["KEYLESS_API_KEY", "LiteLLMProvider"]
 

@@ -1,12 +1,12 @@
 """`OpenAIHttpProvider`: an OpenAI-compatible server called directly over aiohttp, without litellm.
 
-Selected by ``transport = "openai"`` on a provider whose `model` is ``openai/<name>`` and that
-has an `api_base` (`providers.config`): litellm's per-call work (request building through its
+Selected by ``transport = "openai"`` on a provider whose `model` is ``openai/<name>`` and that has
+an `api_base` (`jobrouter.providers.config`): litellm's per-call work (request building through its
 handlers, response objects, logging and cost tasks) is most of a worker's CPU per job
-(docs/benchmarks.md), and for a server that already speaks the OpenAI chat API none of it is
-needed. Everything that decides what a call means is shared with the litellm transport
-(`providers.adapter.Adapter`): the whole-call deadline, the ONE retry layer, bulkhead, rate
-limiter, chat-format folding, structured output, usage reporting, `inspect_prompt`.
+(docs/benchmarks.md), and for a server that already speaks the OpenAI chat API none of it is needed.
+Everything that decides what a call means is shared with the litellm transport
+(`jobrouter.providers.adapter.Adapter`): the whole-call deadline, the ONE retry layer, bulkhead,
+rate limiter, chat-format folding, structured output, usage reporting, `inspect_prompt`.
 
 One request, as sent::
 
@@ -15,17 +15,17 @@ One request, as sent::
     {"model": "<model without openai/>", "messages": [...], "temperature": ..., "max_tokens":
      ..., "response_format": ..., **extra_params}        (keys left out when not set)
 
-on this provider's one `aiohttp.ClientSession` (`providers.http_wire`: a connector of at least
-`max_concurrency` kept-alive connections, socket connect timeout `timeout.connect`, inactivity
+on this provider's one `aiohttp.ClientSession` (`jobrouter.providers.http_wire`: a connector of at
+least `max_concurrency` kept-alive connections, socket connect timeout `timeout.connect`, inactivity
 timeout `timeout.read`; the deadline bounds the whole call). aiohttp, not httpx: one POST costs
-about a tenth of the CPU (docs/benchmarks.md, `python -m tests.bench.http_clients`). vcrpy
-records and replays aiohttp, so `providers.cassettes` works unchanged. Failures go through
-`providers.classify` like litellm's: a refused or timed-out connect is `NotSent`; a read
-timeout, a reset or a connection closed after the request left is `OutcomeUnknown`; an HTTP
-error answer (its body read first) by its status (`STATUS_TABLE`), quoting the body's
-`error.message`; a success status whose body is not a chat completion is `Rejected`
-(`classify.malformed_answer`). No cost is reported (`cost_usd` None): pricing is litellm's model
-map, which this transport does not load.
+about a tenth of the CPU (docs/benchmarks.md, `python -m tests.bench.http_clients`). vcrpy records
+and replays aiohttp, so `jobrouter.providers.cassettes` works unchanged. Failures go through
+`jobrouter.providers.classify` like litellm's: a refused or timed-out connect is `NotSent`; a read
+timeout, a reset or a connection closed after the request left is `OutcomeUnknown`; an HTTP error
+answer (its body read first) by its status (`STATUS_TABLE`), quoting the body's `error.message`; a
+success status whose body is not a chat completion is `Rejected` (`classify.malformed_answer`). No
+cost is reported (`cost_usd` None): pricing is litellm's model map, which this transport does not
+load.
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from providers.adapter import Adapter, Answer
-from providers.base import CompletionRequest, Message
-from providers.classify import malformed_answer
-from providers.config import OPENAI_PREFIX
-from providers.http_wire import Sent
+from jobrouter.providers.adapter import Adapter, Answer
+from jobrouter.providers.base import CompletionRequest, Message
+from jobrouter.providers.classify import malformed_answer
+from jobrouter.providers.config import OPENAI_PREFIX
+from jobrouter.providers.http_wire import Sent
 
 
 @dataclass(frozen=True)

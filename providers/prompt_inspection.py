@@ -1,7 +1,7 @@
 """How a provider really receives a prompt: roles, rendered text, token count, context window.
 
 For a llama.cpp server (`chat_format` set) the prompt is rendered exactly as llama-cpp-python
-renders it (`providers.chat_formats`) and counted by the server's own tokenizer:
+renders it (`jobrouter.providers.chat_formats`) and counted by the server's own tokenizer:
 ``POST {api_base without /v1}/extras/tokenize`` with ``{"input": text, "model": alias}`` answers
 ``{"tokens": [...]}``. The server tokenizes there with BOS added and special tokens parsed, the
 same call its chat handler makes on the rendered prompt, so the count is the model's own
@@ -13,14 +13,14 @@ tokens) to the empty string. Both halves matter: ``<|im_start|>`` splits into si
 Gemma, and ``<s>`` is one token there but an ordinary one (Gemma's vocabulary has HTML tags).
 The ids of every marker are kept as evidence.
 
-A chat format that `providers.chat_formats` does not reproduce cannot be shown: the count is of
-the bare message texts (``lower_bound``: a template only adds), and `unverified` says that the
+A chat format that `jobrouter.providers.chat_formats` does not reproduce cannot be shown: the count
+is of the bare message texts (``lower_bound``: a template only adds), and `unverified` says that the
 system text and the markers could not be checked.
 
 For hosted models: the roles of the OpenAI chat API, litellm's offline `token_counter` (a
 documented ``estimate``: exact for OpenAI models, a cl100k approximation otherwise) and
 litellm's model map for the window. Whether the system text arrives is then shown only by the
-provider's reported usage (see `contracts.rendering`).
+provider's reported usage (see `jobrouter.contracts.rendering`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from providers import chat_formats
-from providers.base import MarkerTokens, Message, PromptInspection
+from jobrouter.providers import chat_formats
+from jobrouter.providers.base import MarkerTokens, Message, PromptInspection
 
 Tokenize = Callable[[str], Awaitable[list[int]]]
 Detokenize = Callable[[list[int]], Awaitable[str]]

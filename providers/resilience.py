@@ -5,9 +5,9 @@
   admits (returns 0.0) or says how long to wait, and refuses with `NotSent` when that wait is
   beyond the caller's budget. `admit` is the sleeping loop around it.
 - `retrying`: tenacity with full-jitter exponential backoff, bounded attempts, never past the
-  deadline. It retries exactly the errors whose `retryable` flag `providers.classify` set (the
-  provider provably did not act and may accept the request later: a refused connection, a
-  429), waiting Retry-After when given. It never re-derives that from status codes.
+  deadline. It retries exactly the errors whose `retryable` flag `jobrouter.providers.classify` set
+  (the provider provably did not act and may accept the request later: a refused connection, a 429),
+  waiting Retry-After when given. It never re-derives that from status codes.
 
 `set_testing(no_backoff=True)` makes every wait zero, as `stamina.set_testing` does, so tests
 exercise the retry decisions at full speed. The circuit breaker is not here: its state lives in
@@ -26,8 +26,8 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from tenacity.stop import stop_base
 from tenacity.wait import wait_random_exponential
 
-from providers.config import RetryPolicy
-from providers.errors import NotSent, ProviderError
+from jobrouter.providers.config import RetryPolicy
+from jobrouter.providers.errors import NotSent, ProviderError
 
 T = TypeVar("T")
 

@@ -24,9 +24,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from providers.base import Message
-from providers.config import StructuredOutput
-from providers.errors import InvalidOutput
+from jobrouter.providers.base import Message
+from jobrouter.providers.config import StructuredOutput
+from jobrouter.providers.errors import InvalidOutput
 
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*[ \t]*\r?\n?(.*?)\r?\n?```\s*$", re.DOTALL)
 _VALIDATORS: dict[str, Any] = {}

@@ -11,19 +11,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from providers.config import ProviderConfig
+from jobrouter.providers.config import ProviderConfig
 
 if TYPE_CHECKING:
-    from providers.litellm_provider import LiteLLMProvider
-    from providers.openai_http import OpenAIHttpProvider
+    from jobrouter.providers.litellm_provider import LiteLLMProvider
+    from jobrouter.providers.openai_http import OpenAIHttpProvider
 
 
 def build_provider(name: str, config: ProviderConfig) -> LiteLLMProvider | OpenAIHttpProvider:
     """The configured provider `name`, reached through its configured transport."""
     if config.transport == "openai":
-        from providers.openai_http import OpenAIHttpProvider
+        from jobrouter.providers.openai_http import OpenAIHttpProvider
 
         return OpenAIHttpProvider(name, config)
-    from providers.litellm_provider import LiteLLMProvider
+    from jobrouter.providers.litellm_provider import LiteLLMProvider
 
     return LiteLLMProvider(name, config)

@@ -1,19 +1,45 @@
-"""jobrouter's router: durable jobs, attempts, the engine, stores, HTTP API, client and CLI."""
+"""jobrouter: durable AI jobs on several LLM providers, idempotent, with exactly one winner and
+failover only to contract-certified providers.
 
-from router.api import Router
-from router.errors import (
+The one import name of the distribution. Its parts: `jobrouter.Router` (the Python door),
+`jobrouter.client` (the HTTP client), `jobrouter.providers` (the provider seam and its
+transports), `jobrouter.contracts` (contracts and certification). The errors and states are
+imported at once (they cost nothing); `Router` and the models are resolved on first access, so
+`import jobrouter.providers` or the CLI's `--help` does not load the engine, the store or pydantic.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from jobrouter.errors import (
     AttemptNotFound,
     ConfigError,
     IdempotencyConflict,
+    InvalidText,
     InvalidTransition,
     JobNotFound,
+    JobRefused,
     JobRouterError,
+    ListingError,
     NoEligibleProvider,
     RouterClosed,
     StoreError,
 )
-from router.models import Attempt, Job, JobEvent
-from router.states import AttemptState, JobState
+from jobrouter.states import AttemptState, JobState
+
+if TYPE_CHECKING:
+    from jobrouter.api import Router
+    from jobrouter.models import Attempt, Job, JobEvent
+
+# name -> the module that defines it; imported when the name is first read (PEP 562).
+_LAZY = {
+    "Router": "jobrouter.api",
+    "Attempt": "jobrouter.models",
+    "Job": "jobrouter.models",
+    "JobEvent": "jobrouter.models",
+}
 
 __all__ = [
     "Attempt",
@@ -21,14 +47,31 @@ __all__ = [
     "AttemptState",
     "ConfigError",
     "IdempotencyConflict",
+    "InvalidText",
     "InvalidTransition",
     "Job",
     "JobEvent",
     "JobNotFound",
+    "JobRefused",
     "JobRouterError",
     "JobState",
+    "ListingError",
     "NoEligibleProvider",
     "Router",
     "RouterClosed",
     "StoreError",
+    "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":  # the installed distribution's, never a second copy of it
+        from importlib.metadata import version
+
+        return version("jobrouter")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'jobrouter' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

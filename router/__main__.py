@@ -1,5 +1,5 @@
-"""`python -m router` is the `jobrouter` command."""
+"""`python -m jobrouter` is the `jobrouter` command."""
 
-from router.cli import main
+from jobrouter.cli import main
 
 main()

@@ -2,7 +2,7 @@
 
 It runs in the operator's own process and is trusted: the jobs and attempts it returns are
 whole, `error` (the router's summary) and `error_detail` (the provider's words, scrubbed) alike.
-Shown to anyone else (the job's owner), a value goes through `router.disclosure.disclose` first,
+Shown to anyone else (the job's owner), a value goes through `jobrouter.disclosure.disclose` first,
 as the HTTP API and the console do.
 """
 
@@ -17,30 +17,30 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from providers import CompletionRequest, Provider
-from router import telemetry
-from router.aio import wait_event
-from router.build import build_engine, build_tasks, resolve_config, warm_up
-from router.config import RouterConfig
-from router.door import DoorLimits, admit
-from router.engine import Engine, OnCreated
-from router.errors import (
+from jobrouter import telemetry
+from jobrouter.aio import wait_event
+from jobrouter.build import build_engine, build_tasks, resolve_config, warm_up
+from jobrouter.config import RouterConfig
+from jobrouter.door import DoorLimits, admit
+from jobrouter.engine import Engine, OnCreated
+from jobrouter.errors import (
     AttemptNotFound,
     ConfigError,
     InvalidTransition,
     JobNotFound,
     RouterClosed,
 )
-from router.fleet import Delivery, build_delivery, build_leader
-from router.gate import Gate
-from router.leader import Leader
-from router.models import Attempt, Job, JobEvent, JsonObject
-from router.persist import persist
-from router.states import AttemptState, JobState, watch_ends
-from router.store import SqlStore, open_store
-from router.store.claims import AttemptStart
-from router.store.transient import is_transient
-from router.tasks import TaskRuntime
+from jobrouter.fleet import Delivery, build_delivery, build_leader
+from jobrouter.gate import Gate
+from jobrouter.leader import Leader
+from jobrouter.models import Attempt, Job, JobEvent, JsonObject
+from jobrouter.persist import persist
+from jobrouter.providers import CompletionRequest, Provider
+from jobrouter.states import AttemptState, JobState, watch_ends
+from jobrouter.store import SqlStore, open_store
+from jobrouter.store.claims import AttemptStart
+from jobrouter.store.transient import is_transient
+from jobrouter.tasks import TaskRuntime
 
 log = logging.getLogger("jobrouter.router")
 Outcome = Literal["succeeded", "failed", "cancelled"]
@@ -91,14 +91,13 @@ class Router:
     ) -> _Opening:
         """Open a router: `router = await Router.open(...)` or `async with Router.open(...) as r`.
 
-        `config` is a `RouterConfig` or the path of a jobrouter.toml; `database_url` overrides
-        its [database] url. `providers` replaces the configured ones by name (tests, custom
-        providers: each implements all of `providers.Provider`, `warm_up`, `model` and `close`
-        included; the router closes them). With `run_workers` (default) jobs run on workers
-        inside this process. With `start_in_background` the router is returned before its
-        providers are warmed up (litellm's import: seconds): a server answers at once; jobs
-        submitted meanwhile are accepted queued, and no attempt starts until the workers start,
-        after the warm-up.
+        `config` is a `RouterConfig` or the path of a jobrouter.toml; `database_url` overrides its
+        [database] url. `providers` replaces the configured ones by name (tests, custom providers:
+        each implements all of `jobrouter.providers.Provider`, `warm_up`, `model` and `close`
+        included; the router closes them). With `run_workers` (default) jobs run on workers inside
+        this process. With `start_in_background` the router is returned before its providers are
+        warmed up (litellm's import: seconds): a server answers at once; jobs submitted meanwhile
+        are accepted queued, and no attempt starts until the workers start, after the warm-up.
         """
         return _Opening(
             cls._open(database_url, config, providers, run_workers, start_in_background)
@@ -205,7 +204,7 @@ class Router:
         """Accept a job once per (owner, key). The same payload again returns the same job
         (`created=False`); a different payload under the key raises `IdempotencyConflict`.
 
-        The door (`router.door.admit`) refuses bad work first, with nothing written:
+        The door (`jobrouter.door.admit`) refuses bad work first, with nothing written:
         `JobRefused` names the field, the value and what to do."""
         self._check_open()
         _check_identity(owner, idempotency_key)

@@ -20,7 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from providers import (
+from jobrouter import tracing
+from jobrouter.disclosure import broken_contract, provider_failure
+from jobrouter.health import ProviderHealth
+from jobrouter.models import Attempt, AttemptUsage, Job, canonical_json
+from jobrouter.persist import persist
+from jobrouter.policy import ended_state
+from jobrouter.providers import (
     Completion,
     CompletionRequest,
     ErrorKind,
@@ -28,20 +34,14 @@ from providers import (
     Provider,
     ProviderError,
 )
-from providers.errors import CassetteMiss
-from providers.redact import scrub
-from router import tracing
-from router.disclosure import broken_contract, provider_failure
-from router.health import ProviderHealth
-from router.models import Attempt, AttemptUsage, Job, canonical_json
-from router.persist import persist
-from router.policy import ended_state
-from router.states import AttemptState
-from router.store.jobstore import JobStore
-from router.store.transient import is_transient
-from router.tasks import TaskRuntime
-from router.timing import Deadline
-from router.worker import Worker
+from jobrouter.providers.errors import CassetteMiss
+from jobrouter.providers.redact import scrub
+from jobrouter.states import AttemptState
+from jobrouter.store.jobstore import JobStore
+from jobrouter.store.transient import is_transient
+from jobrouter.tasks import TaskRuntime
+from jobrouter.timing import Deadline
+from jobrouter.worker import Worker
 
 log = logging.getLogger("jobrouter.engine")
 

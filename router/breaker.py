@@ -13,10 +13,10 @@ import logging
 import time
 from dataclasses import dataclass
 
-from providers import ProviderError
-from router.policy import Eligibility
-from router.states import CircuitState
-from router.store.circuits import CircuitRow, CircuitStore
+from jobrouter.policy import Eligibility
+from jobrouter.providers import ProviderError
+from jobrouter.states import CircuitState
+from jobrouter.store.circuits import CircuitRow, CircuitStore
 
 log = logging.getLogger("jobrouter.engine")
 

@@ -10,17 +10,17 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from providers import Provider
-from router.breaker import Breakers, BreakerSettings
-from router.config import RouterConfig, TaskConfig, load_config
-from router.engine import Engine, EngineSettings
-from router.errors import ConfigError
-from router.gate import Gate
-from router.health import ProviderHealth
-from router.metrics import record_attempt
-from router.policy import TaskPolicy
-from router.store.sqlstore import SqlStore
-from router.tasks import TaskRuntime
+from jobrouter.breaker import Breakers, BreakerSettings
+from jobrouter.config import RouterConfig, TaskConfig, load_config
+from jobrouter.engine import Engine, EngineSettings
+from jobrouter.errors import ConfigError
+from jobrouter.gate import Gate
+from jobrouter.health import ProviderHealth
+from jobrouter.metrics import record_attempt
+from jobrouter.policy import TaskPolicy
+from jobrouter.providers import Provider
+from jobrouter.store.sqlstore import SqlStore
+from jobrouter.tasks import TaskRuntime
 
 
 async def warm_up(providers: Iterable[Provider]) -> None:
@@ -47,7 +47,7 @@ def _task_runtime(name: str, task: TaskConfig, config: RouterConfig) -> TaskRunt
     contract = None
     fingerprint = None
     if task.contract is not None:
-        from contracts import ContractError, contract_fingerprint, load_contract
+        from jobrouter.contracts import ContractError, contract_fingerprint, load_contract
 
         search = [config.base_dir] if config.base_dir else []
         try:
@@ -102,7 +102,7 @@ def build_providers(
     providers: dict[str, Provider] = dict(given or {})
     missing = [name for name in config.providers if name not in providers]
     if missing:
-        from providers.transports import build_provider
+        from jobrouter.providers.transports import build_provider
 
         for name in missing:
             providers[name] = build_provider(name, config.providers[name])

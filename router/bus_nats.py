@@ -38,8 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from router.metrics import record_delivery
-from router.outbox import (
+from jobrouter.metrics import record_delivery
+from jobrouter.outbox import (
     DeliverySettings,
     Jitter,
     OutboxDeliverer,
@@ -49,7 +49,7 @@ from router.outbox import (
     log_retry,
     next_try_in,
 )
-from router.store.outbox import OutboxEvent, OutboxStore
+from jobrouter.store.outbox import OutboxEvent, OutboxStore
 
 if TYPE_CHECKING:
     import httpx

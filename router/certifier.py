@@ -1,5 +1,6 @@
 """Certification from the router's side: which (provider, contract) pairs a configuration
-implies, running `contracts.certify` on them, persisting the records, and the status matrix.
+implies, running `jobrouter.contracts.certify` on them, persisting the records, and the status
+matrix.
 """
 
 from __future__ import annotations
@@ -9,15 +10,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from providers import Provider
-from router.build import warm_up
-from router.config import RouterConfig
-from router.errors import ConfigError
-from router.store.certifications import CertificationStore
-from router.tasks import TaskRuntime
+from jobrouter.build import warm_up
+from jobrouter.config import RouterConfig
+from jobrouter.errors import ConfigError
+from jobrouter.providers import Provider
+from jobrouter.store.certifications import CertificationStore
+from jobrouter.tasks import TaskRuntime
 
 if TYPE_CHECKING:
-    from contracts import Certification, Contract, Validity
+    from jobrouter.contracts import Certification, Contract, Validity
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ async def certify_pair(
     now: datetime | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Certification:
-    from contracts import certify
+    from jobrouter.contracts import certify
 
     await warm_up([provider])  # the first case's deadline must not pay litellm's first call
     certification = await certify(
@@ -117,7 +118,7 @@ async def matrix(
     now: datetime | None = None,
 ) -> list[Cell]:
     """The stored status of each pair, without calling anyone."""
-    from contracts import Certification, Validity
+    from jobrouter.contracts import Certification, Validity
 
     records = {(r.provider, r.contract): r.record for r in await store.list_certifications()}
     when = now or datetime.now(UTC)

@@ -51,8 +51,8 @@ from tenacity import (
     stop_after_delay,
 )
 
-from router.models import Attempt, Job, JobEvent, JsonObject
-from router.states import JobState, watch_ends
+from jobrouter.models import Attempt, Job, JobEvent, JsonObject
+from jobrouter.states import JobState, watch_ends
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 REPLAY_HEADER = "Idempotent-Replayed"

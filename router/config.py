@@ -20,9 +20,9 @@ from pydantic import (
     model_validator,
 )
 
-from providers.config import ProviderConfig
-from router.config_fleet import DeliveryConfig, LeaderConfig, TelemetryConfig
-from router.errors import ConfigError
+from jobrouter.config_fleet import DeliveryConfig, LeaderConfig, TelemetryConfig
+from jobrouter.errors import ConfigError
+from jobrouter.providers.config import ProviderConfig
 
 DEFAULT_CONFIG = "jobrouter.toml"
 CONFIG_ENV = "JOBROUTER_CONFIG"

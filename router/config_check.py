@@ -18,8 +18,8 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from router.config import RouterConfig
-from router.errors import ConfigError, StoreError
+from jobrouter.config import RouterConfig
+from jobrouter.errors import ConfigError, StoreError
 
 
 @dataclass(frozen=True)
@@ -140,8 +140,8 @@ def check_config(path: Path) -> CheckReport:
 
 
 def _check_built(config: RouterConfig, report: CheckReport) -> None:
-    from router.build import build_tasks  # contracts are loaded as the router loads them
-    from router.store import check_database_url
+    from jobrouter.build import build_tasks  # contracts are loaded as the router loads them
+    from jobrouter.store import check_database_url
 
     report.database = config.database.url
     try:

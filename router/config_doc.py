@@ -16,8 +16,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from router.config import RouterConfig
-from router.config_check import unwrap
+from jobrouter.config import RouterConfig
+from jobrouter.config_check import unwrap
 
 NOTES: dict[str, str] = {
     "database.url": "where jobs live: `sqlite:///relative.db`, `sqlite:////absolute.db` or "

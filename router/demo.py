@@ -1,7 +1,7 @@
 """`jobrouter demo`: the whole story on the embedded SQLite default, offline, in seconds.
 
 Every provider answer comes from cassettes recorded from real local llama.cpp servers (see
-cassettes/jobrouter.toml; the cassettes ship inside the wheel as `router.cassettes`,
+cassettes/jobrouter.toml; the cassettes ship inside the wheel as `jobrouter.cassettes`,
 router/recordings.py finds them); nothing reaches a network and no model runs. Two things a
 cassette cannot do are injected on top, and said so on screen: a primary that stays silent,
 and one that is slow. `jobrouter demo --record` runs the job calls against the live servers
@@ -19,16 +19,16 @@ from typing import Any
 from rich.panel import Panel
 from rich.table import Table
 
-from providers import Completion, CompletionRequest, Message, PromptInspection, Provider
-from router.api import Router
-from router.build import build_providers
-from router.certifier import Cell, certify_pair, matrix, pairs_to_certify
-from router.config import RouterConfig, load_config
-from router.errors import IdempotencyConflict
-from router.models import Job
-from router.printing import console, print_job, render_matrix
-from router.recordings import LIVE_RECORD, recording, shipped_cassettes
-from router.states import EventKind
+from jobrouter.api import Router
+from jobrouter.build import build_providers
+from jobrouter.certifier import Cell, certify_pair, matrix, pairs_to_certify
+from jobrouter.config import RouterConfig, load_config
+from jobrouter.errors import IdempotencyConflict
+from jobrouter.models import Job
+from jobrouter.printing import console, print_job, render_matrix
+from jobrouter.providers import Completion, CompletionRequest, Message, PromptInspection, Provider
+from jobrouter.recordings import LIVE_RECORD, recording, shipped_cassettes
+from jobrouter.states import EventKind
 
 CASSETTES = shipped_cassettes()
 CONFIG = CASSETTES / "jobrouter.toml"
@@ -96,7 +96,7 @@ async def story(url: str, record: bool) -> None:
     console.print(Panel(f"database {url}\n{what_runs(record)}", title="jobrouter demo"))
     async with Router.open(url, config, providers=providers) as router:
         await _certify(router, record)
-        from providers.cassettes import cassette, write_meta
+        from jobrouter.providers.cassettes import cassette, write_meta
 
         with cassette(JOBS_CASSETTE, record=record):
             jobs = await _jobs(router, primary)
@@ -229,7 +229,7 @@ def what_runs(record: bool) -> str:
 
 def _shown(path: Path) -> str:
     """A shipped file as cassettes/..., wherever it is installed: the top-level folder of a
-    source checkout, shipped inside the wheel as the package `router.cassettes`."""
+    source checkout, shipped inside the wheel as the package `jobrouter.cassettes`."""
     return str(path.relative_to(CASSETTES.parent))
 
 
@@ -251,7 +251,7 @@ def conclusion(cells: list[Cell]) -> list[str]:
 
 
 def _why(cell: Cell) -> str:
-    from contracts import Validity  # loaded already: the cell came from `matrix`
+    from jobrouter.contracts import Validity  # loaded already: the cell came from `matrix`
 
     cert = cell.certification
     if cell.status is Validity.FAIL and cert is not None:

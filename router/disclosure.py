@@ -7,9 +7,9 @@ Every job and attempt carries two texts:
                   a fixed sentence). It never holds a provider's text, so it is what the job's
                   owner is shown, and the only text that events, webhooks and NATS carry.
     error_detail  the raw detail behind it: what the provider said (scrubbed of credentials by
-                  `providers.redact` when the error was built), a contract check's findings
-                  about the answer, an exception's text. Operators only; null when the summary
-                  is all there is.
+                  `jobrouter.providers.redact` when the error was built), a contract check's
+                  findings about the answer, an exception's text. Operators only; null when the
+                  summary is all there is.
 
 An attempt's `output` outside a win (an answer that broke the contract, kept for the operator
 who resolves the attempt) is provider text too: operators only.
@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from providers import ErrorKind, ProviderError
-from providers.errors import InvalidOutput
-from router.models import Attempt, Job
-from router.states import AttemptState
+from jobrouter.models import Attempt, Job
+from jobrouter.providers import ErrorKind, ProviderError
+from jobrouter.providers.errors import InvalidOutput
+from jobrouter.states import AttemptState
 
 Shown = TypeVar("Shown", Job, Attempt)
 

@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from providers import CompletionRequest
-from router.errors import JobRefused
-from router.models import canonical_json
-from router.tasks import ALLOWED_PARAMS, TaskRuntime
+from jobrouter.errors import JobRefused
+from jobrouter.models import canonical_json
+from jobrouter.providers import CompletionRequest
+from jobrouter.tasks import ALLOWED_PARAMS, TaskRuntime
 
 # Keys a caller may not put in `params` because certification fixed them (others: not known).
 FIXED_BY_CERTIFICATION = frozenset(
@@ -215,7 +215,7 @@ def _check_max_tokens(runtime: TaskRuntime, value: Any) -> None:
 def _check_input(runtime: TaskRuntime, input: Mapping[str, Any]) -> None:
     if runtime.contract is None:
         return
-    from contracts import validate_input
+    from jobrouter.contracts import validate_input
 
     problems = validate_input(runtime.contract, input)
     if problems:

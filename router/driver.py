@@ -8,7 +8,7 @@ outcome are an `AttemptCall` (router/attempt_call.py): the driver launches them,
 them, and stops those still in flight when it lets go of the job.
 
 A driver knows the store, the provider-health port (router/health.py), the providers and its
-`Worker` (router/worker.py); each decision is one `router.step.next_step` (read eligibility,
+`Worker` (router/worker.py); each decision is one `jobrouter.step.next_step` (read eligibility,
 ask the policy).
 """
 
@@ -19,21 +19,21 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 
-from providers import CompletionRequest, Provider
-from router import tracing
-from router.attempt_call import AttemptCall, Book
-from router.errors import InvalidTransition
-from router.health import ProviderHealth
-from router.models import Attempt, Job, NewEvent
-from router.persist import persist
-from router.policy import Decision, Finish, Start, Wait, unbuildable
-from router.states import AttemptState, EventKind, JobState
-from router.step import next_step
-from router.store.jobstore import JobStore
-from router.store.transient import is_transient
-from router.tasks import TaskRuntime
-from router.timing import Deadline
-from router.worker import Worker
+from jobrouter import tracing
+from jobrouter.attempt_call import AttemptCall, Book
+from jobrouter.errors import InvalidTransition
+from jobrouter.health import ProviderHealth
+from jobrouter.models import Attempt, Job, NewEvent
+from jobrouter.persist import persist
+from jobrouter.policy import Decision, Finish, Start, Wait, unbuildable
+from jobrouter.providers import CompletionRequest, Provider
+from jobrouter.states import AttemptState, EventKind, JobState
+from jobrouter.step import next_step
+from jobrouter.store.jobstore import JobStore
+from jobrouter.store.transient import is_transient
+from jobrouter.tasks import TaskRuntime
+from jobrouter.timing import Deadline
+from jobrouter.worker import Worker
 
 log = logging.getLogger("jobrouter.engine")
 

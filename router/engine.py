@@ -22,20 +22,20 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from providers import CompletionRequest, Provider
-from router.aio import wait_event
-from router.driver import JobDriver
-from router.health import ProviderHealth
-from router.models import Attempt, Job
-from router.pace import Pace
-from router.policy import Eligibility
-from router.slots import Reservation, Slots
-from router.step import Step, decide_step, next_step
-from router.store.claims import AttemptStart, Claimed, FirstAttempt
-from router.store.jobstore import JobStore
-from router.tasks import TaskRuntime
-from router.timing import AttemptLimits, Deadline
-from router.worker import InHand, MetricFn, Worker
+from jobrouter.aio import wait_event
+from jobrouter.driver import JobDriver
+from jobrouter.health import ProviderHealth
+from jobrouter.models import Attempt, Job
+from jobrouter.pace import Pace
+from jobrouter.policy import Eligibility
+from jobrouter.providers import CompletionRequest, Provider
+from jobrouter.slots import Reservation, Slots
+from jobrouter.step import Step, decide_step, next_step
+from jobrouter.store.claims import AttemptStart, Claimed, FirstAttempt
+from jobrouter.store.jobstore import JobStore
+from jobrouter.tasks import TaskRuntime
+from jobrouter.timing import AttemptLimits, Deadline
+from jobrouter.worker import InHand, MetricFn, Worker
 
 log = logging.getLogger("jobrouter.engine")
 CREATE_WAIT_S = 15.0  # a commit may wait up to SQLite's 10 s busy timeout for another process

@@ -14,8 +14,8 @@
     ├── ListingError                a job listing asked for what cannot be answered (reason)
     └── RouterClosed                the router was used after close()
 
-Provider failures are not here: they are `providers.errors.ProviderError` values, recorded on
-attempts by kind; they never escape the engine as exceptions.
+Provider failures are not here: they are `jobrouter.providers.errors.ProviderError` values, recorded
+on attempts by kind; they never escape the engine as exceptions.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from router.errors import IdempotencyConflict, JobRefused, JobRouterError, NoEligibleProvider
-from router.states import JobState
+from jobrouter.errors import IdempotencyConflict, JobRefused, JobRouterError, NoEligibleProvider
+from jobrouter.states import JobState
 
 LOG_LEVEL_ENV = "JOBROUTER_LOG_LEVEL"
 

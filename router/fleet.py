@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from router.config import RouterConfig
-from router.engine import Engine
-from router.errors import ConfigError
-from router.leader import Leader, leader_lock
-from router.outbox import DeliverySettings, OutboxDeliverer, webhooks_from_config
-from router.periodic import periodic_tasks
-from router.store.sqlstore import SqlStore
+from jobrouter.config import RouterConfig
+from jobrouter.engine import Engine
+from jobrouter.errors import ConfigError
+from jobrouter.leader import Leader, leader_lock
+from jobrouter.outbox import DeliverySettings, OutboxDeliverer, webhooks_from_config
+from jobrouter.periodic import periodic_tasks
+from jobrouter.store.sqlstore import SqlStore
 
 ACK_WAIT_MARGIN_S = 30.0
 
@@ -45,7 +45,7 @@ def build_delivery(store: SqlStore, config: RouterConfig) -> Delivery | None:
     try:
         import nats  # noqa: F401  (fail here, with the remedy, not in the background)
 
-        from router.bus_nats import BusSettings, NatsDelivery
+        from jobrouter.bus_nats import BusSettings, NatsDelivery
     except ImportError as exc:
         raise ConfigError(
             "delivery through NATS needs the extra: pip install 'jobrouter[nats]'",

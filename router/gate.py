@@ -14,14 +14,14 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from providers import Provider
-from router.breaker import Breakers
-from router.policy import Eligibility
-from router.store.certifications import CertificationStore
-from router.tasks import TaskRuntime
+from jobrouter.breaker import Breakers
+from jobrouter.policy import Eligibility
+from jobrouter.providers import Provider
+from jobrouter.store.certifications import CertificationStore
+from jobrouter.tasks import TaskRuntime
 
 if TYPE_CHECKING:
-    from contracts import Certification
+    from jobrouter.contracts import Certification
 
 CERTIFICATION_REFRESH_S = 2.0
 
@@ -89,7 +89,7 @@ class Gate:
         return self._records
 
     async def _read(self, forgotten: int) -> None:
-        from contracts import Certification
+        from jobrouter.contracts import Certification
 
         try:
             rows = await self.store.list_certifications()

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from providers import ProviderError
-from router.policy import Eligibility
-from router.tasks import TaskRuntime
+from jobrouter.policy import Eligibility
+from jobrouter.providers import ProviderError
+from jobrouter.tasks import TaskRuntime
 
 
 @dataclass(frozen=True)

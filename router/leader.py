@@ -1,7 +1,7 @@
 """One leader among the router processes of a database, and the periodic work only it runs.
 
 Periodic work (sweeping expired attempt leases, re-claiming outbox events of dead processes,
-the retention purge, certification expiry warnings: see `router.periodic`) must run in one
+the retention purge, certification expiry warnings: see `jobrouter.periodic`) must run in one
 process at a time. On PostgreSQL the processes elect that one with a session-level
 `pg_try_advisory_lock` held on a connection of its own (not a pooled one: a pooled connection
 goes back to the pool, and the lock with it):
@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import Counter, Gauge
 
-from router.metrics import REGISTRY
+from jobrouter.metrics import REGISTRY
 
 if TYPE_CHECKING:
-    from router.store.connector import Connector
+    from jobrouter.store.connector import Connector
 
 log = logging.getLogger("jobrouter.leader")
 

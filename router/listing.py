@@ -13,9 +13,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from router.errors import ListingError
-from router.models import Job
-from router.states import JobState
+from jobrouter.errors import ListingError
+from jobrouter.models import Job
+from jobrouter.states import JobState
 
 MAX_PAGE = 500
 DEFAULT_PAGE = 50

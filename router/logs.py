@@ -1,7 +1,7 @@
 """Log setup of the `jobrouter serve` and `jobrouter worker` processes.
 
-Every line goes through `providers.redact.scrub` when it is formatted, traceback included: a
-provider's exception text (chained under a `ProviderError`, or an unexpected one) may carry the
+Every line goes through `jobrouter.providers.redact.scrub` when it is formatted, traceback included:
+a provider's exception text (chained under a `ProviderError`, or an unexpected one) may carry the
 key it was sent, and the formatter is the one place every log line passes, ours, uvicorn's and
 litellm's alike. A library user who configures logging can install `ScrubbingFormatter` too.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from providers.redact import scrub
+from jobrouter.providers.redact import scrub
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
-from router.models import Attempt
-from router.states import AttemptState, CircuitState
+from jobrouter.models import Attempt
+from jobrouter.states import AttemptState, CircuitState
 
 if TYPE_CHECKING:
-    from router.store.outbox import OutboxCounts
+    from jobrouter.store.outbox import OutboxCounts
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 CIRCUIT_STATES = [state.value for state in CircuitState]

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from router.states import AttemptState, EventKind, JobState
+from jobrouter.states import AttemptState, EventKind, JobState
 
 JsonObject = dict[str, Any]
 
@@ -53,7 +53,7 @@ class Job(BaseModel):
     # `error` is the summary anyone who may see the job is shown: our own words only (what the
     # router concluded, the provider's alias, an HTTP status), never a provider's text.
     # `error_detail` is the raw detail behind it (a provider's words, scrubbed of credentials):
-    # operators only; `router.disclosure.disclose` blanks it for everyone else.
+    # operators only; `jobrouter.disclosure.disclose` blanks it for everyone else.
     error: str | None = None
     error_detail: str | None = None
     created_at: datetime

@@ -26,13 +26,13 @@ from dataclasses import dataclass
 
 import httpx
 
-from router.aio import wait_event
-from router.config import RouterConfig
-from router.engine import make_worker_id
-from router.errors import ConfigError
-from router.metrics import record_delivery
-from router.models import canonical_json
-from router.store.outbox import OutboxEvent, OutboxStore
+from jobrouter.aio import wait_event
+from jobrouter.config import RouterConfig
+from jobrouter.engine import make_worker_id
+from jobrouter.errors import ConfigError
+from jobrouter.metrics import record_delivery
+from jobrouter.models import canonical_json
+from jobrouter.store.outbox import OutboxEvent, OutboxStore
 
 log = logging.getLogger("jobrouter.outbox")
 

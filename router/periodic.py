@@ -20,12 +20,12 @@ from datetime import datetime
 
 from prometheus_client import Gauge
 
-from router import retention
-from router.config import RouterConfig
-from router.leader import PeriodicTask
-from router.metrics import REGISTRY
-from router.store.certifications import CertificationStore
-from router.store.sqlstore import SqlStore
+from jobrouter import retention
+from jobrouter.config import RouterConfig
+from jobrouter.leader import PeriodicTask
+from jobrouter.metrics import REGISTRY
+from jobrouter.store.certifications import CertificationStore
+from jobrouter.store.sqlstore import SqlStore
 
 log = logging.getLogger("jobrouter.periodic")
 CERT_CHECK_S = 3600.0

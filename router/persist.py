@@ -4,7 +4,7 @@ store writes (tenacity: full-jitter exponential backoff, bounded by count and ti
 Only idempotent writes go through here: each of `finish_attempt_cas`, `finish_attempt` and
 `create_and_start` reads its rows under the job's lock first, so a retry whose first try did
 commit (its acknowledgement lost) sees its own work and reports it, never writes it twice.
-`set_testing()` makes every wait zero, as in `providers.resilience`.
+`set_testing()` makes every wait zero, as in `jobrouter.providers.resilience`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tenacity import (
 )
 from tenacity.wait import wait_random_exponential
 
-from router.store.transient import is_transient
+from jobrouter.store.transient import is_transient
 
 T = TypeVar("T")
 log = logging.getLogger("jobrouter.store")

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from providers import ErrorKind
-from router.disclosure import attempts_summary
-from router.models import Attempt
-from router.states import AttemptState, JobState
+from jobrouter.disclosure import attempts_summary
+from jobrouter.models import Attempt
+from jobrouter.providers import ErrorKind
+from jobrouter.states import AttemptState, JobState
 
 
 @dataclass(frozen=True)

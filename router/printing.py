@@ -19,12 +19,12 @@ from rich.markup import escape
 from rich.table import Column, Table
 from rich.text import Text
 
-from router.listing import JobPage
-from router.models import Attempt, Job, JobEvent
-from router.states import AttemptState, JobState
+from jobrouter.listing import JobPage
+from jobrouter.models import Attempt, Job, JobEvent
+from jobrouter.states import AttemptState, JobState
 
 if TYPE_CHECKING:
-    from router.certifier import Cell
+    from jobrouter.certifier import Cell
 
 console = Console()
 err = Console(stderr=True)
@@ -208,7 +208,7 @@ def render_matrix(cells: Sequence[Cell], width: int = 110) -> str:
 
 def cell_text(cell: Cell) -> tuple[str, str]:
     """(first line: the status and the checks that decided it, short detail)."""
-    from contracts import Validity  # loaded already: the cell came from `matrix`
+    from jobrouter.contracts import Validity  # loaded already: the cell came from `matrix`
 
     cert = cell.certification
     if cert is None or cell.status.outdated:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from router.store.outbox import OutboxStore, Purged
+from jobrouter.store.outbox import OutboxStore, Purged
 
 DAY_S = 86_400.0
 DEFAULT_BATCH = 500

@@ -11,12 +11,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from router.health import ProviderHealth
-from router.models import Attempt, NewEvent
-from router.policy import Decision, Eligibility, Start, decide
-from router.states import EventKind
-from router.tasks import TaskRuntime
-from router.timing import Deadline
+from jobrouter.health import ProviderHealth
+from jobrouter.models import Attempt, NewEvent
+from jobrouter.policy import Decision, Eligibility, Start, decide
+from jobrouter.states import EventKind
+from jobrouter.tasks import TaskRuntime
+from jobrouter.timing import Deadline
 
 
 @dataclass(frozen=True)

@@ -8,15 +8,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from providers import CompletionRequest, Message
-from router.models import Job, canonical_json
-from router.policy import TaskPolicy
+from jobrouter.models import Job, canonical_json
+from jobrouter.policy import TaskPolicy
+from jobrouter.providers import CompletionRequest, Message
 
 # Keys of a job's `params` that reach the provider request (the door refuses all others).
 ALLOWED_PARAMS = frozenset({"max_tokens"})
 
 if TYPE_CHECKING:
-    from contracts import Contract
+    from jobrouter.contracts import Contract
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class TaskRuntime:
         self, input: Mapping[str, Any], params: Mapping[str, Any]
     ) -> CompletionRequest:
         """The provider request of a job (no timeout, no job labels: `for_attempt` adds them).
-        Only the params the door admits reach it (`router.door.ALLOWED_PARAMS`): a stored job
+        Only the params the door admits reach it (`jobrouter.door.ALLOWED_PARAMS`): a stored job
         from before the door cannot smuggle certified sampling into a call."""
         admitted = {key: params[key] for key in ALLOWED_PARAMS if key in params}
         if self.contract is None:
@@ -43,7 +43,7 @@ class TaskRuntime:
                 max_tokens=admitted.get("max_tokens"),
                 labels={"task": self.name},
             )
-        from contracts import build_request
+        from jobrouter.contracts import build_request
 
         return build_request(self.contract, input, params=admitted, labels={"task": self.name})
 
@@ -59,7 +59,7 @@ class TaskRuntime:
         """Why an output may not win: schema errors and failed contract checks (empty: fine)."""
         if self.contract is None:
             return []
-        from contracts import run_checks, validate_output
+        from jobrouter.contracts import run_checks, validate_output
 
         problems = list(validate_output(self.contract, output))
         problems += [str(failure) for failure in run_checks(self.contract.checks, output)]

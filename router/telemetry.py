@@ -30,9 +30,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from router.config_fleet import TelemetryConfig
-from router.errors import ConfigError
-from router.metrics import REGISTRY
+from jobrouter.config_fleet import TelemetryConfig
+from jobrouter.errors import ConfigError
+from jobrouter.metrics import REGISTRY
 
 log = logging.getLogger("jobrouter.telemetry")
 _COUNTER_LIKE = {"counter"}

@@ -10,8 +10,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from router.models import Job
-from router.tasks import TaskRuntime
+from jobrouter.models import Job
+from jobrouter.tasks import TaskRuntime
 
 
 @dataclass(frozen=True)

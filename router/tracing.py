@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from router.models import Attempt, Job
+from jobrouter.models import Attempt, Job
 
 try:  # an optional dependency: the router works the same without it
     from opentelemetry import trace as _trace

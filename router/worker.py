@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from router.models import Attempt
-from router.timing import AttemptLimits
+from jobrouter.models import Attempt
+from jobrouter.timing import AttemptLimits
 
 MetricFn = Callable[[Attempt, bool], None]  # an ended attempt, and whether it timed out
 

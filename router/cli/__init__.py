@@ -1,5 +1,5 @@
 """`jobrouter`: the command line. Each command module defines its commands and imports nothing
-from this package but `router.cli.common`; the application is put together here, explicitly,
+from this package but `jobrouter.cli.common`; the application is put together here, explicitly,
 in the order `jobrouter --help` lists it. Each command runs `asyncio.run` once; nothing heavy
 (litellm, FastAPI) is imported until a command needs it, so `jobrouter --help` answers at once.
 """
@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from router.cli import (
+from jobrouter.cli import (
     cassettes,
     config,
     contracts,
@@ -24,7 +24,7 @@ from router.cli import (
     outbox,
     worker,
 )
-from router.exits import LOG_LEVEL_ENV
+from jobrouter.exits import LOG_LEVEL_ENV
 
 __all__ = ["app", "main"]
 

@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from router.build import build_providers, build_tasks
-from router.cli.common import ConfigOpt, settings
-from router.demo import DEMO_GROUP, demo_fingerprint
-from router.printing import console, err
+from jobrouter.build import build_providers, build_tasks
+from jobrouter.cli.common import ConfigOpt, settings
+from jobrouter.demo import DEMO_GROUP, demo_fingerprint
+from jobrouter.printing import console, err
 
 cassettes_app = typer.Typer(
     help="Recorded provider interactions (vcrpy), replayed in CI.", no_args_is_help=True
@@ -24,7 +24,7 @@ def check(
 ) -> None:
     """Fail on any secret-looking value, and on cassettes whose provider or contract
     fingerprint no longer matches the config (stale): lists what to re-record and how."""
-    from providers.cassettes import Expected, check_cassettes
+    from jobrouter.providers.cassettes import Expected, check_cassettes
 
     cfg = settings(config)
     providers = build_providers(cfg, None)

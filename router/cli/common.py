@@ -15,10 +15,10 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 from rich.text import Text
 
-from router.config import CONFIG_ENV, RouterConfig, config_path, load_config
-from router.errors import JobRouterError
-from router.exits import exit_code_of
-from router.printing import err
+from jobrouter.config import CONFIG_ENV, RouterConfig, config_path, load_config
+from jobrouter.errors import JobRouterError
+from jobrouter.exits import exit_code_of
+from jobrouter.printing import err
 
 T = TypeVar("T")
 

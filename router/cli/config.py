@@ -9,11 +9,11 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from router.cli.common import ConfigOpt, JsonOpt
-from router.config import config_path
-from router.config_check import CheckReport, check_config
-from router.exits import Exit
-from router.printing import console, err, print_json
+from jobrouter.cli.common import ConfigOpt, JsonOpt
+from jobrouter.config import config_path
+from jobrouter.config_check import CheckReport, check_config
+from jobrouter.exits import Exit
+from jobrouter.printing import console, err, print_json
 
 config_app = typer.Typer(help="The configuration file.", no_args_is_help=True)
 
@@ -73,6 +73,6 @@ def _print(report: CheckReport) -> None:
 @config_app.command("reference")
 def reference() -> None:
     """Print the reference of every config key (Markdown; docs/config-reference.md)."""
-    from router.config_doc import render_reference
+    from jobrouter.config_doc import render_reference
 
     print(render_reference(), end="")

@@ -13,15 +13,15 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from router.api import Router
-from router.certifier import Cell, certify_pair, matrix, pairs_to_certify
-from router.cli.common import ConfigOpt, DatabaseOpt, run, settings
-from router.config import RouterConfig
-from router.printing import render_matrix
-from router.recordings import LIVE_RECORD, recording
+from jobrouter.api import Router
+from jobrouter.certifier import Cell, certify_pair, matrix, pairs_to_certify
+from jobrouter.cli.common import ConfigOpt, DatabaseOpt, run, settings
+from jobrouter.config import RouterConfig
+from jobrouter.printing import render_matrix
+from jobrouter.recordings import LIVE_RECORD, recording
 
 if TYPE_CHECKING:
-    from contracts import CaseEvidence
+    from jobrouter.contracts import CaseEvidence
 
 contracts_app = typer.Typer(
     help="Certify providers against task contracts; see the matrix.", no_args_is_help=True

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from router.cli.common import run
-from router.demo import CONFIG, story
-from router.printing import err
+from jobrouter.cli.common import run
+from jobrouter.demo import CONFIG, story
+from jobrouter.printing import err
 
 
 def demo(

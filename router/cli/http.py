@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from router.cli.common import ConfigOpt, DatabaseOpt, run, settings
+from jobrouter.cli.common import ConfigOpt, DatabaseOpt, run, settings
 
 token_app = typer.Typer(help="API tokens for `jobrouter serve`.", no_args_is_help=True)
 
@@ -26,8 +26,8 @@ def serve(
     database: DatabaseOpt = None,
 ) -> None:
     """Serve the HTTP API (and run jobs) until Ctrl-C."""
-    from router.http.server import serve_config  # FastAPI and uvicorn: only for this command
-    from router.logs import setup_logging
+    from jobrouter.http.server import serve_config  # FastAPI and uvicorn: only for this command
+    from jobrouter.logs import setup_logging
 
     setup_logging()
     run(lambda: serve_config(settings(config), host=host, port=port, database_url=database))
@@ -53,7 +53,7 @@ def token_create(
     database: DatabaseOpt = None,
 ) -> None:
     """Create a token and print it once: only its hash is stored, it cannot be shown again."""
-    from router.http.server import create_token  # FastAPI: only for these commands
+    from jobrouter.http.server import create_token  # FastAPI: only for these commands
 
     expires_in = _duration(expires) if expires is not None else None
     token = run(
@@ -74,7 +74,7 @@ def token_create(
 def token_list(config: ConfigOpt = None, database: DatabaseOpt = None) -> None:
     """Every token: id, owner, operator or not, created, status (live, revoked, expired).
     Tokens themselves are never stored, so never shown."""
-    from router.http.server import list_tokens
+    from jobrouter.http.server import list_tokens
 
     records = run(lambda: list_tokens(settings(config), database_url=database))
     typer.echo(
@@ -101,7 +101,7 @@ def token_revoke(
     database: DatabaseOpt = None,
 ) -> None:
     """Revoke a token: its next request is refused (401 "revoked")."""
-    from router.http.server import revoke_token
+    from jobrouter.http.server import revoke_token
 
     if not run(lambda: revoke_token(settings(config), token_id, database_url=database)):
         typer.echo(f"no unrevoked token {token_id}; see `jobrouter token list`", err=True)

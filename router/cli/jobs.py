@@ -12,14 +12,14 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from router.api import Outcome, Router
-from router.cli.common import ConfigOpt, DatabaseOpt, JsonOpt, parse_json, run, settings
-from router.config import RouterConfig
-from router.errors import JobNotFound
-from router.exits import exit_code_of_state
-from router.models import Job
-from router.printing import console, job_document, print_events, print_job, print_json
-from router.store import SqlStore, open_store
+from jobrouter.api import Outcome, Router
+from jobrouter.cli.common import ConfigOpt, DatabaseOpt, JsonOpt, parse_json, run, settings
+from jobrouter.config import RouterConfig
+from jobrouter.errors import JobNotFound
+from jobrouter.exits import exit_code_of_state
+from jobrouter.models import Job
+from jobrouter.printing import console, job_document, print_events, print_job, print_json
+from jobrouter.store import SqlStore, open_store
 
 
 def read_json_argument(option: str, value: str) -> Any:

@@ -8,11 +8,11 @@ from typing import Annotated
 
 import typer
 
-from router.cli.common import ConfigOpt, DatabaseOpt, JsonOpt, run, settings
-from router.listing import DEFAULT_PAGE, MAX_PAGE, JobFilter, checked_cursor
-from router.printing import console, page_document, print_json, print_page
-from router.states import JobState
-from router.store import open_store
+from jobrouter.cli.common import ConfigOpt, DatabaseOpt, JsonOpt, run, settings
+from jobrouter.listing import DEFAULT_PAGE, MAX_PAGE, JobFilter, checked_cursor
+from jobrouter.printing import console, page_document, print_json, print_page
+from jobrouter.states import JobState
+from jobrouter.store import open_store
 
 jobs_app = typer.Typer(help="Jobs in bulk: list them with filters.", no_args_is_help=True)
 

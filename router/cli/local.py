@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from router.printing import console, err
+from jobrouter.printing import console, err
 
 local_app = typer.Typer(
     help="Run a real local provider: llama.cpp (llama-cpp-python[server]) serving the Gemma 3 "
@@ -32,7 +32,11 @@ def start(
     n_ctx: Annotated[int, typer.Option(help="context window in tokens")] = 2048,
 ) -> None:
     """Start the server, wait until it answers, and print the provider config to paste."""
-    from providers.local import LocalServerError, provider_config_snippet, start_local_server
+    from jobrouter.providers.local import (
+        LocalServerError,
+        provider_config_snippet,
+        start_local_server,
+    )
 
     STATE_DIR.mkdir(exist_ok=True)
     log_file = STATE_DIR / f"local-{port}.log"
@@ -62,7 +66,7 @@ def start(
 @local_app.command("stop")
 def stop(port: Annotated[int, typer.Option(help="the port it was started on")] = 8081) -> None:
     """Stop a server started with `jobrouter local start`."""
-    from providers.local import stop_local_server
+    from jobrouter.providers.local import stop_local_server
 
     if asyncio.run(stop_local_server(port, STATE_DIR)):
         console.print(f"stopped the local server on port {port}")

@@ -13,12 +13,12 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from router.cli.common import ConfigOpt, DatabaseOpt, run, settings
-from router.config import RouterConfig, config_path
-from router.printing import console, err, print_json
-from router.retention import DEFAULT_BATCH, MIN_DAYS, cutoff_for, plan_purge, purge
-from router.store import open_store
-from router.store.outbox import OutboxCounts, OutboxEvent, OutboxStore
+from jobrouter.cli.common import ConfigOpt, DatabaseOpt, run, settings
+from jobrouter.config import RouterConfig, config_path
+from jobrouter.printing import console, err, print_json
+from jobrouter.retention import DEFAULT_BATCH, MIN_DAYS, cutoff_for, plan_purge, purge
+from jobrouter.store import open_store
+from jobrouter.store.outbox import OutboxCounts, OutboxEvent, OutboxStore
 
 outbox_app = typer.Typer(
     help="Completion events waiting for their owner's webhook, and dead letters.",

@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 
-from router.api import Router
-from router.cli.common import ConfigOpt, DatabaseOpt, run, settings
-from router.logs import setup_logging
-from router.printing import console
+from jobrouter.api import Router
+from jobrouter.cli.common import ConfigOpt, DatabaseOpt, run, settings
+from jobrouter.logs import setup_logging
+from jobrouter.printing import console
 
 
 def worker(

@@ -1,6 +1,6 @@
 """The HTTP service of jobrouter: `create_app(router)` and `serve(...)`.
 
-Both are imported on first use (PEP 562): `jobrouter serve` lives in `router.cli.http`, which
+Both are imported on first use (PEP 562): `jobrouter serve` lives in `jobrouter.cli.http`, which
 every CLI command loads, and the other commands must not pay for FastAPI and uvicorn.
 """
 
@@ -13,11 +13,11 @@ __all__ = ["create_app", "serve"]
 
 def __getattr__(name: str) -> Any:
     if name == "create_app":
-        from router.http.app import create_app
+        from jobrouter.http.app import create_app
 
         return create_app
     if name == "serve":
-        from router.http.server import serve
+        from jobrouter.http.server import serve
 
         return serve
-    raise AttributeError(f"module 'router.http' has no attribute {name!r}")
+    raise AttributeError(f"module 'jobrouter.http' has no attribute {name!r}")

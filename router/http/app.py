@@ -1,6 +1,6 @@
 """The FastAPI application over a `Router`: `create_app(router)`.
 
-The app does not own the router: whoever opened it closes it (see `router.http.server`).
+The app does not own the router: whoever opened it closes it (see `jobrouter.http.server`).
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import time
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from router import metrics
-from router.api import Router
-from router.config import HttpConfig
-from router.http import health, jobs, listing, openapi, problems
-from router.http.feeds import JobFeeds
-from router.http.limits import BodyLimit, NoNul
+from jobrouter import metrics
+from jobrouter.api import Router
+from jobrouter.config import HttpConfig
+from jobrouter.http import health, jobs, listing, openapi, problems
+from jobrouter.http.feeds import JobFeeds
+from jobrouter.http.limits import BodyLimit, NoNul
 
 DESCRIPTION = """Durable AI jobs on several LLM providers.
 
@@ -40,7 +40,7 @@ def create_app(router: Router, settings: HttpConfig | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(Timing)
     openapi.install(app, router.tasks)
-    from router import ui  # the console at /ui (Jinja2 templates: loaded with the app only)
+    from jobrouter import ui  # the console at /ui (Jinja2 templates: loaded with the app only)
 
     ui.install(app)
     return app

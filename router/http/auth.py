@@ -9,8 +9,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from router.api import Router
-from router.http.problems import ProblemError
+from jobrouter.api import Router
+from jobrouter.http.problems import ProblemError
 
 bearer = HTTPBearer(
     auto_error=False,

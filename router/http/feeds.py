@@ -23,8 +23,8 @@ from contextlib import asynccontextmanager
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from router.api import Router
-from router.models import JobEvent
+from jobrouter.api import Router
+from jobrouter.models import JobEvent
 
 
 class JobFeed:

@@ -7,11 +7,11 @@ import logging
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from router import metrics
-from router.api import Router
-from router.http.auth import RouterDep
-from router.http.problems import ProblemError, documented
-from router.http.schemas import Status
+from jobrouter import metrics
+from jobrouter.api import Router
+from jobrouter.http.auth import RouterDep
+from jobrouter.http.problems import ProblemError, documented
+from jobrouter.http.schemas import Status
 
 log = logging.getLogger("jobrouter.http")
 routes = APIRouter(tags=["operations"])

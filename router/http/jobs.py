@@ -7,19 +7,19 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
-from router.api import Router
-from router.errors import AttemptNotFound, JobNotFound
-from router.http.auth import Caller, Operator, Principal, RouterDep
-from router.http.feeds import CountedStream, JobFeeds
-from router.http.openapi import SSE_EVENT
-from router.http.problems import (
+from jobrouter.api import Router
+from jobrouter.errors import AttemptNotFound, JobNotFound
+from jobrouter.http.auth import Caller, Operator, Principal, RouterDep
+from jobrouter.http.feeds import CountedStream, JobFeeds
+from jobrouter.http.openapi import SSE_EVENT
+from jobrouter.http.problems import (
     KEY_HEADER,
     KEY_INVALID,
     KEY_MAX_LENGTH,
     ProblemError,
     documented,
 )
-from router.http.schemas import (
+from jobrouter.http.schemas import (
     AttemptList,
     AttemptResource,
     CancelJob,
@@ -28,8 +28,8 @@ from router.http.schemas import (
     SubmitJob,
     json_answer,
 )
-from router.http.sse import HEADERS, event_stream
-from router.models import Job
+from jobrouter.http.sse import HEADERS, event_stream
+from jobrouter.models import Job
 
 routes = APIRouter(prefix="/v1", tags=["jobs"])
 

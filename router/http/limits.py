@@ -8,7 +8,7 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from router.http.problems import PROBLEM_JSON, TYPE_PREFIX
+from jobrouter.http.problems import PROBLEM_JSON, TYPE_PREFIX
 
 # An oversized body is still read (and dropped) up to this many times the limit before the
 # 413 goes out: clients send the whole body before reading, and a server that closes with

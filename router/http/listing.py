@@ -10,13 +10,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
-from router.errors import ListingError
-from router.http.auth import Caller, Principal, RouterDep
-from router.http.problems import KEY_MAX_LENGTH, ProblemError, documented
-from router.http.schemas import JobResource, json_answer
-from router.listing import DEFAULT_PAGE, MAX_PAGE, JobFilter, checked_cursor
-from router.models import Job
-from router.states import JobState
+from jobrouter.errors import ListingError
+from jobrouter.http.auth import Caller, Principal, RouterDep
+from jobrouter.http.problems import KEY_MAX_LENGTH, ProblemError, documented
+from jobrouter.http.schemas import JobResource, json_answer
+from jobrouter.listing import DEFAULT_PAGE, MAX_PAGE, JobFilter, checked_cursor
+from jobrouter.models import Job
+from jobrouter.states import JobState
 
 routes = APIRouter(prefix="/v1", tags=["jobs"])
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from router.http.problems import Problem
-from router.models import JobEvent
-from router.tasks import TaskRuntime
+from jobrouter.http.problems import Problem
+from jobrouter.models import JobEvent
+from jobrouter.tasks import TaskRuntime
 
 Schema = dict[str, Any]
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from router.errors import (
+from jobrouter.errors import (
     AttemptNotFound,
     IdempotencyConflict,
     InvalidText,

@@ -9,9 +9,9 @@ from typing import Any, Literal
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from router.disclosure import disclose
-from router.models import Attempt, Job
-from router.states import JobState
+from jobrouter.disclosure import disclose
+from jobrouter.models import Attempt, Job
+from jobrouter.states import JobState
 
 
 def _json_problem(value: Any) -> str | None:
@@ -104,7 +104,7 @@ class JobResource(BaseModel):
     @staticmethod
     def body(job: Job, url: str, *, operator: bool) -> dict[str, Any]:
         """The resource as JSON-ready data (see `plain`), without a pydantic round trip, as an
-        operator or the job's owner may see it (`router.disclosure`)."""
+        operator or the job's owner may see it (`jobrouter.disclosure`)."""
         return plain(
             disclose(job, operator=operator),
             terminal=job.state.terminal,
@@ -138,7 +138,7 @@ def json_answer(
 
 
 class AttemptResource(Attempt):
-    """An attempt as the HTTP API shows it (`router.disclosure`)."""
+    """An attempt as the HTTP API shows it (`jobrouter.disclosure`)."""
 
     error: str | None = Field(default=None, description=ERROR)
     error_detail: str | None = Field(default=None, description=ERROR_DETAIL)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import uvicorn
 
-from router.api import Router
-from router.config import HttpConfig, RouterConfig
-from router.http.app import create_app
-from router.store import SqlStore
-from router.store.tokens import ApiToken
+from jobrouter.api import Router
+from jobrouter.config import HttpConfig, RouterConfig
+from jobrouter.http.app import create_app
+from jobrouter.store import SqlStore
+from jobrouter.store.tokens import ApiToken
 
 log = logging.getLogger("jobrouter.http")
 
@@ -114,8 +114,8 @@ async def revoke_token(
 async def _token_store(
     config: RouterConfig | Path, database_url: str | None
 ) -> AsyncIterator[SqlStore]:
-    from router.build import resolve_config
-    from router.store import open_store
+    from jobrouter.build import resolve_config
+    from jobrouter.store import open_store
 
     settings = resolve_config(config)
     store = await open_store(database_url or settings.database.url)

@@ -3,7 +3,7 @@
 Each event is sent as `id: <seq>`, `event: <kind>`, `data: <the JobEvent as JSON>`; a client
 that reconnects with `Last-Event-ID: <seq>` gets every event after it, so nothing is lost or
 repeated. Comment lines keep idle connections alive. The stream ends where `Router.watch`
-ends (`router.states.watch_ends`): after the event that makes the job terminal, or once the log
+ends (`jobrouter.states.watch_ends`): after the event that makes the job terminal, or once the log
 is read to its end while the job needs attention; subscribing after the job finished replays
 the log and ends.
 """
@@ -15,9 +15,9 @@ import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 
-from router.http.feeds import JobFeeds
-from router.http.schemas import plain
-from router.models import JobEvent
+from jobrouter.http.feeds import JobFeeds
+from jobrouter.http.schemas import plain
+from jobrouter.models import JobEvent
 
 RECONNECT_MS = 1000
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import difflib
 
-from router.errors import StoreError
-from router.store.sqlstore import SqlStore
+from jobrouter.errors import StoreError
+from jobrouter.store.sqlstore import SqlStore
 
 __all__ = ["SqlStore", "check_database_url", "open_store"]
 
@@ -38,7 +38,7 @@ async def open_store(
     check_database_url(url)
     if url.startswith(("postgres://", "postgresql://")):
         try:
-            from router.store.postgres import (
+            from jobrouter.store.postgres import (
                 ACQUIRE_TIMEOUT_S,
                 COMMAND_TIMEOUT_S,
                 PostgresConnector,
@@ -54,6 +54,6 @@ async def open_store(
                 acquire_timeout=acquire_timeout or ACQUIRE_TIMEOUT_S,
             )
         )
-    from router.store.sqlite import SqliteConnector
+    from jobrouter.store.sqlite import SqliteConnector
 
     return SqlStore(await SqliteConnector.open(url))

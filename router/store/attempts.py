@@ -9,16 +9,16 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from router.errors import InvalidTransition
-from router.models import Attempt, AttemptUsage, FinishOutcome, Job, NewEvent
-from router.states import AttemptState, EventKind
-from router.store.changes import Changes
-from router.store.claims import AttemptStart
-from router.store.connector import Connector, Tx
-from router.store.outbox import OutboxWritten
-from router.store.reads import JobReads
-from router.store.rows import dumps, job_from_row
-from router.store.transitions import (
+from jobrouter.errors import InvalidTransition
+from jobrouter.models import Attempt, AttemptUsage, FinishOutcome, Job, NewEvent
+from jobrouter.states import AttemptState, EventKind
+from jobrouter.store.changes import Changes
+from jobrouter.store.claims import AttemptStart
+from jobrouter.store.connector import Connector, Tx
+from jobrouter.store.outbox import OutboxWritten
+from jobrouter.store.reads import JobReads
+from jobrouter.store.rows import dumps, job_from_row
+from jobrouter.store.transitions import (
     append_events,
     end_attempt,
     insert_numbered,

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from functools import lru_cache
 from importlib import resources
 
-from router.store.connector import Connector, in_dialect, parse_named_queries
-from router.store.outbox import OutboxEvent, _event, claim_params
+from jobrouter.store.connector import Connector, in_dialect, parse_named_queries
+from jobrouter.store.outbox import OutboxEvent, _event, claim_params
 
 DIALECT_SUFFIX = "__"
 
@@ -24,7 +24,7 @@ DIALECT_SUFFIX = "__"
 @lru_cache(maxsize=4)
 def bus_queries(dialect: str) -> dict[str, str]:
     """bus.sql's queries for `dialect`: `<name>__<dialect>` replaces `<name>`."""
-    text = resources.files("router.store").joinpath("bus.sql").read_text("utf-8")
+    text = resources.files("jobrouter.store").joinpath("bus.sql").read_text("utf-8")
     parsed = parse_named_queries(text)
     queries = {name: sql for name, sql in parsed.items() if DIALECT_SUFFIX not in name}
     for name, sql in parsed.items():

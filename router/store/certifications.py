@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from router.store.connector import Connector
+from jobrouter.store.connector import Connector
 
 
 @dataclass(frozen=True)

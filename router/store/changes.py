@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from router.models import Job
+from jobrouter.models import Job
 
 # Jobs created here, as committed, until a change of them is heard: `Router.wait` right after
 # `submit` needs no read. Bounded: a job evicted is simply read.

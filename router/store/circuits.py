@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from router.states import CircuitState
-from router.store.connector import Connector
+from jobrouter.states import CircuitState
+from jobrouter.store.connector import Connector
 
 
 @dataclass(frozen=True)

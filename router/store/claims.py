@@ -17,16 +17,16 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from router.models import Attempt, AttemptUsage, Job, NewEvent
-from router.states import AttemptState, JobState
-from router.store.changes import Changes
-from router.store.connector import Connector, Tx
-from router.store.rows import attempt_from_row, job_from_row
-from router.store.server_waits import await_runnable, server_wait_s
-from router.store.starts import start_first_attempts
+from jobrouter.models import Attempt, AttemptUsage, Job, NewEvent
+from jobrouter.states import AttemptState, JobState
+from jobrouter.store.changes import Changes
+from jobrouter.store.connector import Connector, Tx
+from jobrouter.store.rows import attempt_from_row, job_from_row
+from jobrouter.store.server_waits import await_runnable, server_wait_s
+from jobrouter.store.starts import start_first_attempts
 
 if TYPE_CHECKING:
-    from router.store.attempts import AttemptWrites
+    from jobrouter.store.attempts import AttemptWrites
 
 
 @dataclass(frozen=True)

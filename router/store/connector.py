@@ -1,5 +1,5 @@
 """The narrow storage seam: a backend opens a connection, runs named queries, and gives write
-transactions. All domain logic lives in the stores `router.store.sqlstore.SqlStore` holds (one
+transactions. All domain logic lives in the stores `jobrouter.store.sqlstore.SqlStore` holds (one
 per consumer: jobstore.py, outbox.py, circuits.py, certifications.py, tokens.py; their parts in
 files named for what they hold), written once over this seam; the per-dialect
 files only connect, translate parameters and migrate, and the query loader here writes out the
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol, runtime_checkable
 
-from router.errors import InvalidText
+from jobrouter.errors import InvalidText
 
 Row = dict[str, Any]
 Params = Mapping[str, Any]
@@ -167,7 +167,7 @@ def in_dialect(queries: Mapping[str, str], dialect: str) -> dict[str, str]:
 
 def load_queries(dialect: str) -> dict[str, str]:
     """The shared queries, with the dialect's overrides (`queries_<dialect>.sql`) on top."""
-    package = resources.files("router.store")
+    package = resources.files("jobrouter.store")
     queries = parse_named_queries(package.joinpath("queries.sql").read_text("utf-8"))
     override = package.joinpath(f"queries_{dialect}.sql")
     if override.is_file():
@@ -177,7 +177,7 @@ def load_queries(dialect: str) -> dict[str, str]:
 
 def load_migrations(dialect: str) -> list[tuple[int, str, str]]:
     """Numbered migrations `NNNN_name.sql` of a dialect, in order: (number, name, sql)."""
-    folder = resources.files("router.store").joinpath("migrations", dialect)
+    folder = resources.files("jobrouter.store").joinpath("migrations", dialect)
     found = []
     for entry in folder.iterdir():
         match = re.fullmatch(r"(\d{4})_(\w+)\.sql", entry.name)

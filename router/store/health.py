@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from router.store.connector import Connector, load_migrations
+from jobrouter.store.connector import Connector, load_migrations
 
 
 class HealthReads:

@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from router.errors import IdempotencyConflict, JobNotFound
-from router.models import (
+from jobrouter.errors import IdempotencyConflict, JobNotFound
+from jobrouter.models import (
     Attempt,
     AttemptUsage,
     Job,
@@ -23,14 +23,14 @@ from router.models import (
     new_id,
     payload_fingerprint,
 )
-from router.states import AttemptState, EventKind, JobState
-from router.store.changes import Changes
-from router.store.claims import AttemptStart
-from router.store.connector import Connector, Row, Tx
-from router.store.outbox import OutboxWritten
-from router.store.reads import JobReads
-from router.store.rows import attempt_from_row, dumps, job_from_row
-from router.store.transitions import (
+from jobrouter.states import AttemptState, EventKind, JobState
+from jobrouter.store.changes import Changes
+from jobrouter.store.claims import AttemptStart
+from jobrouter.store.connector import Connector, Row, Tx
+from jobrouter.store.outbox import OutboxWritten
+from jobrouter.store.reads import JobReads
+from jobrouter.store.rows import attempt_from_row, dumps, job_from_row
+from jobrouter.store.transitions import (
     append_events,
     end_attempt,
     insert_events,

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from router.store.attempts import AttemptWrites
-from router.store.changes import Changes
-from router.store.claims import Claims
-from router.store.connector import ChangeFeed, Connector, LoadAware
-from router.store.jobs import JobWrites
-from router.store.listing import JobListing
-from router.store.outbox import OutboxWritten
-from router.store.reads import JobReads
-from router.store.waits import Waits
+from jobrouter.store.attempts import AttemptWrites
+from jobrouter.store.changes import Changes
+from jobrouter.store.claims import Claims
+from jobrouter.store.connector import ChangeFeed, Connector, LoadAware
+from jobrouter.store.jobs import JobWrites
+from jobrouter.store.listing import JobListing
+from jobrouter.store.outbox import OutboxWritten
+from jobrouter.store.reads import JobReads
+from jobrouter.store.waits import Waits
 
 
 class JobStore:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from router.listing import JobFilter, JobPage, id_ceiling, id_floor
-from router.states import JobState
-from router.store.connector import Connector
-from router.store.rows import job_from_row
+from jobrouter.listing import JobFilter, JobPage, id_ceiling, id_floor
+from jobrouter.states import JobState
+from jobrouter.store.connector import Connector
+from jobrouter.store.rows import job_from_row
 
 # A provider filter reads the provider's job ids from its index when it has fewer attempts
 # than this (a bounded read, however many jobs there are), else it walks the jobs newest first

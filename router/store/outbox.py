@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from router.store.connector import Connector, Row, Tx
+from jobrouter.store.connector import Connector, Row, Tx
 
 if TYPE_CHECKING:
-    from router.store.bus import BusOutbox
+    from jobrouter.store.bus import BusOutbox
 
 REPLAY_BATCH = 500
 

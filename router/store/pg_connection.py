@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import asyncpg
 
-from providers.redact import scrub
-from router.errors import StoreError
+from jobrouter.errors import StoreError
+from jobrouter.providers.redact import scrub
 
 CONNECT_TIMEOUT_S = 10.0
 

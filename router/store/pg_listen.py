@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import asyncpg
 
-from router.store.pg_connection import (
+from jobrouter.store.pg_connection import (
     CONNECT_TIMEOUT_S,
     CONNECTION_ERRORS,
     OPEN_ERRORS,

@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import asyncpg
 
-from router.errors import StoreError
-from router.store.connector import (
+from jobrouter.errors import StoreError
+from jobrouter.store.connector import (
     ConnectorStats,
     Params,
     Row,
@@ -47,15 +47,15 @@ from router.store.connector import (
     run_callbacks,
     until_done,
 )
-from router.store.pg_connection import (
+from jobrouter.store.pg_connection import (
     CONNECT_TIMEOUT_S,
     CONNECTION_ERRORS,
     OPEN_ERRORS,
     UNAVAILABLE_ERRORS,
     translated_errors,
 )
-from router.store.pg_listen import Listener
-from router.store.pg_url import redact
+from jobrouter.store.pg_listen import Listener
+from jobrouter.store.pg_url import redact
 
 log = logging.getLogger("jobrouter.store.postgres")
 

@@ -3,9 +3,9 @@ job store (jobstore.py)."""
 
 from __future__ import annotations
 
-from router.models import Attempt, Job, JobEvent
-from router.store.connector import Connector
-from router.store.rows import attempt_from_row, event_from_row, job_from_row
+from jobrouter.models import Attempt, Job, JobEvent
+from jobrouter.store.connector import Connector
+from jobrouter.store.rows import attempt_from_row, event_from_row, job_from_row
 
 
 class JobReads:

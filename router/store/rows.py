@@ -11,9 +11,9 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from router.models import Attempt, Job, JobEvent, canonical_json
-from router.states import AttemptState, JobState
-from router.store.connector import Row
+from jobrouter.models import Attempt, Job, JobEvent, canonical_json
+from jobrouter.states import AttemptState, JobState
+from jobrouter.store.connector import Row
 
 
 def ts(value: float | None) -> datetime | None:

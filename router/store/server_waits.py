@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
-from router.store.connector import Connector, Row, Tx
+from jobrouter.store.connector import Connector, Row, Tx
 
 log = logging.getLogger("jobrouter.store.waits")
 

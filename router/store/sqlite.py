@@ -46,8 +46,8 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
-from router.errors import StoreError
-from router.store.connector import (
+from jobrouter.errors import StoreError
+from jobrouter.store.connector import (
     ConnectorStats,
     Params,
     Row,
@@ -56,7 +56,7 @@ from router.store.connector import (
     run_callbacks,
     until_done,
 )
-from router.store.sqlite_file import (
+from jobrouter.store.sqlite_file import (
     BUSY_TIMEOUT_MS,
     connect,
     migrate,

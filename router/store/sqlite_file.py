@@ -26,8 +26,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from router.errors import StoreError
-from router.store.connector import load_migrations
+from jobrouter.errors import StoreError
+from jobrouter.store.connector import load_migrations
 
 BUSY_TIMEOUT_MS = 10_000
 # Primary result codes (sqlite_errorcode & 0xff): the database cannot be used right now ...

@@ -17,14 +17,14 @@ process's deliverers once it commits.
 
 from __future__ import annotations
 
-from router.store.bus import BusOutbox
-from router.store.certifications import CertificationStore
-from router.store.circuits import CircuitStore
-from router.store.connector import Connector
-from router.store.health import HealthReads
-from router.store.jobstore import JobStore
-from router.store.outbox import OutboxStore, OutboxWritten
-from router.store.tokens import TokenStore
+from jobrouter.store.bus import BusOutbox
+from jobrouter.store.certifications import CertificationStore
+from jobrouter.store.circuits import CircuitStore
+from jobrouter.store.connector import Connector
+from jobrouter.store.health import HealthReads
+from jobrouter.store.jobstore import JobStore
+from jobrouter.store.outbox import OutboxStore, OutboxWritten
+from jobrouter.store.tokens import TokenStore
 
 
 class SqlStore:

@@ -18,15 +18,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from router.errors import InvalidTransition
-from router.models import Attempt, Job, NewEvent, new_id
-from router.states import JobState
-from router.store.connector import Tx
-from router.store.rows import attempt_from_row, job_from_row
-from router.store.transitions import insert_events_of_jobs, moved, started_event
+from jobrouter.errors import InvalidTransition
+from jobrouter.models import Attempt, Job, NewEvent, new_id
+from jobrouter.states import JobState
+from jobrouter.store.connector import Tx
+from jobrouter.store.rows import attempt_from_row, job_from_row
+from jobrouter.store.transitions import insert_events_of_jobs, moved, started_event
 
 if TYPE_CHECKING:
-    from router.store.claims import AttemptStart
+    from jobrouter.store.claims import AttemptStart
 
 Queries = Mapping[str, str]
 

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from router.models import new_id
-from router.store.connector import Connector
+from jobrouter.models import new_id
+from jobrouter.store.connector import Connector
 
 TOKEN_PREFIX = "jr_"
 TOKEN_BYTES = 32  # 256 random bits

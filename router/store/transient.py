@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 
-from router.errors import StoreError
+from jobrouter.errors import StoreError
 
 _ASYNCPG_TRANSIENT = (
     "PostgresConnectionError",

@@ -11,15 +11,15 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from router.errors import AttemptNotFound, InvalidTransition, JobNotFound
-from router.models import Attempt, AttemptUsage, Job, NewEvent, new_id
-from router.states import AttemptState, EventKind, JobState, attempt_can_move, job_can_move
-from router.store.connector import Tx
-from router.store.outbox import OutboxWritten
-from router.store.rows import attempt_from_row, dumps, job_from_row
+from jobrouter.errors import AttemptNotFound, InvalidTransition, JobNotFound
+from jobrouter.models import Attempt, AttemptUsage, Job, NewEvent, new_id
+from jobrouter.states import AttemptState, EventKind, JobState, attempt_can_move, job_can_move
+from jobrouter.store.connector import Tx
+from jobrouter.store.outbox import OutboxWritten
+from jobrouter.store.rows import attempt_from_row, dumps, job_from_row
 
 if TYPE_CHECKING:
-    from router.store.claims import AttemptStart
+    from jobrouter.store.claims import AttemptStart
 
 Queries = Mapping[str, str]
 

@@ -36,11 +36,11 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from router.states import JobState
-from router.store.changes import Changes
-from router.store.connector import Connector, Row
-from router.store.rows import job_from_row
-from router.store.server_waits import WaitCalls
+from jobrouter.states import JobState
+from jobrouter.store.changes import Changes
+from jobrouter.store.connector import Connector, Row
+from jobrouter.store.rows import job_from_row
+from jobrouter.store.server_waits import WaitCalls
 
 log = logging.getLogger("jobrouter.store.waits")
 

@@ -13,10 +13,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from router.ui import ops, pages
-from router.ui.counts import CountsCache
-from router.ui.render import PAGE_HEADERS, templates
-from router.ui.session import CsrfRefused, SignInRequired
+from jobrouter.ui import ops, pages
+from jobrouter.ui.counts import CountsCache
+from jobrouter.ui.render import PAGE_HEADERS, templates
+from jobrouter.ui.session import CsrfRefused, SignInRequired
 
 STATIC = Path(__file__).with_name("static")
 

@@ -12,9 +12,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from router.listing import JobFilter
-from router.states import JobState
-from router.store.jobstore import JobStore
+from jobrouter.listing import JobFilter
+from jobrouter.states import JobState
+from jobrouter.store.jobstore import JobStore
 
 COUNTS_MAX_AGE_S = 30.0
 MAX_FILTERS = 256  # filters kept at once (each is a few ints); the oldest go first

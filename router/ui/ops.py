@@ -9,9 +9,9 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from router.http.auth import RouterDep
-from router.ui.pages import page
-from router.ui.session import Poster, Viewer
+from jobrouter.http.auth import RouterDep
+from jobrouter.ui.pages import page
+from jobrouter.ui.session import Poster, Viewer
 
 routes = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -19,7 +19,7 @@ routes = APIRouter(prefix="/ui", include_in_schema=False)
 @routes.get("/matrix", response_class=HTMLResponse)
 async def certification_matrix(request: Request, router: RouterDep, who: Viewer) -> HTMLResponse:
     """What `jobrouter contracts status` prints, from the store, calling nobody."""
-    from router.certifier import matrix, pairs_to_certify
+    from jobrouter.certifier import matrix, pairs_to_certify
 
     pairs = pairs_to_certify(router.config, router.tasks)
     cells = await matrix(router.store.certifications, router.providers, pairs)

@@ -12,17 +12,17 @@ from urllib.parse import urlencode, urlsplit
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from router.disclosure import disclose
-from router.errors import JobNotFound, JobRouterError, ListingError
-from router.http.auth import Principal, RouterDep
-from router.http.listing import job_filter
-from router.http.problems import ProblemError
-from router.listing import JobFilter, checked_cursor
-from router.models import Job
-from router.states import AttemptState, JobState
-from router.ui.counts import CountsCache
-from router.ui.render import PAGE_HEADERS, templates
-from router.ui.session import COOKIE, Poster, Viewer, csrf_of, is_https
+from jobrouter.disclosure import disclose
+from jobrouter.errors import JobNotFound, JobRouterError, ListingError
+from jobrouter.http.auth import Principal, RouterDep
+from jobrouter.http.listing import job_filter
+from jobrouter.http.problems import ProblemError
+from jobrouter.listing import JobFilter, checked_cursor
+from jobrouter.models import Job
+from jobrouter.states import AttemptState, JobState
+from jobrouter.ui.counts import CountsCache
+from jobrouter.ui.render import PAGE_HEADERS, templates
+from jobrouter.ui.session import COOKIE, Poster, Viewer, csrf_of, is_https
 
 routes = APIRouter(prefix="/ui", include_in_schema=False)
 PAGE = 50

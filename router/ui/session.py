@@ -16,14 +16,14 @@ from urllib.parse import urlsplit
 
 from fastapi import Depends, Form, Request
 
-from router.api import Router
-from router.http.auth import Principal, get_router
+from jobrouter.api import Router
+from jobrouter.http.auth import Principal, get_router
 
 COOKIE = "jobrouter_session"
 
 
 class SignInRequired(Exception):
-    """No valid session: the page answers with the sign-in form (see `router.ui.install`)."""
+    """No valid session: the page answers with the sign-in form (see `jobrouter.ui.install`)."""
 
 
 class CsrfRefused(Exception):

@@ -64,7 +64,7 @@ class Server:
         if operator:
             args.append("--operator")
         done = subprocess.run(
-            [sys.executable, "-c", "from router.cli import main; main()", *args],
+            [sys.executable, "-c", "from jobrouter.cli import main; main()", *args],
             cwd=ROOT,
             capture_output=True,
             text=True,

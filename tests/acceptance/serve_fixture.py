@@ -18,9 +18,9 @@ import socket
 import sys
 from pathlib import Path
 
-from providers import Completion, CompletionRequest
-from router.api import Router
-from router.http.server import serve
+from jobrouter.api import Router
+from jobrouter.http.server import serve
+from jobrouter.providers import Completion, CompletionRequest
 from tests.support.fakes import Lifecycle
 
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from providers import _litellm
-from providers.config import ProviderConfig
-from router import Router
-from router.certifier import Cell, certify_pair, matrix, pairs_to_certify
-from router.config import DatabaseConfig, EngineConfig, RouterConfig, TaskConfig
-from router.models import Job, JobEvent
-from router.states import JobState
+from jobrouter import Router
+from jobrouter.certifier import Cell, certify_pair, matrix, pairs_to_certify
+from jobrouter.config import DatabaseConfig, EngineConfig, RouterConfig, TaskConfig
+from jobrouter.models import Job, JobEvent
+from jobrouter.providers import _litellm
+from jobrouter.providers.config import ProviderConfig
+from jobrouter.states import JobState
 from tests.providers.fault_server import FaultServer, start_fault_server
 
 CONTRACT = """\

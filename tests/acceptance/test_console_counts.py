@@ -11,11 +11,11 @@ import re
 
 import httpx
 
-from router import Router
-from router.http.app import create_app
-from router.listing import JobFilter
-from router.ui.counts import CountsCache
-from router.ui.session import COOKIE
+from jobrouter import Router
+from jobrouter.http.app import create_app
+from jobrouter.listing import JobFilter
+from jobrouter.ui.counts import CountsCache
+from jobrouter.ui.session import COOKIE
 from tests.support.backends import db_url as db_url  # a fixture, used by name
 from tests.support.echo_router import router as router  # a fixture, used by name
 from tests.support.echo_router import submit_echo

@@ -8,7 +8,7 @@ import asyncio
 import httpx
 import pytest
 
-from router.ui.session import COOKIE, csrf_of
+from jobrouter.ui.session import COOKIE, csrf_of
 from tests.acceptance.conftest import Server
 
 

@@ -15,8 +15,8 @@ import asyncpg
 import httpx
 import pytest
 
-from router import Router
-from router.http.app import create_app
+from jobrouter import Router
+from jobrouter.http.app import create_app
 from tests.store.pg import ADMIN_URL
 from tests.support.backends import BACKENDS
 from tests.support.backends import db_url as db_url  # a fixture, used by name

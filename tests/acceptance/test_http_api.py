@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from router.client import (
+from jobrouter.client import (
     IdempotencyKeyReused,
     JobClient,
     JobIntent,

@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from router.client import JobClient, JobIntent, RetryPolicy
-from router.models import JobEvent
-from router.states import JobState
+from jobrouter.client import JobClient, JobIntent, RetryPolicy
+from jobrouter.models import JobEvent
+from jobrouter.states import JobState
 from tests.acceptance.conftest import Server
 
 

@@ -21,7 +21,7 @@ from typing import TypeVar
 import asyncpg
 import pytest
 
-from router.leader import APP_NAME_PREFIX, LEADER_LOCK
+from jobrouter.leader import APP_NAME_PREFIX, LEADER_LOCK
 from tests.store.pg import fresh_database
 
 pytestmark = pytest.mark.postgres
@@ -66,7 +66,7 @@ def workers(tmp_path: Path, pg_url: str) -> Iterator[list[Worker]]:
                 [
                     sys.executable,
                     "-m",
-                    "router",
+                    "jobrouter",
                     "worker",
                     "--config",
                     str(config),

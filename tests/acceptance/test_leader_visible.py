@@ -9,9 +9,9 @@ from pathlib import Path
 
 import httpx
 
-from router import Router
-from router.config import RouterConfig
-from router.http.app import create_app
+from jobrouter import Router
+from jobrouter.config import RouterConfig
+from jobrouter.http.app import create_app
 
 WAIT_S = 30.0
 

@@ -39,9 +39,9 @@ from schemathesis.checks import (
 )
 from schemathesis.config import SchemathesisConfig
 
-from router.build import build_tasks
-from router.config import RouterConfig
-from router.http.app import create_app
+from jobrouter.build import build_tasks
+from jobrouter.config import RouterConfig
+from jobrouter.http.app import create_app
 from tests.acceptance.conftest import CONFIG, CONTRACT, Server, start_server, stop_server
 from tests.store.pg import create_database, drop_databases
 

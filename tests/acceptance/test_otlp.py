@@ -23,8 +23,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import asyncio, sys
-from router import Router
-from router.config import EngineConfig, RouterConfig, TaskConfig
+from jobrouter import Router
+from jobrouter.config import EngineConfig, RouterConfig, TaskConfig
 from tests.support.fakes import FakeProvider
 
 async def main() -> None:

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from router import AttemptState, JobState, Router
-from router.config import TaskConfig
-from router.disclosure import disclose
+from jobrouter import AttemptState, JobState, Router
+from jobrouter.config import TaskConfig
+from jobrouter.disclosure import disclose
 from tests.acceptance.test_resilience import (  # noqa: F401 (fixtures, used by name)
     OWNER,
     SETTLE,

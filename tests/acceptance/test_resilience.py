@@ -23,10 +23,16 @@ from typing import Any
 
 import pytest
 
-from providers import _litellm, resilience
-from providers.config import ProviderConfig, RetryPolicy, Timeouts
-from router import Attempt, AttemptState, Job, JobEvent, JobState, Router
-from router.config import BreakerConfig, CertificationConfig, EngineConfig, RouterConfig, TaskConfig
+from jobrouter import Attempt, AttemptState, Job, JobEvent, JobState, Router
+from jobrouter.config import (
+    BreakerConfig,
+    CertificationConfig,
+    EngineConfig,
+    RouterConfig,
+    TaskConfig,
+)
+from jobrouter.providers import _litellm, resilience
+from jobrouter.providers.config import ProviderConfig, RetryPolicy, Timeouts
 from tests.providers.fault_server import FaultServer, start_fault_server
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -33,8 +33,8 @@ import asyncpg
 import httpx
 import pytest
 
-from providers.redact import REDACTED
-from router.ui.session import COOKIE
+from jobrouter.providers.redact import REDACTED
+from jobrouter.ui.session import COOKIE
 from tests.acceptance.conftest import CONTRACT, ROOT
 from tests.acceptance.e2e.test_cli_serve import CLI, free_port
 from tests.providers.fault_server import start_fault_server

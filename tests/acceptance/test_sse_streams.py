@@ -20,9 +20,9 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from router import Router
-from router.config import HttpConfig
-from router.http.app import create_app
+from jobrouter import Router
+from jobrouter.config import HttpConfig
+from jobrouter.http.app import create_app
 from tests.support.echo_router import echo_router
 from tests.support.store_jobs import create_job
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from router import Router
-from router.states import JobState
+from jobrouter import Router
+from jobrouter.states import JobState
 from tests.bench.scenarios import bench_config
 from tests.store.pg import fresh_database
 
@@ -67,7 +67,7 @@ async def pg_url() -> AsyncIterator[str]:
 def start_worker(config: Path, log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as err:  # the child keeps its own descriptor
         return subprocess.Popen(
-            [sys.executable, "-m", "router", "worker", "--config", str(config)],
+            [sys.executable, "-m", "jobrouter", "worker", "--config", str(config)],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=err,

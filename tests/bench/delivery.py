@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from router.bus_nats import BusSettings, NatsDelivery
-from router.fleet import Delivery
-from router.outbox import DeliverySettings, OutboxDeliverer, Webhook
-from router.store import SqlStore, open_store
+from jobrouter.bus_nats import BusSettings, NatsDelivery
+from jobrouter.fleet import Delivery
+from jobrouter.outbox import DeliverySettings, OutboxDeliverer, Webhook
+from jobrouter.store import SqlStore, open_store
 from tests.store.pg import create_database, drop_database
 from tests.support.nats_bus import delete_stream, own_bus
 from tests.support.outbox_jobs import succeeded_events

@@ -42,8 +42,8 @@ async def run(port: int, calls: int, concurrency: int) -> None:
     import aiohttp
     import httpx
 
-    from providers import CompletionRequest, Message, ProviderConfig
-    from providers.openai_http import OpenAIHttpProvider
+    from jobrouter.providers import CompletionRequest, Message, ProviderConfig
+    from jobrouter.providers.openai_http import OpenAIHttpProvider
 
     url = f"http://127.0.0.1:{port}/v1/chat/completions"
     async with httpx.AsyncClient(timeout=60) as client:  # the stub's first answer: seconds

@@ -15,9 +15,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from router.listing import JobFilter
-from router.states import JobState
-from router.store import SqlStore, open_store
+from jobrouter.listing import JobFilter
+from jobrouter.states import JobState
+from jobrouter.store import SqlStore, open_store
 from tests.bench.prefill import prefill_postgres, prefill_sqlite
 from tests.support.store_jobs import count_jobs, create_job
 

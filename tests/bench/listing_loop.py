@@ -16,8 +16,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from router.listing import JobFilter
-from router.store import SqlStore, open_store
+from jobrouter.listing import JobFilter
+from jobrouter.store import SqlStore, open_store
 
 RUNS = 5
 FILTERS = {

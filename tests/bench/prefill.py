@@ -10,8 +10,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from router.models import new_id
-from router.store.sqlite_file import sqlite_path
+from jobrouter.models import new_id
+from jobrouter.store.sqlite_file import sqlite_path
 
 BATCH = 50_000
 

@@ -3,11 +3,11 @@
     python -m tests.bench.scenarios --scenario sqlite --concurrency 64 --jobs 2000 --stub-port P
 
 Scenarios: litellm (direct acompletion), litellm_router (litellm.Router with a fallback),
-openai_http (the product's native transport, `providers.openai_http.OpenAIHttpProvider`, called
-directly), sqlite (jobrouter, workers in process), postgres1 / postgres2 (jobrouter submitting
-from this process, one or two `jobrouter worker` processes running the jobs); each jobrouter
-scenario with the suffix `_openai` has its providers configured with `transport = "openai"`
-(no litellm in any process). Prints one JSON line.
+openai_http (the product's native transport, `jobrouter.providers.openai_http.OpenAIHttpProvider`,
+called directly), sqlite (jobrouter, workers in process), postgres1 / postgres2 (jobrouter
+submitting from this process, one or two `jobrouter worker` processes running the jobs); each
+jobrouter scenario with the suffix `_openai` has its providers configured with `transport =
+"openai"` (no litellm in any process). Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -178,9 +178,9 @@ poll_interval = {poll_s}
 async def run_openai_http(args: argparse.Namespace) -> dict[str, Any]:
     """The stub called through the product's native transport directly (no router): what the
     transport itself costs, beside direct litellm."""
-    from providers import CompletionRequest, Message, ProviderConfig
-    from providers.config import RetryPolicy
-    from providers.openai_http import OpenAIHttpProvider
+    from jobrouter.providers import CompletionRequest, Message, ProviderConfig
+    from jobrouter.providers.config import RetryPolicy
+    from jobrouter.providers.openai_http import OpenAIHttpProvider
 
     config = ProviderConfig(
         model="openai/stub",
@@ -204,7 +204,7 @@ async def run_openai_http(args: argparse.Namespace) -> dict[str, Any]:
 async def prepare(args: argparse.Namespace, url: str, transport: str, workers: int) -> Path:
     """The schema, the prefill, the config file and (with a contract) the certifications,
     before the clock; returns the config file."""
-    from router.store import open_store
+    from jobrouter.store import open_store
     from tests.bench.prefill import prefill_postgres, prefill_sqlite
 
     store = await open_store(url)  # creates the schema
@@ -227,7 +227,7 @@ async def prepare(args: argparse.Namespace, url: str, transport: str, workers: i
 async def run_jobrouter(
     args: argparse.Namespace, url: str, workers: int, transport: str = "litellm"
 ) -> dict[str, Any]:
-    from router import Router
+    from jobrouter import Router
 
     config_file = await prepare(args, url, transport, workers)
     if args.statements:
@@ -326,9 +326,9 @@ async def _other_databases_backends(router: Any) -> set[int]:
 async def certify(config_file: Path) -> None:
     """Certify both stub providers for the bench contract, as `jobrouter contracts run` does,
     before the clock starts (through the real certifier: the records are real)."""
-    from router.build import build_providers, build_tasks, resolve_config
-    from router.certifier import certify_pair, pairs_to_certify
-    from router.store import open_store
+    from jobrouter.build import build_providers, build_tasks, resolve_config
+    from jobrouter.certifier import certify_pair, pairs_to_certify
+    from jobrouter.store import open_store
 
     config = resolve_config(config_file)
     tasks = build_tasks(config)

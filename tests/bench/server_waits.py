@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import asyncpg
 
-from router.states import JobState
-from router.store import SqlStore, open_store
-from router.store.waits import SETTLED
+from jobrouter.states import JobState
+from jobrouter.store import SqlStore, open_store
+from jobrouter.store.waits import SETTLED
 from tests.bench.cpu import process_cpu_s
 from tests.store.pg import fresh_database
 from tests.support.store_jobs import create_job

@@ -40,7 +40,7 @@ def _cli(args: list[str], folder: Path, importtime: bool = False) -> tuple[float
         sys.executable,
         *(["-X", "importtime"] if importtime else []),
         "-m",
-        "router",
+        "jobrouter",
         *args,
         *([] if args == ["--help"] else ["-d", f"sqlite:///{folder}/jobs.db"]),
     ]
@@ -52,7 +52,7 @@ def _cli(args: list[str], folder: Path, importtime: bool = False) -> tuple[float
 def _job(folder: Path) -> str:
     env = {**os.environ, "JOBROUTER_CONFIG": str(CONFIG)}
     code = (
-        "import asyncio\nfrom router.store import open_store\n"
+        "import asyncio\nfrom jobrouter.store import open_store\n"
         "async def go():\n"
         f"    s = await open_store('sqlite:///{folder}/jobs.db')\n"
         "    j, _ = await s.jobs.create_and_start(owner='cli', idempotency_key='k', "
@@ -75,7 +75,7 @@ def _serve(folder: Path) -> tuple[float, float]:
         [
             sys.executable,
             "-m",
-            "router",
+            "jobrouter",
             "serve",
             "--config",
             str(CONFIG),

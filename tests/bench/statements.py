@@ -40,8 +40,8 @@ class Tally:
 
     def name(self, query: str) -> str:
         if not self._names:
-            from router.store.connector import load_queries
-            from router.store.postgres import translate
+            from jobrouter.store.connector import load_queries
+            from jobrouter.store.postgres import translate
 
             for name, text in load_queries("postgres").items():
                 self._names[translate(text)[0].strip()] = name
@@ -151,7 +151,7 @@ def main() -> None:
     profile = os.environ.get(PROFILE_ENV)
     if profile:
         profile_until_exit(Path(profile))
-    from router.cli import main as cli
+    from jobrouter.cli import main as cli
 
     sys.argv[0] = "jobrouter"
     cli()

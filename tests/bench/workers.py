@@ -19,7 +19,7 @@ def start_workers(
     with `statements_dir`, each counts its statements (tests/bench/statements.py). Each worker
     writes a ready line once it takes jobs: the clock starts after every one has."""
     env = dict(os.environ)
-    module = "router"
+    module = "jobrouter"
     if statements_dir is not None:
         env[statements.ENV] = str(statements_dir)
         module = "tests.bench.statements"

@@ -50,9 +50,9 @@ from typing import Any
 
 import pytest
 
-from router.api import Router
-from router.outbox import SIGNATURE_HEADER, verify_signature
-from router.store import SqlStore
+from jobrouter.api import Router
+from jobrouter.outbox import SIGNATURE_HEADER, verify_signature
+from jobrouter.store import SqlStore
 from tests.providers.fault_server import FaultServer, start_fault_server
 from tests.store.pg import fresh_database
 from tests.support.webhook_receiver import WebhookReceiver
@@ -183,7 +183,7 @@ class Cluster:
                 [
                     sys.executable,
                     "-m",
-                    "router",
+                    "jobrouter",
                     "worker",
                     "--config",
                     str(self.config),

@@ -26,14 +26,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import router.api
-from providers import _litellm, resilience
-from providers.config import ProviderConfig, RetryPolicy
-from router import AttemptState, Router
-from router import persist as persist_module
-from router.config import CertificationConfig, EngineConfig, RouterConfig, TaskConfig
-from router.models import Attempt
-from router.store import SqlStore, open_store
+import jobrouter.api
+from jobrouter import AttemptState, Router
+from jobrouter import persist as persist_module
+from jobrouter.config import CertificationConfig, EngineConfig, RouterConfig, TaskConfig
+from jobrouter.models import Attempt
+from jobrouter.providers import _litellm, resilience
+from jobrouter.providers.config import ProviderConfig, RetryPolicy
+from jobrouter.store import SqlStore, open_store
 from tests.providers.fault_server import FaultServer, start_fault_server
 from tests.store.pg import create_database, drop_database
 from tests.support.faulty_connector import FaultyConnector, When
@@ -113,7 +113,7 @@ async def example(
             connectors[-1].fail(query, when, times)
         return SqlStore(connectors[-1])
 
-    with mock.patch.object(router.api, "open_store", open_faulty):
+    with mock.patch.object(jobrouter.api, "open_store", open_faulty):
         async with Router.open(url, config(url, a, b)) as r:
             keys = [f"key-{i}-{id(faults)}" for i in range(JOBS)]
             jobs = await asyncio.gather(*(r.submit("shop", k, "post", {"text": k}) for k in keys))

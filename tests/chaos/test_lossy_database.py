@@ -23,9 +23,9 @@ from collections import Counter
 
 import pytest
 
-from router import AttemptState, JobState, Router
-from router import persist as persist_module
-from router.config import CertificationConfig, EngineConfig, RouterConfig, TaskConfig
+from jobrouter import AttemptState, JobState, Router
+from jobrouter import persist as persist_module
+from jobrouter.config import CertificationConfig, EngineConfig, RouterConfig, TaskConfig
 from tests.store.pg import fresh_database
 from tests.support.fakes import FakeProvider, Step
 from tests.support.flaky_proxy import FlakyProxy

@@ -19,9 +19,9 @@ from typing import Any
 import nats
 import pytest
 
-from router.bus_nats import BusSettings, NatsDelivery
-from router.outbox import SIGNATURE_HEADER, DeliverySettings, Webhook, verify_signature
-from router.store import SqlStore
+from jobrouter.bus_nats import BusSettings, NatsDelivery
+from jobrouter.outbox import SIGNATURE_HEADER, DeliverySettings, Webhook, verify_signature
+from jobrouter.store import SqlStore
 from tests.support.backends import db_url as db_url  # a fixture, used by name
 from tests.support.backends import store as store  # a fixture, used by name
 from tests.support.flaky_proxy import FlakyProxy

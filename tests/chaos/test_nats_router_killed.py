@@ -21,10 +21,10 @@ import asyncpg
 import nats
 import pytest
 
-from router.bus_nats import BusSettings, NatsDelivery
-from router.config import RouterConfig
-from router.outbox import DeliverySettings, Webhook
-from router.store import SqlStore, open_store
+from jobrouter.bus_nats import BusSettings, NatsDelivery
+from jobrouter.config import RouterConfig
+from jobrouter.outbox import DeliverySettings, Webhook
+from jobrouter.store import SqlStore, open_store
 from tests.store.pg import fresh_database
 from tests.support.nats_bus import delivering, own_stream, stream_state
 from tests.support.outbox_jobs import succeeded_events

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from contracts import Contract, contract_from_data
+from jobrouter.contracts import Contract, contract_from_data
 
 _CONTRACT: dict[str, Any] = {
     "name": "sentiment",

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contracts.agreement import agreement_key, measure_agreement, meets
+from jobrouter.contracts.agreement import agreement_key, measure_agreement, meets
 
 
 def test_two_of_three_agree() -> None:

@@ -12,10 +12,16 @@ from typing import Any
 
 import pytest
 
-from contracts import Certification, Contract, certify, contract_fingerprint, contract_from_data
-from contracts.certification import Failure, Validity
-from contracts.rendering import NO_USAGE, UNKNOWN_WINDOW
-from providers.base import (
+from jobrouter.contracts import (
+    Certification,
+    Contract,
+    certify,
+    contract_fingerprint,
+    contract_from_data,
+)
+from jobrouter.contracts.certification import Failure, Validity
+from jobrouter.contracts.rendering import NO_USAGE, UNKNOWN_WINDOW
+from jobrouter.providers.base import (
     Completion,
     CompletionRequest,
     MarkerTokens,
@@ -23,7 +29,7 @@ from providers.base import (
     PromptInspection,
     Usage,
 )
-from providers.errors import NotSent, OutcomeUnknown, ProviderError, Rejected
+from jobrouter.providers.errors import NotSent, OutcomeUnknown, ProviderError, Rejected
 from tests.support.fakes import Lifecycle
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

@@ -7,9 +7,16 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from contracts import CheckSpec, Contract, check_output, run_checks, validate_input, validate_output
-from contracts.checks import json_equal, run_check
-from contracts.loader import load_contract
+from jobrouter.contracts import (
+    CheckSpec,
+    Contract,
+    check_output,
+    run_checks,
+    validate_input,
+    validate_output,
+)
+from jobrouter.contracts.checks import json_equal, run_check
+from jobrouter.contracts.loader import load_contract
 
 _SPEC = TypeAdapter(CheckSpec)
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from contracts import Contract, contract_fingerprint, contract_from_data, load_contract
+from jobrouter.contracts import Contract, contract_fingerprint, contract_from_data, load_contract
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ def test_same_contract_loaded_twice_has_the_same_fingerprint() -> None:
 
 def test_fingerprint_is_the_same_in_another_process(tmp_path: Path) -> None:
     code = (
-        "from contracts import load_contract, contract_fingerprint\n"
+        "from jobrouter.contracts import load_contract, contract_fingerprint\n"
         "for n in ('caption', 'extract_product', 'review_sentiment'):\n"
         "    print(contract_fingerprint(load_contract(n)))\n"
     )

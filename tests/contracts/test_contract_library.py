@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from contracts import (
+from jobrouter.contracts import (
     ContainsCheck,
     Contract,
     EqualsCheck,
@@ -23,7 +23,7 @@ from contracts import (
     certify,
     load_contract,
 )
-from providers.base import Completion, CompletionRequest
+from jobrouter.providers.base import Completion, CompletionRequest
 from tests.support.fakes import Lifecycle
 
 FILLERS: dict[str, Any] = {"reason": "short reason", "text": "", "name": "item"}

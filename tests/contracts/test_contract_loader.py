@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from contracts import (
+from jobrouter.contracts import (
     Contract,
     ContractError,
     ContractNotFound,
@@ -91,7 +91,9 @@ def test_library_file_is_named_relative_to_the_package(
     (tmp_path / "library").mkdir()
     contract_data["version"] = "one"
     write(tmp_path / "library", contract_data)
-    monkeypatch.setattr("contracts.loader.resources", SimpleNamespace(files=lambda _: tmp_path))
+    monkeypatch.setattr(
+        "jobrouter.contracts.loader.resources", SimpleNamespace(files=lambda _: tmp_path)
+    )
     with pytest.raises(ContractError) as info:
         load_contract("sentiment")
     assert str(info.value) == (

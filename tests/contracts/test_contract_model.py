@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from contracts import (
+from jobrouter.contracts import (
     Case,
     ContainsCheck,
     Contract,

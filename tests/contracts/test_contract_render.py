@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-import contracts.render as render_module
-from contracts import (
+import jobrouter.contracts.render as render_module
+from jobrouter.contracts import (
     Contract,
     ExampleMessage,
     Prompt,
@@ -16,7 +16,7 @@ from contracts import (
     contract_from_data,
     render_messages,
 )
-from providers.base import Message
+from jobrouter.providers.base import Message
 
 
 def with_prompt(contract: Contract, **prompt: Any) -> Contract:

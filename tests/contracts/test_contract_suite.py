@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from contracts import CaseEvidence, Contract, RenderingEvidence, load_contract
-from contracts.suite import assert_case_passes, case_params, describe_case
-from providers.base import Completion, CompletionRequest
+from jobrouter.contracts import CaseEvidence, Contract, RenderingEvidence, load_contract
+from jobrouter.contracts.suite import assert_case_passes, case_params, describe_case
+from jobrouter.providers.base import Completion, CompletionRequest
 from tests.support.fakes import Lifecycle
 
 

@@ -12,10 +12,10 @@ import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from contracts import CaseEvidence, Certification, RenderingEvidence, Validity
-from contracts.certification import Failure
-from router.certifier import Cell
-from router.printing import cell_text, render_matrix
+from jobrouter.certifier import Cell
+from jobrouter.contracts import CaseEvidence, Certification, RenderingEvidence, Validity
+from jobrouter.contracts.certification import Failure
+from jobrouter.printing import cell_text, render_matrix
 
 GOLDEN = Path(__file__).with_name("golden") / "matrix.txt"
 WIDTH = 100

@@ -1,10 +1,10 @@
 """The gate for "enable failover": one test per provider x contract x case, from cassettes.
 
-The providers and routes are those of cassettes/jobrouter.toml (three local llama.cpp
-servers serving Gemma 3 270M). Each (provider, contract) pair's certification was recorded into
+The providers and routes are those of cassettes/jobrouter.toml (three local llama.cpp servers
+serving Gemma 3 270M). Each (provider, contract) pair's certification was recorded into
 cassettes/<provider>/<contract>/certify.yaml, all cases in order, so a pair is replayed ONCE
-(`Replays`, module-scoped: `contracts.certify` under the cassette, strict replay, every recorded
-interaction played) and each parameter then judges its own case's evidence.
+(`Replays`, module-scoped: `jobrouter.contracts.certify` under the cassette, strict replay, every
+recorded interaction played) and each parameter then judges its own case's evidence.
 
 A tiny model fails some golden cases for real. Those are not marked xfail: every case's verdict
 is checked against tests/contracts/golden/local_verdicts.json ({provider: {contract: {case:
@@ -24,14 +24,14 @@ from pathlib import Path
 
 import pytest
 
-from contracts import Case, CaseEvidence, Certification, Contract, certify
-from contracts.suite import case_params, describe_case
-from providers import _litellm
-from providers.cassettes import cassette, read_meta
-from providers.transports import build_provider
-from router.build import build_tasks
-from router.certifier import Pair, pairs_to_certify
-from router.config import load_config
+from jobrouter.build import build_tasks
+from jobrouter.certifier import Pair, pairs_to_certify
+from jobrouter.config import load_config
+from jobrouter.contracts import Case, CaseEvidence, Certification, Contract, certify
+from jobrouter.contracts.suite import case_params, describe_case
+from jobrouter.providers import _litellm
+from jobrouter.providers.cassettes import cassette, read_meta
+from jobrouter.providers.transports import build_provider
 
 ROOT = Path(__file__).resolve().parents[2]
 CASSETTES = ROOT / "cassettes"

@@ -10,10 +10,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from contracts import Contract, certify
-from contracts.rendering import NO_USAGE, diagnose, tolerance
-from providers.base import MarkerTokens
-from providers.errors import InvalidOutput
+from jobrouter.contracts import Contract, certify
+from jobrouter.contracts.rendering import NO_USAGE, diagnose, tolerance
+from jobrouter.providers.base import MarkerTokens
+from jobrouter.providers.errors import InvalidOutput
 from tests.contracts.test_contract_certify import (
     GOOD_ANSWERS,
     USAGE,

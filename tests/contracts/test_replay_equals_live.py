@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from contracts import Certification, certify, load_contract
-from providers.cassettes import cassette
-from router.build import build_providers
-from router.config import load_config
-from router.recordings import LIVE_RECORD
+from jobrouter.build import build_providers
+from jobrouter.config import load_config
+from jobrouter.contracts import Certification, certify, load_contract
+from jobrouter.providers.cassettes import cassette
+from jobrouter.recordings import LIVE_RECORD
 
 CASSETTES = Path(__file__).resolve().parents[2] / "cassettes"
 RECORDED = sorted(CASSETTES.glob(f"*/*/{LIVE_RECORD}"))

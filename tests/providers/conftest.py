@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from providers import _litellm, resilience
-from providers.adapter import Adapter
-from providers.config import ProviderConfig
-from providers.transports import build_provider
+from jobrouter.providers import _litellm, resilience
+from jobrouter.providers.adapter import Adapter
+from jobrouter.providers.config import ProviderConfig
+from jobrouter.providers.transports import build_provider
 from tests.providers.fault_server import FaultServer, start_fault_server
 
 MakeProvider = Callable[..., Adapter]

@@ -1,6 +1,6 @@
 """Through either transport, a request missing from a cassette fails loudly as CassetteMiss, never
 as a provider failure (a router would retry or fail over on litellm's 500 and hide the missing
-recording). Recording and replay use the project's `providers.cassettes.cassette`."""
+recording). Recording and replay use the project's `jobrouter.providers.cassettes.cassette`."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import vcr
 
-from providers.base import CompletionRequest, Message
-from providers.cassettes import cassette
-from providers.errors import CassetteMiss, ProviderError
+from jobrouter.providers.base import CompletionRequest, Message
+from jobrouter.providers.cassettes import cassette
+from jobrouter.providers.errors import CassetteMiss, ProviderError
 from tests.providers.conftest import TRANSPORTS, MakeProvider
 from tests.providers.fault_server import FaultServer
 

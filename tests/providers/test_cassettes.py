@@ -13,7 +13,7 @@ import httpx
 import pytest
 from vcr.errors import CannotOverwriteExistingCassetteException
 
-from providers.cassettes import (
+from jobrouter.providers.cassettes import (
     SCRUBBED,
     Expected,
     cassette,

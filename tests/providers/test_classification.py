@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from providers.base import CompletionRequest, Message
-from providers.errors import ErrorKind, ProviderError
+from jobrouter.providers.base import CompletionRequest, Message
+from jobrouter.providers.errors import ErrorKind, ProviderError
 from tests.providers.conftest import TRANSPORTS, MakeProvider
 from tests.providers.fault_server import FaultServer
 

@@ -16,7 +16,7 @@ import yarl
 from multidict import CIMultiDict, CIMultiDictProxy
 from vcr.errors import CannotOverwriteExistingCassetteException as VcrMiss
 
-from providers.classify import (
+from jobrouter.providers.classify import (
     HttpAnswer,
     HttpStatusError,
     _loaded,
@@ -26,9 +26,9 @@ from providers.classify import (
     malformed_answer,
     parse_retry_after,
 )
-from providers.errors import CassetteMiss, ErrorKind, NotSent, Rejected
-from providers.http_wire import Wire, WireTimeouts
-from providers.redact import register_secret
+from jobrouter.providers.errors import CassetteMiss, ErrorKind, NotSent, Rejected
+from jobrouter.providers.http_wire import Wire, WireTimeouts
+from jobrouter.providers.redact import register_secret
 
 REQUEST = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
 

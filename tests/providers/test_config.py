@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from providers.config import ProviderConfig, provider_fingerprint
+from jobrouter.providers.config import ProviderConfig, provider_fingerprint
 
 BASE: dict[str, Any] = {"model": "openai/gpt-4o-mini", "api_key_env": "OPENAI_API_KEY"}
 
@@ -135,8 +135,9 @@ def test_importing_providers_does_not_import_litellm() -> None:
     import subprocess
 
     code = (
-        "import sys, providers, providers.config, providers.litellm_provider, "
-        "providers.classify, providers.resilience; print('litellm' in sys.modules)"
+        "import sys, jobrouter.providers, jobrouter.providers.config, "
+        "jobrouter.providers.litellm_provider, jobrouter.providers.classify, "
+        "jobrouter.providers.resilience; print('litellm' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

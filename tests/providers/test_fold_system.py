@@ -3,8 +3,8 @@ Gemma's own template does) instead of silently losing it; other formats are unto
 
 from __future__ import annotations
 
-from providers import Message
-from providers.chat_formats import fold_system, render
+from jobrouter.providers import Message
+from jobrouter.providers.chat_formats import fold_system, render
 
 SYSTEM = Message(role="system", content="Answer with JSON only.")
 USER = Message(role="user", content="Product: Saffron tea.")

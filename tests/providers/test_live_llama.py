@@ -15,11 +15,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from providers.adapter import Adapter
-from providers.base import CompletionRequest, Message
-from providers.config import ProviderConfig
-from providers.errors import ErrorKind, ProviderError
-from providers.transports import build_provider
+from jobrouter.providers.adapter import Adapter
+from jobrouter.providers.base import CompletionRequest, Message
+from jobrouter.providers.config import ProviderConfig
+from jobrouter.providers.errors import ErrorKind, ProviderError
+from jobrouter.providers.transports import build_provider
 from tests.providers.conftest import TRANSPORTS
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(900)]  # CPU generation on 2 cores
@@ -139,8 +139,8 @@ def test_reproduced_formats_render_exactly_as_the_installed_llama_cpp() -> None:
     script = textwrap.dedent("""
         import json, sys
         from llama_cpp import llama_chat_format as f
-        from providers.base import Message
-        from providers.chat_formats import render
+        from jobrouter.providers.base import Message
+        from jobrouter.providers.chat_formats import render
         conversations = [
             [("system", "SYS"), ("user", "USER")], [("user", "USER")],
             [("system", "S1"), ("user", "U1"), ("assistant", "A1"), ("user", "U2")],

@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 import pytest
 
-from providers.cassettes import cassette, cassette_path, check_cassettes, write_meta
-from providers.config import ProviderConfig
-from providers.local import (
+from jobrouter.providers.cassettes import cassette, cassette_path, check_cassettes, write_meta
+from jobrouter.providers.config import ProviderConfig
+from jobrouter.providers.local import (
     EXTRA_HINT,
     LocalExtraMissing,
     LocalServer,
@@ -335,7 +335,7 @@ MARKER_IDS = {  # measured: docs/local-provider.md, "/extras/tokenize"
 
 
 def _live_provider(server: LocalServer, chat_format: str | None, transport: str) -> Any:
-    from providers.transports import build_provider
+    from jobrouter.providers.transports import build_provider
 
     return build_provider(
         "live",
@@ -360,7 +360,7 @@ async def test_live_usage_equals_the_inspected_count_and_markers_show_their_ids(
     """Ground truth for each format the servers run (gemma, chatml, and llama-2, the fallback
     without --chat_format): the server's usage.prompt_tokens is exactly the product's count,
     and every marker's split ids are the measured ones (llama-2's [INST] is three plain ids)."""
-    from providers.base import CompletionRequest, Message
+    from jobrouter.providers.base import CompletionRequest, Message
 
     chat_format = live_server.effective_chat_format
     assert chat_format is not None
@@ -389,7 +389,7 @@ async def test_live_gemma_configured_as_hosted_fails_rendering_system_dropped(
     """The issue's second blind spot, live: a gemma server configured without chat_format is
     treated as a hosted API, the system text goes out as a message and llama.cpp drops it; the
     server's count matches the prompt without it, and certification says so with both numbers."""
-    from contracts import certify, contract_from_data
+    from jobrouter.contracts import certify, contract_from_data
 
     contract = contract_from_data(
         {

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from providers.base import CompletionRequest, InspectableProvider, Message, Provider
-from providers.config import ProviderConfig
-from providers.errors import ErrorKind, InvalidOutput, ProviderError
-from providers.litellm_provider import LiteLLMProvider
-from providers.openai_http import OpenAIHttpProvider
-from providers.transports import build_provider
-from router.build import build_providers
-from router.config import RouterConfig
+from jobrouter.build import build_providers
+from jobrouter.config import RouterConfig
+from jobrouter.providers.base import CompletionRequest, InspectableProvider, Message, Provider
+from jobrouter.providers.config import ProviderConfig
+from jobrouter.providers.errors import ErrorKind, InvalidOutput, ProviderError
+from jobrouter.providers.litellm_provider import LiteLLMProvider
+from jobrouter.providers.openai_http import OpenAIHttpProvider
+from jobrouter.providers.transports import build_provider
 from tests.providers.conftest import MakeProvider
 from tests.providers.fault_server import FaultServer
 
@@ -197,8 +197,8 @@ async def test_a_job_through_the_router_on_the_native_transport(
     """End to end through the public `Router`, both providers native (on one fault server):
     a cut after the request was read is `unknown` on provider a; an exclusive task then waits
     for an operator (b never called, I4), a harmless one fails over to b's answer."""
-    from router import AttemptState, JobState, Router
-    from router.config import TaskConfig
+    from jobrouter import AttemptState, JobState, Router
+    from jobrouter.config import TaskConfig
     from tests.acceptance.test_resilience import OWNER, SETTLE, config, db_url, settled_attempts
 
     def native(**fields: Any) -> ProviderConfig:

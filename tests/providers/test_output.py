@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from providers.base import CompletionRequest, Message
-from providers.errors import ErrorKind, InvalidOutput, ProviderError
-from providers.structured import schema_instruction, strip_fence
+from jobrouter.providers.base import CompletionRequest, Message
+from jobrouter.providers.errors import ErrorKind, InvalidOutput, ProviderError
+from jobrouter.providers.structured import schema_instruction, strip_fence
 from tests.providers.conftest import TRANSPORTS, MakeProvider
 from tests.providers.fault_server import FaultServer
 
@@ -171,8 +171,8 @@ async def test_closed_provider_refuses_and_a_new_one_works_on_the_same_loop(
 ) -> None:
     """close() of the last open provider closes litellm's shared clients; litellm would then
     hand the next call a closed client (measured) unless the client cache is flushed too."""
-    from providers.config import ProviderConfig
-    from providers.transports import build_provider
+    from jobrouter.providers.config import ProviderConfig
+    from jobrouter.providers.transports import build_provider
 
     config = ProviderConfig(
         model="openai/fault-model", api_base=fault.api_base, transport=transport
@@ -208,7 +208,7 @@ async def test_a_server_that_reports_no_usage_gives_no_prompt_count(
 async def test_no_usage_from_the_real_adapter_is_unverified_not_a_rendering_failure(
     fault: FaultServer, make_provider: MakeProvider
 ) -> None:
-    from contracts import certify, contract_from_data
+    from jobrouter.contracts import certify, contract_from_data
 
     contract = contract_from_data(
         {

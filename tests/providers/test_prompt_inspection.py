@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from providers.base import InspectableProvider, Message, Provider
-from providers.chat_formats import fold_system, render
+from jobrouter.providers.base import InspectableProvider, Message, Provider
+from jobrouter.providers.chat_formats import fold_system, render
 from tests.providers.conftest import TRANSPORTS, MakeProvider
 from tests.providers.fault_server import DEFAULT_SPECIALS, FaultServer
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from providers import CompletionRequest, Message
-from providers.adapter import Adapter
-from providers.cassettes import cassette, cassette_path, write_meta
-from providers.config import provider_fingerprint
-from providers.litellm_provider import LiteLLMProvider
-from providers.transports import build_provider
-from router.config import load_config
+from jobrouter.config import load_config
+from jobrouter.providers import CompletionRequest, Message
+from jobrouter.providers.adapter import Adapter
+from jobrouter.providers.cassettes import cassette, cassette_path, write_meta
+from jobrouter.providers.config import provider_fingerprint
+from jobrouter.providers.litellm_provider import LiteLLMProvider
+from jobrouter.providers.transports import build_provider
 
 ROOT = Path(__file__).resolve().parents[2] / "cassettes"
 RECORD = os.environ.get("JOBROUTER_RECORD") == "1"

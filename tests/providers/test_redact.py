@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from providers.cassettes import check_cassettes, write_meta
-from providers.errors import NotSent, Rejected
-from providers.redact import REDACTED, find_secrets, register_secret, scrub
-from router.logs import ScrubbingFormatter
+from jobrouter.logs import ScrubbingFormatter
+from jobrouter.providers.cassettes import check_cassettes, write_meta
+from jobrouter.providers.errors import NotSent, Rejected
+from jobrouter.providers.redact import REDACTED, find_secrets, register_secret, scrub
 
 # (name, the text around it, the credential)
 SHAPES = [

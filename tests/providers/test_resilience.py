@@ -9,11 +9,11 @@ from typing import Any, TypeVar
 
 import pytest
 
-from providers import resilience
-from providers.classify import from_status
-from providers.config import RetryPolicy
-from providers.errors import NotSent, OutcomeUnknown, ProviderError
-from providers.resilience import Bulkhead, RateLimiter, retrying
+from jobrouter.providers import resilience
+from jobrouter.providers.classify import from_status
+from jobrouter.providers.config import RetryPolicy
+from jobrouter.providers.errors import NotSent, OutcomeUnknown, ProviderError
+from jobrouter.providers.resilience import Bulkhead, RateLimiter, retrying
 
 T = TypeVar("T")
 

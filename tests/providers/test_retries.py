@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from providers import _litellm, resilience
-from providers.adapter import Adapter
-from providers.base import Completion, CompletionRequest, Message
-from providers.config import ProviderConfig
-from providers.errors import ErrorKind, ProviderError
-from providers.litellm_provider import LiteLLMProvider
-from providers.openai_http import OpenAIHttpProvider
+from jobrouter.providers import _litellm, resilience
+from jobrouter.providers.adapter import Adapter
+from jobrouter.providers.base import Completion, CompletionRequest, Message
+from jobrouter.providers.config import ProviderConfig
+from jobrouter.providers.errors import ErrorKind, ProviderError
+from jobrouter.providers.litellm_provider import LiteLLMProvider
+from jobrouter.providers.openai_http import OpenAIHttpProvider
 from tests.providers.conftest import TRANSPORTS, MakeProvider
 from tests.providers.fault_server import FaultServer
 

@@ -15,10 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from contracts import contract_fingerprint, load_contract
-from providers.base import Completion, CompletionRequest
-from router.certifier import Pair, certify_pair
-from router.store import open_store
+from jobrouter.certifier import Pair, certify_pair
+from jobrouter.contracts import contract_fingerprint, load_contract
+from jobrouter.providers.base import Completion, CompletionRequest
+from jobrouter.store import open_store
 from tests.providers.fault_server import FaultServer
 from tests.support.fakes import FakeProvider
 
@@ -45,7 +45,7 @@ max_attempts = 1
 
 WORKER = """
 import asyncio, json, sys
-from router import Router
+from jobrouter import Router
 
 async def main() -> None:
     async with Router.open(config=sys.argv[1]) as router:
@@ -61,8 +61,8 @@ asyncio.run(main())
 
 PROVIDER_ONLY = """
 import asyncio, json, sys
-from providers.config import ProviderConfig
-from providers.litellm_provider import LiteLLMProvider
+from jobrouter.providers.config import ProviderConfig
+from jobrouter.providers.litellm_provider import LiteLLMProvider
 
 async def main() -> None:
     provider = LiteLLMProvider("fault", ProviderConfig(model="openai/fault-model",

@@ -1,10 +1,10 @@
-"""The native transport's connections (`providers.http_wire`), against a small asyncio stub
-server standing for llama.cpp behind uvicorn; it counts every request it received, so each test
+"""The native transport's connections (`jobrouter.providers.http_wire`), against a small asyncio
+stub server standing for llama.cpp behind uvicorn; it counts every request it received, so each test
 decides on what the server saw.
 
-- "sent" (`providers.http_wire.Sent`): a deadline that expires before the request's headers
-  went out is `NotSent`, never `OutcomeUnknown` (the stub's ``/extras/tokenize`` never answers,
-  holding its connection).
+- "sent" (`jobrouter.providers.http_wire.Sent`): a deadline that expires before the request's
+  headers went out is `NotSent`, never `OutcomeUnknown` (the stub's ``/extras/tokenize`` never
+  answers, holding its connection).
 - keep-alive: like uvicorn, the stub gives up a connection idle for 5 s; a request that still
   arrives on it is dropped unread (the race of a POST against the server's close)."""
 
@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from providers.base import CompletionRequest, Message
-from providers.classify import HttpStatusError, classify
-from providers.config import ProviderConfig
-from providers.errors import NotSent, Rejected
-from providers.http_wire import ERROR_BODY_LIMIT, EXTRAS_HEADROOM, Wire, WireTimeouts
-from providers.openai_http import OpenAIHttpProvider
-from providers.redact import REDACTED, scrub
+from jobrouter.providers.base import CompletionRequest, Message
+from jobrouter.providers.classify import HttpStatusError, classify
+from jobrouter.providers.config import ProviderConfig
+from jobrouter.providers.errors import NotSent, Rejected
+from jobrouter.providers.http_wire import ERROR_BODY_LIMIT, EXTRAS_HEADROOM, Wire, WireTimeouts
+from jobrouter.providers.openai_http import OpenAIHttpProvider
+from jobrouter.providers.redact import REDACTED, scrub
 
 UVICORN_KEEPALIVE = 5.0  # uvicorn's --timeout-keep-alive default
 ANSWER = json.dumps(

@@ -9,10 +9,10 @@ import asyncio
 
 import pytest
 
-from router.models import Job, NewEvent
-from router.states import AttemptState, JobState
-from router.store import SqlStore, open_store
-from router.store.claims import AttemptStart, Claimed, FirstAttempt
+from jobrouter.models import Job, NewEvent
+from jobrouter.states import AttemptState, JobState
+from jobrouter.store import SqlStore, open_store
+from jobrouter.store.claims import AttemptStart, Claimed, FirstAttempt
 from tests.support.store_jobs import create_job
 
 SKIPPED = NewEvent(kind="provider.skipped", data={"provider": "c"})

@@ -12,11 +12,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from router.models import Job
-from router.states import AttemptState, JobState
-from router.store import SqlStore
-from router.store.claims import AttemptStart, Claimed
-from router.store.sqlite import SqliteConnector
+from jobrouter.models import Job
+from jobrouter.states import AttemptState, JobState
+from jobrouter.store import SqlStore
+from jobrouter.store.claims import AttemptStart, Claimed
+from jobrouter.store.sqlite import SqliteConnector
 from tests.store.test_claim_runnable import SKIPPED, ignore, submit
 
 # Before the claim, job i has PRIOR[i] notes after its job.queued event; its first attempt

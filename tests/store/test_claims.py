@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from router.models import AttemptUsage, NewEvent
-from router.states import AttemptState, JobState
-from router.store import SqlStore
+from jobrouter.models import AttemptUsage, NewEvent
+from jobrouter.states import AttemptState, JobState
+from jobrouter.store import SqlStore
 from tests.store.test_store import attempt_of, job_of, start, submit
 
 

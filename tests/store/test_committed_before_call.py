@@ -14,12 +14,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from providers import CompletionRequest
-from router import Router
-from router.config import EngineConfig, RouterConfig, TaskConfig
-from router.states import AttemptState, JobState
-from router.store import SqlStore, open_store
-from router.store.sqlite import SqliteConnector
+from jobrouter import Router
+from jobrouter.config import EngineConfig, RouterConfig, TaskConfig
+from jobrouter.providers import CompletionRequest
+from jobrouter.states import AttemptState, JobState
+from jobrouter.store import SqlStore, open_store
+from jobrouter.store.sqlite import SqliteConnector
 from tests.support.fakes import FakeProvider, Step
 
 HOLD_S = 1.0  # how long a held COMMIT waits for a provider call that must not come

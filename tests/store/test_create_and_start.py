@@ -8,12 +8,12 @@ import asyncio
 
 import pytest
 
-import router.store.jobs
-from router.errors import IdempotencyConflict, StoreError
-from router.models import Attempt, Job, NewEvent
-from router.states import AttemptState, JobState
-from router.store import SqlStore
-from router.store.claims import AttemptStart
+import jobrouter.store.jobs
+from jobrouter.errors import IdempotencyConflict, StoreError
+from jobrouter.models import Attempt, Job, NewEvent
+from jobrouter.states import AttemptState, JobState
+from jobrouter.store import SqlStore
+from jobrouter.store.claims import AttemptStart
 from tests.support.faulty_connector import FaultyConnector
 
 SKIPPED = NewEvent(kind="provider.skipped", data={"provider": "c"})
@@ -201,13 +201,13 @@ async def test_a_creation_whose_commit_fails_is_not_remembered_and_raises_its_er
     108 (`_forget_created(None)`, `str(None)`: the job kept) and 109, 110 (`row_params["XXidXX"]`,
     `["ID"]`: a KeyError in place of the store's error)."""
     made: list[str] = []
-    real_new_id = router.store.jobs.new_id
+    real_new_id = jobrouter.store.jobs.new_id
 
     def noted_new_id() -> str:
         made.append(real_new_id())
         return made[-1]
 
-    monkeypatch.setattr(router.store.jobs, "new_id", noted_new_id)
+    monkeypatch.setattr(jobrouter.store.jobs, "new_id", noted_new_id)
     faulty = FaultyConnector(store.connector)
     faulty.fail("insert_job", "before")
     creating = SqlStore(faulty)  # the same database, through the fault injector

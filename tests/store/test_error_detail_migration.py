@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
-from router.store import open_store
-from router.store.connector import load_migrations
+from jobrouter.store import open_store
+from jobrouter.store.connector import load_migrations
 from tests.support.backends import empty_url as empty_url  # a fixture, used by name
 
 WORDS = "Incorrect API key provided: [redacted]. PROVIDER-WORDS"

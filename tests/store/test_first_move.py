@@ -1,16 +1,16 @@
 """The first attempt's move from queued to running, when it rides in the transaction that
-creates the job, is the transition table's (`router.states.JOB_TRANSITIONS`), as the move of
+creates the job, is the transition table's (`jobrouter.states.JOB_TRANSITIONS`), as the move of
 a later start is: a table that forbade it would refuse both, and nothing would be written."""
 
 from __future__ import annotations
 
 import pytest
 
-from router.errors import InvalidTransition
-from router.models import NewEvent
-from router.states import JOB_TRANSITIONS, EventKind, JobState
-from router.store import SqlStore
-from router.store.claims import AttemptStart
+from jobrouter.errors import InvalidTransition
+from jobrouter.models import NewEvent
+from jobrouter.states import JOB_TRANSITIONS, EventKind, JobState
+from jobrouter.store import SqlStore
+from jobrouter.store.claims import AttemptStart
 
 FIRST = AttemptStart(
     provider="a",

@@ -10,8 +10,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from router.leader import LEADER_LOCK, Leader, LeaderLock, PeriodicTask, leader_lock
-from router.store import SqlStore, open_store
+from jobrouter.leader import LEADER_LOCK, Leader, LeaderLock, PeriodicTask, leader_lock
+from jobrouter.store import SqlStore, open_store
 from tests.store.pg import fresh_database
 
 WAIT_S = 30.0  # a guard only: each wait ends on an event

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from router.listing import JobFilter, attention_states, id_ceiling, id_floor
-from router.models import Job
-from router.states import JobState
-from router.store import SqlStore, listing, open_store
+from jobrouter.listing import JobFilter, attention_states, id_ceiling, id_floor
+from jobrouter.models import Job
+from jobrouter.states import JobState
+from jobrouter.store import SqlStore, listing, open_store
 from tests.store.pg import drop_databases, postgres_url
 from tests.store.test_store import start, submit
 
@@ -104,7 +104,7 @@ async def test_counts_by_state_cover_every_state(store: SqlStore) -> None:
 
 
 def test_id_bounds_bracket_the_ids_of_their_moment() -> None:
-    from router.models import new_id
+    from jobrouter.models import new_id
 
     now = time.time()
     made = new_id()

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from router.listing import JobFilter
-from router.store import SqlStore, open_store
-from router.store.sqlite_file import sqlite_path
+from jobrouter.listing import JobFilter
+from jobrouter.store import SqlStore, open_store
+from jobrouter.store.sqlite_file import sqlite_path
 
 JOBS = 50_000
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from router.models import Attempt, AttemptUsage, Job
-from router.states import AttemptState, JobState
-from router.store import SqlStore
+from jobrouter.models import Attempt, AttemptUsage, Job
+from jobrouter.states import AttemptState, JobState
+from jobrouter.store import SqlStore
 from tests.support.store_jobs import create_job
 
 NO_USAGE = AttemptUsage()

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from router.retention import plan_purge, purge
-from router.states import JobState
-from router.store import SqlStore, open_store
-from router.store.outbox import claim_params
+from jobrouter.retention import plan_purge, purge
+from jobrouter.states import JobState
+from jobrouter.store import SqlStore, open_store
+from jobrouter.store.outbox import claim_params
 from tests.support.outbox_jobs import DAY_S, age_jobs, count, event_of, job_in
 
 OWNERS = ["shop"]

@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-import router.api
-from router import Router
-from router import persist as persist_module
-from router.errors import StoreError
-from router.models import AttemptUsage
-from router.printing import print_job
-from router.states import AttemptState, JobState
-from router.store import SqlStore, open_store
-from router.store.claims import AttemptStart
+import jobrouter.api
+from jobrouter import Router
+from jobrouter import persist as persist_module
+from jobrouter.errors import StoreError
+from jobrouter.models import AttemptUsage
+from jobrouter.printing import print_job
+from jobrouter.states import AttemptState, JobState
+from jobrouter.store import SqlStore, open_store
+from jobrouter.store.claims import AttemptStart
 from tests.support.fakes import FakeProvider, Step
 from tests.support.faulty_connector import FaultyConnector
 from tests.unit.test_engine import SETTLE, config, exclusive
@@ -52,7 +52,7 @@ async def faulty(db_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[
         wrapped.append(connector)
         return SqlStore(connector)
 
-    monkeypatch.setattr(router.api, "open_store", open_faulty)
+    monkeypatch.setattr(jobrouter.api, "open_store", open_faulty)
     store = await open_faulty(db_url)  # migrated; the routers of the test share the plan
     yield wrapped[0]
     await store.close()
@@ -165,7 +165,7 @@ async def test_a_lost_commit_acknowledgement_on_attempt_start_calls_that_attempt
 async def test_a_failure_record_is_retried_too(db_url: str, faulty: FaultyConnector) -> None:
     """A definite failure (not_sent) whose write fails twice is still recorded as such: the
     job fails over to b instead of waiting for a lease to expire into a false `unknown`."""
-    from providers import NotSent
+    from jobrouter.providers import NotSent
 
     calls = providers()
     calls["a"].steps = [Step(error=NotSent("refused", provider="a"))]

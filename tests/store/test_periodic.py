@@ -8,12 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from contracts import CaseEvidence, Certification, RenderingEvidence
-from router.config import RetentionConfig, RouterConfig, WebhookConfig
-from router.leader import PeriodicTask
-from router.periodic import CERT_EXPIRY, periodic_tasks, warn_expiring
-from router.states import JobState
-from router.store import SqlStore
+from jobrouter.config import RetentionConfig, RouterConfig, WebhookConfig
+from jobrouter.contracts import CaseEvidence, Certification, RenderingEvidence
+from jobrouter.leader import PeriodicTask
+from jobrouter.periodic import CERT_EXPIRY, periodic_tasks, warn_expiring
+from jobrouter.states import JobState
+from jobrouter.store import SqlStore
 from tests.support.outbox_jobs import DAY_S, age_jobs, event_of, job_in
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

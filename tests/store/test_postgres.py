@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import asyncpg
 import pytest
 
-from router.errors import StoreError
-from router.listing import JobFilter
-from router.models import AttemptUsage, Job, NewEvent
-from router.states import JobState
-from router.store import SqlStore, open_store
-from router.store.connector import load_migrations
-from router.store.postgres import migrate, translate
+from jobrouter.errors import StoreError
+from jobrouter.listing import JobFilter
+from jobrouter.models import AttemptUsage, Job, NewEvent
+from jobrouter.states import JobState
+from jobrouter.store import SqlStore, open_store
+from jobrouter.store.connector import load_migrations
+from jobrouter.store.postgres import migrate, translate
 from tests.store.pg import fresh_database
 from tests.support.store_jobs import count_jobs, create_job
 

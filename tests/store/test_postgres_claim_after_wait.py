@@ -13,11 +13,11 @@ from urllib.parse import urlsplit
 import asyncpg
 import pytest
 
-from providers.errors import ProviderError
-from router import Router
-from router.config import BreakerConfig, DatabaseConfig, EngineConfig, RouterConfig, TaskConfig
-from router.states import JobState
-from router.store import server_waits
+from jobrouter import Router
+from jobrouter.config import BreakerConfig, DatabaseConfig, EngineConfig, RouterConfig, TaskConfig
+from jobrouter.providers.errors import ProviderError
+from jobrouter.states import JobState
+from jobrouter.store import server_waits
 from tests.store.pg import ADMIN_URL, fresh_database
 from tests.store.test_postgres_server_waits import (
     BEFORE_BOUND_S,

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from router.store import open_store
-from router.store.pg_listen import FOLLOW_TTL_S
+from jobrouter.store import open_store
+from jobrouter.store.pg_listen import FOLLOW_TTL_S
 from tests.store.pg import fresh_database
 from tests.store.test_claim_runnable import submit
 from tests.support.waiting import until
@@ -94,7 +94,7 @@ async def test_a_process_that_does_not_watch_writes_no_follow_row(pg_url: str) -
 async def test_the_follow_row_is_renewed_and_written_again_after_a_reconnect(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("router.store.pg_listen.FOLLOW_RENEW_S", 0.05)
+    monkeypatch.setattr("jobrouter.store.pg_listen.FOLLOW_RENEW_S", 0.05)
     store = await open_store(pg_url)
     admin = await asyncpg.connect(pg_url)
     try:

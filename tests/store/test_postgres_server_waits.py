@@ -16,16 +16,16 @@ from urllib.parse import urlsplit
 import asyncpg
 import pytest
 
-from router import Router
-from router.config import DatabaseConfig, EngineConfig, RouterConfig, TaskConfig
-from router.models import AttemptUsage, Job
-from router.states import JobState
-from router.store import SqlStore
-from router.store.claims import AttemptStart, Claimed
-from router.store.connector import load_queries
-from router.store.postgres import PostgresConnector
-from router.store.server_waits import STEP_S
-from router.store.waits import SETTLED
+from jobrouter import Router
+from jobrouter.config import DatabaseConfig, EngineConfig, RouterConfig, TaskConfig
+from jobrouter.models import AttemptUsage, Job
+from jobrouter.states import JobState
+from jobrouter.store import SqlStore
+from jobrouter.store.claims import AttemptStart, Claimed
+from jobrouter.store.connector import load_queries
+from jobrouter.store.postgres import PostgresConnector
+from jobrouter.store.server_waits import STEP_S
+from jobrouter.store.waits import SETTLED
 from tests.store.pg import ADMIN_URL, fresh_database
 from tests.store.test_postgres_wakeups import opened
 from tests.support.fakes import FakeProvider

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from router.errors import StoreError
-from router.store import open_store
+from jobrouter.errors import StoreError
+from jobrouter.store import open_store
 from tests.store.pg import create_database, drop_databases
 from tests.support.store_jobs import create_job
 

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, TypeAlias
 import asyncpg
 import pytest
 
-from router import Router
-from router.config import EngineConfig, RouterConfig, TaskConfig
-from router.states import JobState
-from router.store import SqlStore, open_store
+from jobrouter import Router
+from jobrouter.config import EngineConfig, RouterConfig, TaskConfig
+from jobrouter.states import JobState
+from jobrouter.store import SqlStore, open_store
 from tests.store.pg import fresh_database
 from tests.support.fakes import FakeProvider, Step
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from router.errors import AttemptNotFound, InvalidTransition, JobNotFound
-from router.models import AttemptUsage, NewEvent
-from router.states import AttemptState, JobState
-from router.store import SqlStore
+from jobrouter.errors import AttemptNotFound, InvalidTransition, JobNotFound
+from jobrouter.models import AttemptUsage, NewEvent
+from jobrouter.states import AttemptState, JobState
+from jobrouter.store import SqlStore
 from tests.store.test_store import attempt_of, start, submit
 
 NO_USAGE = AttemptUsage()

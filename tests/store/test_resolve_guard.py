@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from router.errors import InvalidTransition
-from router.models import Attempt, AttemptUsage
-from router.states import AttemptState
-from router.store import SqlStore
+from jobrouter.errors import InvalidTransition
+from jobrouter.models import Attempt, AttemptUsage
+from jobrouter.states import AttemptState
+from jobrouter.store import SqlStore
 from tests.support.store_jobs import create_job
 
 NO_USAGE = AttemptUsage()

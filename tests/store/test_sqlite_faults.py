@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from router.errors import StoreError
-from router.store import SqlStore, open_store
+from jobrouter.errors import StoreError
+from jobrouter.store import SqlStore, open_store
 from tests.support.store_jobs import count_jobs, create_job
 
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from router.errors import StoreError
-from router.store import SqlStore, open_store
-from router.store.sqlite import SqliteConnector
+from jobrouter.errors import StoreError
+from jobrouter.store import SqlStore, open_store
+from jobrouter.store.sqlite import SqliteConnector
 from tests.store.test_store import submit
 from tests.support.store_jobs import count_jobs
 

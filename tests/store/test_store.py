@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from router.errors import IdempotencyConflict, InvalidTransition
-from router.models import Attempt, AttemptUsage, Job
-from router.states import AttemptState, JobState
-from router.store import SqlStore, open_store
+from jobrouter.errors import IdempotencyConflict, InvalidTransition
+from jobrouter.models import Attempt, AttemptUsage, Job
+from jobrouter.states import AttemptState, JobState
+from jobrouter.store import SqlStore, open_store
 from tests.support.store_jobs import count_jobs, create_job
 
 NO_USAGE = AttemptUsage()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from router.store import SqlStore
-from router.store.tokens import hash_token
+from jobrouter.store import SqlStore
+from jobrouter.store.tokens import hash_token
 
 
 async def test_a_token_authenticates_its_owner_until_revoked(store: SqlStore) -> None:

@@ -12,11 +12,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from router import Router
-from router.config import RouterConfig, TaskConfig
-from router.models import NewEvent
-from router.states import JobState
-from router.store import SqlStore, open_store
+from jobrouter import Router
+from jobrouter.config import RouterConfig, TaskConfig
+from jobrouter.models import NewEvent
+from jobrouter.states import JobState
+from jobrouter.store import SqlStore, open_store
 from tests.support.store_jobs import create_job
 
 GUARD_S = 60.0  # against a hang only

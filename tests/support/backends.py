@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from router.store import SqlStore, open_store
+from jobrouter.store import SqlStore, open_store
 from tests.store.pg import drop_databases, fresh_database, postgres_url
 
 UrlFactory = Callable[[Path], str]

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from router import Router
-from router.config import CertificationConfig, RouterConfig, TaskConfig
+from jobrouter import Router
+from jobrouter.config import CertificationConfig, RouterConfig, TaskConfig
 from tests.acceptance.conftest import CONTRACT
 from tests.acceptance.serve_fixture import PROVIDERS
 

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from providers import Completion, CompletionRequest, ProviderError
+from jobrouter.providers import Completion, CompletionRequest, ProviderError
 
 
 @dataclass

@@ -21,8 +21,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from router.errors import StoreError
-from router.store.connector import Connector, ConnectorStats, Params, Row, Tx
+from jobrouter.errors import StoreError
+from jobrouter.store.connector import Connector, ConnectorStats, Params, Row, Tx
 
 When = Literal["before", "after"]
 

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 import nats
 from nats.js.api import StreamState
 
-from router.bus_nats import BusSettings
-from router.fleet import Delivery
+from jobrouter.bus_nats import BusSettings
+from jobrouter.fleet import Delivery
 
 NATS_URL = "nats://127.0.0.1:4222"
 D = TypeVar("D", bound=Delivery)

@@ -11,9 +11,9 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from router import Router
-from router.bus_nats import NatsDelivery
-from router.config import RouterConfig
+from jobrouter import Router
+from jobrouter.bus_nats import NatsDelivery
+from jobrouter.config import RouterConfig
 
 
 async def serve(db: str, config: RouterConfig) -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from router.models import AttemptUsage, Job
-from router.states import AttemptState, JobState
-from router.store import SqlStore
-from router.store.outbox import OutboxEvent
+from jobrouter.models import AttemptUsage, Job
+from jobrouter.states import AttemptState, JobState
+from jobrouter.store import SqlStore
+from jobrouter.store.outbox import OutboxEvent
 from tests.support.store_jobs import create_job
 
 DAY_S = 86_400.0

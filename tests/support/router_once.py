@@ -14,8 +14,8 @@ import asyncio
 import json
 from pathlib import Path
 
-from router import Router
-from router.config import RouterConfig
+from jobrouter import Router
+from jobrouter.config import RouterConfig
 
 
 async def run_once(db: str, config: RouterConfig, task: str, key: str, wait_s: float) -> str:

@@ -3,9 +3,9 @@ attempt, and how many jobs the store holds (issue 17 took both out of `SqlStore`
 
 from __future__ import annotations
 
-from router.listing import JobFilter
-from router.models import Job, JsonObject
-from router.store import SqlStore
+from jobrouter.listing import JobFilter
+from jobrouter.models import Job, JsonObject
+from jobrouter.store import SqlStore
 
 
 async def create_job(

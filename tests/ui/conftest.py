@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from router.build import build_tasks
-from router.certifier import certify_pair, pairs_to_certify
-from router.config import load_config
-from router.store import open_store
+from jobrouter.build import build_tasks
+from jobrouter.certifier import certify_pair, pairs_to_certify
+from jobrouter.config import load_config
+from jobrouter.store import open_store
 from tests.acceptance.conftest import Server, start_server, stop_server
 from tests.acceptance.serve_fixture import PROVIDERS
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from providers import CompletionRequest
-from providers.errors import CassetteMiss
-from router.config import EngineConfig
-from router.states import AttemptState, JobState
+from jobrouter.config import EngineConfig
+from jobrouter.providers import CompletionRequest
+from jobrouter.providers.errors import CassetteMiss
+from jobrouter.states import AttemptState, JobState
 from tests.support.fakes import FakeProvider
 from tests.support.waiting import until
 from tests.unit.test_engine import config, open_router, shared, submit

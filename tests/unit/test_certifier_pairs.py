@@ -7,10 +7,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from providers.config import ProviderConfig
-from router.build import build_providers, build_tasks
-from router.certifier import matrix, pairs_to_certify
-from router.config import DatabaseConfig, RouterConfig, TaskConfig
+from jobrouter.build import build_providers, build_tasks
+from jobrouter.certifier import matrix, pairs_to_certify
+from jobrouter.config import DatabaseConfig, RouterConfig, TaskConfig
+from jobrouter.providers.config import ProviderConfig
 
 CONTRACTS = Path(__file__).resolve().parents[2] / "contracts" / "library"
 REASON = "hosted API, template not visible; accepted by ops 2026-12-01"
@@ -76,7 +76,7 @@ class OldStore:
 
 async def test_a_record_from_before_the_verdicts_is_stale_not_a_pass() -> None:
     """It passed back when a null check passed: it proves nothing the certifier checks now."""
-    from contracts import Certification
+    from jobrouter.contracts import Certification
 
     assert Certification.parse_stored(OLD_RECORD) is None
     config = RouterConfig(

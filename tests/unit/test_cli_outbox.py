@@ -14,12 +14,12 @@ from typing import TypeVar
 import pytest
 from typer.testing import CliRunner
 
-from router.cli import app
-from router.config import OutboxConfig, RetentionConfig, RouterConfig, WebhookConfig
-from router.retention import cutoff_for
-from router.states import JobState
-from router.store import SqlStore, open_store
-from router.store.connector import load_queries
+from jobrouter.cli import app
+from jobrouter.config import OutboxConfig, RetentionConfig, RouterConfig, WebhookConfig
+from jobrouter.retention import cutoff_for
+from jobrouter.states import JobState
+from jobrouter.store import SqlStore, open_store
+from jobrouter.store.connector import load_queries
 from tests.support.outbox_jobs import DAY_S, age_jobs, count, event_of, job_in
 
 T = TypeVar("T")

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from router.client import (
+from jobrouter.client import (
     IdempotencyKeyReused,
     JobClient,
     JobIntent,

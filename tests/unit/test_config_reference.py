@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from router.config_doc import description, keys, render_reference
+from jobrouter.config_doc import description, keys, render_reference
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "config-reference.md"
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from router.build import build_tasks
-from router.cli import app
-from router.config import load_config
-from router.errors import ConfigError
+from jobrouter.build import build_tasks
+from jobrouter.cli import app
+from jobrouter.config import load_config
+from jobrouter.errors import ConfigError
 from tests.unit.test_door import contract
 
 PROVIDERS = """

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-import router.leader  # these two register their metrics, as a running router does
-import router.periodic  # noqa: F401
-from router.metrics import REGISTRY
-from router.telemetry import instruments_of
+import jobrouter.leader  # these two register their metrics, as a running router does
+import jobrouter.periodic  # noqa: F401
+from jobrouter.metrics import REGISTRY
+from jobrouter.telemetry import instruments_of
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "grafana"
 NAME = re.compile(r"\bjobrouter_[a-z_]+\b")

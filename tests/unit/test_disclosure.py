@@ -1,4 +1,4 @@
-"""`router.disclosure`: the owner's summary holds none of the provider's words; the detail, and
+"""`jobrouter.disclosure`: the owner's summary holds none of the provider's words; the detail, and
 an answer that did not win, are for operators only (issue 14)."""
 
 from __future__ import annotations
@@ -7,11 +7,17 @@ from datetime import UTC, datetime
 
 import pytest
 
-from providers.errors import InvalidOutput, NotSent, OutcomeUnknown, ProviderError, Rejected
-from router.disclosure import disclose, provider_failure
-from router.models import Attempt, Job
-from router.policy import Finish, TaskPolicy, decide
-from router.states import AttemptState, JobState
+from jobrouter.disclosure import disclose, provider_failure
+from jobrouter.models import Attempt, Job
+from jobrouter.policy import Finish, TaskPolicy, decide
+from jobrouter.providers.errors import (
+    InvalidOutput,
+    NotSent,
+    OutcomeUnknown,
+    ProviderError,
+    Rejected,
+)
+from jobrouter.states import AttemptState, JobState
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 WORDS = "upstream says: quota for org-7 exhausted, see https://example.invalid/x"

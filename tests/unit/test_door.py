@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-from router import Router
-from router.config import (
+from jobrouter import Router
+from jobrouter.config import (
     CertificationConfig,
     EngineConfig,
     RouterConfig,
     SubmitConfig,
     TaskConfig,
 )
-from router.errors import JobRefused
-from router.states import AttemptState, JobState
+from jobrouter.errors import JobRefused
+from jobrouter.states import AttemptState, JobState
 from tests.support.fakes import FakeProvider, Step
 from tests.support.store_jobs import count_jobs, create_job
 from tests.support.waiting import until
@@ -192,7 +192,7 @@ async def test_a_started_attempt_this_worker_never_called_is_called_not_left_to_
     """An attempt row this worker wrote whose call never began (its driver failed first, or
     the COMMIT acknowledgement was lost) is adopted and called by the next driver of the job.
     The old code left it `started` until its lease expired: `unknown`, provider never called."""
-    from router.store.claims import AttemptStart
+    from jobrouter.store.claims import AttemptStart
 
     a, b = FakeProvider("a"), FakeProvider("b")
     async with Router.open(url(tmp_path), config(tmp_path), providers={"a": a, "b": b}) as r:

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from providers.classify import from_status
-from router import Router
-from router.config import EngineConfig, RouterConfig, TaskConfig
-from router.errors import ConfigError
-from router.models import Attempt, Job, JobEvent
-from router.states import AttemptState, JobState
+from jobrouter import Router
+from jobrouter.config import EngineConfig, RouterConfig, TaskConfig
+from jobrouter.errors import ConfigError
+from jobrouter.models import Attempt, Job, JobEvent
+from jobrouter.providers.classify import from_status
+from jobrouter.states import AttemptState, JobState
 from tests.support.fakes import FakeProvider, Step
 from tests.support.store_jobs import count_jobs, create_job
 from tests.support.waiting import until

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.states import AttemptState, CircuitState, EventKind, JobState, watch_ends
+from jobrouter.states import AttemptState, CircuitState, EventKind, JobState, watch_ends
 
 # Every kind the event log holds, with the job state it announces (None: a note).
 ANNOUNCES: dict[str, str | None] = {

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from providers import NotSent
-from router.config import BreakerConfig, EngineConfig, RouterConfig, TaskConfig
-from router.errors import IdempotencyConflict
-from router.states import AttemptState, JobState
-from router.store.claims import AttemptStart
-from router.store.sqlite import SqliteConnector
+from jobrouter.config import BreakerConfig, EngineConfig, RouterConfig, TaskConfig
+from jobrouter.errors import IdempotencyConflict
+from jobrouter.providers import NotSent
+from jobrouter.states import AttemptState, JobState
+from jobrouter.store.claims import AttemptStart
+from jobrouter.store.sqlite import SqliteConnector
 from tests.support.fakes import FakeProvider, Step
 from tests.unit.test_engine import SETTLE, config, open_router, shared, submit
 

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from router.bus_nats import NatsDelivery, message_id
-from router.config import RouterConfig, WebhookConfig
-from router.config_fleet import NATS_URL_ENV, DeliveryConfig
-from router.errors import ConfigError
-from router.fleet import build_delivery
-from router.outbox import OutboxDeliverer
-from router.store import SqlStore, open_store
-from router.store.outbox import OutboxEvent
+from jobrouter.bus_nats import NatsDelivery, message_id
+from jobrouter.config import RouterConfig, WebhookConfig
+from jobrouter.config_fleet import NATS_URL_ENV, DeliveryConfig
+from jobrouter.errors import ConfigError
+from jobrouter.fleet import build_delivery
+from jobrouter.outbox import OutboxDeliverer
+from jobrouter.store import SqlStore, open_store
+from jobrouter.store.outbox import OutboxEvent
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOKS = {"shop": WebhookConfig(url="http://127.0.0.1:9/hook", secret_env="SHOP_SECRET")}
@@ -92,8 +92,8 @@ def test_a_router_without_the_setting_never_imports_nats(tmp_path: Path) -> None
     script = f"""
 import asyncio, os, sys
 os.environ["SHOP_SECRET"] = "s"
-from router import Router
-from router.config import RouterConfig, WebhookConfig
+from jobrouter import Router
+from jobrouter.config import RouterConfig, WebhookConfig
 hooks = {{"shop": WebhookConfig(url="http://127.0.0.1:9/hook", secret_env="SHOP_SECRET")}}
 async def main():
     async with Router.open("sqlite:///{tmp_path / "r.db"}", RouterConfig(webhooks=hooks)):

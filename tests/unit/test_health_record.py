@@ -9,9 +9,9 @@ from typing import Any, cast
 
 import pytest
 
-from providers import ProviderError
-from router.breaker import Breakers, BreakerSettings
-from router.store.circuits import CircuitRow, CircuitStore
+from jobrouter.breaker import Breakers, BreakerSettings
+from jobrouter.providers import ProviderError
+from jobrouter.store.circuits import CircuitRow, CircuitStore
 
 
 class BrokenCircuits:

@@ -20,12 +20,12 @@ from typing import Any
 import httpx
 import pytest
 
-from router import Router
-from router.config import OutboxConfig, RouterConfig, TaskConfig, WebhookConfig
-from router.errors import ConfigError
-from router.fleet import build_delivery
-from router.metrics import REGISTRY, set_outbox_gauges
-from router.outbox import (
+from jobrouter import Router
+from jobrouter.config import OutboxConfig, RouterConfig, TaskConfig, WebhookConfig
+from jobrouter.errors import ConfigError
+from jobrouter.fleet import build_delivery
+from jobrouter.metrics import REGISTRY, set_outbox_gauges
+from jobrouter.outbox import (
     DeliverySettings,
     OutboxDeliverer,
     Webhook,
@@ -38,10 +38,10 @@ from router.outbox import (
     verify_signature,
     webhooks_from_config,
 )
-from router.retention import cutoff_for, purge
-from router.states import JobState
-from router.store import SqlStore, open_store
-from router.store.outbox import OutboxCounts, OutboxEvent, OwnerDepth
+from jobrouter.retention import cutoff_for, purge
+from jobrouter.states import JobState
+from jobrouter.store import SqlStore, open_store
+from jobrouter.store.outbox import OutboxCounts, OutboxEvent, OwnerDepth
 from tests.support.fakes import FakeProvider
 from tests.support.outbox_jobs import DAY_S, age_jobs, event_of, job_in, outbox_event_of_job
 from tests.support.webhook_receiver import WebhookReceiver

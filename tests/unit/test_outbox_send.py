@@ -20,10 +20,10 @@ from typing import Any
 import httpx
 import pytest
 
-import router.outbox
-from router.outbox import OutboxDeliverer, Outcome, Webhook
-from router.states import JobState
-from router.store import SqlStore
+import jobrouter.outbox
+from jobrouter.outbox import OutboxDeliverer, Outcome, Webhook
+from jobrouter.states import JobState
+from jobrouter.store import SqlStore
 from tests.support.outbox_jobs import event_of, job_in
 from tests.support.webhook_receiver import WebhookReceiver
 from tests.unit.test_outbox import FAST, INITIAL, SECRET, deliverer, no_jitter, sample
@@ -284,7 +284,7 @@ async def test_after_a_full_batch_the_next_round_follows_at_once(
     rounds: list[int] = []
     rounds_at_first_wait: list[int] = []
     waiting = asyncio.Event()
-    real_round, real_wait = sender.deliver_due, router.outbox.wait_event
+    real_round, real_wait = sender.deliver_due, jobrouter.outbox.wait_event
 
     async def counted_round() -> int:
         claimed = await real_round()
@@ -298,7 +298,7 @@ async def test_after_a_full_batch_the_next_round_follows_at_once(
         return await real_wait(event, timeout_s)
 
     sender.deliver_due = counted_round  # type: ignore[method-assign]
-    monkeypatch.setattr(router.outbox, "wait_event", noted_wait)
+    monkeypatch.setattr(jobrouter.outbox, "wait_event", noted_wait)
     sender.start()
     try:
         await asyncio.wait_for(waiting.wait(), GUARD_S)

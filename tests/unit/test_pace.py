@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from router import Router
-from router.config import EngineConfig, RouterConfig, TaskConfig
-from router.pace import BUSY_POLL_S, Pace
-from router.states import JobState
+from jobrouter import Router
+from jobrouter.config import EngineConfig, RouterConfig, TaskConfig
+from jobrouter.pace import BUSY_POLL_S, Pace
+from jobrouter.states import JobState
 from tests.support.fakes import FakeProvider
 from tests.support.store_jobs import create_job
 

@@ -1,4 +1,4 @@
-"""`router.policy.decide` as a pure function: histories are built by hand, no I/O."""
+"""`jobrouter.policy.decide` as a pure function: histories are built by hand, no I/O."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from providers import ErrorKind
-from router.models import Attempt
-from router.policy import (
+from jobrouter.models import Attempt
+from jobrouter.policy import (
     Eligibility,
     Finish,
     Start,
@@ -20,7 +19,8 @@ from router.policy import (
     ended_state,
     unbuildable,
 )
-from router.states import AttemptState, JobState
+from jobrouter.providers import ErrorKind
+from jobrouter.states import AttemptState, JobState
 
 T0 = 1_700_000_000.0
 OK = Eligibility(True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from router.store.connector import load_queries
-from router.store.pg_url import redact
-from router.store.postgres import bind, rowcount, translate
+from jobrouter.store.connector import load_queries
+from jobrouter.store.pg_url import redact
+from jobrouter.store.postgres import bind, rowcount, translate
 
 
 def test_names_become_positions_in_first_use_order_and_repeat_the_same_number() -> None:

@@ -8,8 +8,8 @@ from importlib import resources
 
 import pytest
 
-from router.store.bus import bus_queries
-from router.store.connector import in_dialect, load_queries, parse_named_queries
+from jobrouter.store.bus import bus_queries
+from jobrouter.store.connector import in_dialect, load_queries, parse_named_queries
 
 DIALECTS = ("sqlite", "postgres")
 
@@ -51,7 +51,7 @@ def test_the_renew_and_retention_lists_use_the_dialects_expansion() -> None:
 
 
 def test_no_postgres_override_differs_only_in_the_json_list() -> None:
-    package = resources.files("router.store")
+    package = resources.files("jobrouter.store")
     shared = parse_named_queries(package.joinpath("queries.sql").read_text("utf-8"))
     override = parse_named_queries(package.joinpath("queries_postgres.sql").read_text("utf-8"))
     assert override, "queries_postgres.sql holds the real differences (FOR UPDATE, SKIP LOCKED)"

@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
-from router.breaker import Breakers, BreakerSettings
-from router.states import CircuitState
-from router.store.circuits import CircuitRow, CircuitStore
+from jobrouter.breaker import Breakers, BreakerSettings
+from jobrouter.states import CircuitState
+from jobrouter.store.circuits import CircuitRow, CircuitStore
 
 
 class SlowCircuits:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from router import Router
-from router.config import CertificationConfig, EngineConfig, RouterConfig, TaskConfig
-from router.errors import AttemptNotFound, InvalidTransition
-from router.models import Attempt, Job
-from router.states import AttemptState, JobState
+from jobrouter import Router
+from jobrouter.config import CertificationConfig, EngineConfig, RouterConfig, TaskConfig
+from jobrouter.errors import AttemptNotFound, InvalidTransition
+from jobrouter.models import Attempt, Job
+from jobrouter.states import AttemptState, JobState
 from tests.support.fakes import FakeProvider, Step
 
 CONTRACT = Path(__file__).resolve().parents[1] / "acceptance" / "contracts" / "echo.yaml"

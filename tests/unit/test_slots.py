@@ -1,4 +1,4 @@
-"""`router.slots`: the engine's worker slots. A reservation (a slot for a job not committed
+"""`jobrouter.slots`: the engine's worker slots. A reservation (a slot for a job not committed
 yet) ends once, handed over to the job's driver or given back; `settled` (what `stop` waits
 for) holds until every reservation has ended."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from router.slots import Slots
+from jobrouter.slots import Slots
 
 
 async def test_a_reservation_given_back_frees_its_slot_once() -> None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from router.api import Router
-from router.states import JobState
+from jobrouter.api import Router
+from jobrouter.states import JobState
 from tests.support.fakes import FakeProvider
 from tests.unit.test_engine import SETTLE, config, shared, submit, url
 

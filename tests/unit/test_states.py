@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from router.states import (
+from jobrouter.states import (
     ATTEMPT_TRANSITIONS,
     JOB_TRANSITIONS,
     AttemptState,

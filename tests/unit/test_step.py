@@ -1,4 +1,4 @@
-"""`router.step`: the one "read eligibility, decide" function behind both the first attempt of
+"""`jobrouter.step`: the one "read eligibility, decide" function behind both the first attempt of
 a job about to be created and every turn of its driver's loop. The health port here is a plain
 object of three functions (the port is data); the store is not involved."""
 
@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import time
 
-from providers import ProviderError
-from router.health import ProviderHealth
-from router.models import Attempt
-from router.policy import Eligibility, Finish, Start, TaskPolicy, Wait
-from router.step import Step, decide_step, next_step
-from router.tasks import TaskRuntime
-from router.timing import Deadline
+from jobrouter.health import ProviderHealth
+from jobrouter.models import Attempt
+from jobrouter.policy import Eligibility, Finish, Start, TaskPolicy, Wait
+from jobrouter.providers import ProviderError
+from jobrouter.step import Step, decide_step, next_step
+from jobrouter.tasks import TaskRuntime
+from jobrouter.timing import Deadline
 
 TASK = TaskRuntime(
     name="t",

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from router import Router
-from router.aio import wait_event
-from router.config import EngineConfig, RouterConfig, TaskConfig
+from jobrouter import Router
+from jobrouter.aio import wait_event
+from jobrouter.config import EngineConfig, RouterConfig, TaskConfig
 from tests.support.fakes import FakeProvider
 
 GUARD_S = 60.0  # a guard against a hang only: every wait below ends on an event

@@ -11,9 +11,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from router import Router
-from router.config import RouterConfig, TaskConfig
-from router.states import AttemptState
+from jobrouter import Router
+from jobrouter.config import RouterConfig, TaskConfig
+from jobrouter.states import AttemptState
 from tests.support.fakes import FakeProvider, Step
 from tests.support.waiting import until
 

@@ -3,7 +3,7 @@ pure arithmetic on the open waits and what earlier reads found, no clock read he
 
 from __future__ import annotations
 
-from router.store.waits import BATCH, MAX_S, MIN_S, NEAR_S, Cadence, Wait
+from jobrouter.store.waits import BATCH, MAX_S, MIN_S, NEAR_S, Cadence, Wait
 
 
 def waits(*items: Wait) -> dict[int, Wait]:

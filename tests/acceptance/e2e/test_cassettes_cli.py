@@ -13,7 +13,16 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def check(root: Path, config: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "router", "cassettes", "check", str(root), "--config", str(config)],
+        [
+            sys.executable,
+            "-m",
+            "jobrouter",
+            "cassettes",
+            "check",
+            str(root),
+            "--config",
+            str(config),
+        ],
         capture_output=True,
         text=True,
         timeout=600,

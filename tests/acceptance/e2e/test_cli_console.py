@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from router.exits import Exit, exit_code_of_state
-from router.models import AttemptUsage
-from router.states import AttemptState, JobState
-from router.store import open_store
+from jobrouter.exits import Exit, exit_code_of_state
+from jobrouter.models import AttemptUsage
+from jobrouter.states import AttemptState, JobState
+from jobrouter.store import open_store
 from tests.support.store_jobs import create_job
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -30,7 +30,7 @@ def jobrouter(
     environment = {k: v for k, v in os.environ.items() if not k.startswith("JOBROUTER_")}
     environment.update({"COLUMNS": "200", **(env or {})})
     return subprocess.run(
-        [sys.executable, "-m", "router", *args],
+        [sys.executable, "-m", "jobrouter", *args],
         cwd=cwd,
         input=stdin,
         capture_output=True,

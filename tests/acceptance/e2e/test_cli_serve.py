@@ -14,7 +14,7 @@ import httpx
 
 from tests.acceptance.conftest import ROOT
 
-CLI = [sys.executable, "-c", "from router.cli import main; main()"]
+CLI = [sys.executable, "-c", "from jobrouter.cli import main; main()"]
 
 
 def free_port() -> int:

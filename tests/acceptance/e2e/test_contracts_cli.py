@@ -100,7 +100,7 @@ def jobrouter(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     command = [
         sys.executable,
         "-m",
-        "router",
+        "jobrouter",
         "contracts",
         *args,
         "--config",

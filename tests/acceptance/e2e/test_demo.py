@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_the_demo_tells_the_whole_story_offline(tmp_path: Path) -> None:
     db = tmp_path / "demo.db"
     done = subprocess.run(
-        [sys.executable, "-m", "router", "demo", "--database", f"sqlite:///{db}"],
+        [sys.executable, "-m", "jobrouter", "demo", "--database", f"sqlite:///{db}"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -81,7 +81,7 @@ def test_the_demo_tells_the_whole_story_offline(tmp_path: Path) -> None:
 
 def test_the_conclusion_is_derived_from_the_matrix() -> None:
     """The demo used to print a fixed conclusion whatever the run showed."""
-    from router.demo import conclusion, what_runs
+    from jobrouter.demo import conclusion, what_runs
     from tests.contracts.test_matrix_golden import CELLS
 
     assert conclusion(CELLS) == [

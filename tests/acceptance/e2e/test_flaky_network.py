@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from router.client import JobClient, JobIntent, RetryPolicy
-from router.models import Job
+from jobrouter.client import JobClient, JobIntent, RetryPolicy
+from jobrouter.models import Job
 from tests.acceptance.conftest import Server
 from tests.support.flaky_proxy import FlakyProxy
 

@@ -25,12 +25,12 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from router.errors import IdempotencyConflict, InvalidTransition
-from router.models import Attempt, AttemptUsage, Job, NewEvent, payload_fingerprint
-from router.policy import Eligibility, Finish, TaskPolicy, decide
-from router.states import AttemptState, JobState
-from router.store import SqlStore, open_store
-from router.store.claims import AttemptStart, Claimed
+from jobrouter.errors import IdempotencyConflict, InvalidTransition
+from jobrouter.models import Attempt, AttemptUsage, Job, NewEvent, payload_fingerprint
+from jobrouter.policy import Eligibility, Finish, TaskPolicy, decide
+from jobrouter.states import AttemptState, JobState
+from jobrouter.store import SqlStore, open_store
+from jobrouter.store.claims import AttemptStart, Claimed
 from tests.store.pg import EMPTY_TABLES, postgres_url
 from tests.support.backends import BACKENDS, UrlFactory
 from tests.support.store_jobs import create_job
