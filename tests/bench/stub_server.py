@@ -5,7 +5,7 @@ measure the client side. Keep-alive HTTP/1.1; every POST gets the same small com
 the prompt's token count a hosted OpenAI-compatible server would report (litellm's offline
 `token_counter`, the count certification compares the rendering with; cached per prompt): a
 fixed count would fail the rendering check of the contract-gated task.
-Run: python -m tests.bench.stub_server --port N
+Run: python -m tests.bench.stub_server --port N (0: any free port, printed when listening)
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
 
 async def main(port: int) -> None:
     server = await asyncio.start_server(_serve, "127.0.0.1", port, backlog=1024)
+    port = server.sockets[0].getsockname()[1]  # the one the system chose for --port 0
     print(f"stub listening on 127.0.0.1:{port}", flush=True)
     async with server:
         await server.serve_forever()
