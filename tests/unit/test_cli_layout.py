@@ -60,4 +60,3 @@ def test_every_command_module_is_registered() -> None:
         "jobrouter.cli.common",
     }
     assert registered == modules
-
