@@ -55,7 +55,7 @@ from jobrouter.models import Attempt, Job, JobEvent, JsonObject
 from jobrouter.states import JobState, watch_ends
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
-REPLAY_HEADER = "Idempotent-Replayed"
+REPLAY_HEADER = "Idempotency-Replayed"
 
 
 # ---- errors -------------------------------------------------------------------------------------

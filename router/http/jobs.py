@@ -33,7 +33,7 @@ from jobrouter.models import Job
 
 routes = APIRouter(prefix="/v1", tags=["jobs"])
 
-REPLAY_HEADER = "Idempotent-Replayed"
+REPLAY_HEADER = "Idempotency-Replayed"
 MAX_SEQ = 2**63 - 1  # event seqs are 64-bit database integers
 KeyHeader = Annotated[
     str,
@@ -90,7 +90,7 @@ async def submit_job(
     caller: Caller,
 ) -> Response:
     """Accept a job. The same key with the same payload answers the same job (in flight or
-    finished) with `Idempotent-Replayed: true`; the same key with another payload is refused
+    finished) with `Idempotency-Replayed: true`; the same key with another payload is refused
     (422). The door refuses bad work before a job is created (422 naming the field): input
     against the task's contract, params, nesting depth and size."""
     key = _checked_key(idempotency_key)

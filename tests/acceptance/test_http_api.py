@@ -67,6 +67,8 @@ async def test_missing_key_is_400_problem_saying_what_to_send(server: Server, al
 async def test_first_submit_202_with_url_then_replay_in_flight_and_finished(
     server: Server, alice: str
 ) -> None:
+    """A replay carries `Idempotency-Replayed: true`, the header README names. Kills the mutant
+    "the server sends `Idempotent-Replayed`" (what it sent until issue 30)."""
     key = str(uuid.uuid4())
     body = {"task": "slow", "input": {"text": "replay"}}
     async with httpx.AsyncClient(base_url=server.url) as http:
@@ -74,16 +76,16 @@ async def test_first_submit_202_with_url_then_replay_in_flight_and_finished(
         in_flight = await http.post("/v1/jobs", json=body, headers=auth(alice, key))
         assert first.status_code == 202
         assert first.headers["Location"] == first.json()["url"]
-        assert "Idempotent-Replayed" not in first.headers
+        assert "Idempotency-Replayed" not in first.headers
         assert in_flight.status_code == 202
-        assert in_flight.headers["Idempotent-Replayed"] == "true"
+        assert in_flight.headers["Idempotency-Replayed"] == "true"
         assert in_flight.json()["id"] == first.json()["id"]
         assert not in_flight.json()["terminal"]
         async with client(server, alice) as jobs:
             done = await jobs.wait(first.json()["id"], timeout=60)
         finished = await http.post("/v1/jobs", json=body, headers=auth(alice, key))
     assert done.state == "succeeded"
-    assert finished.headers["Idempotent-Replayed"] == "true"
+    assert finished.headers["Idempotency-Replayed"] == "true"
     assert finished.json()["id"] == first.json()["id"]
     assert finished.json()["state"] == "succeeded"
 
@@ -97,7 +99,7 @@ async def test_twenty_concurrent_identical_posts_make_one_job(server: Server, al
         )
     assert {answer.status_code for answer in answers} == {202}
     assert len({answer.json()["id"] for answer in answers}) == 1
-    assert sum("Idempotent-Replayed" not in answer.headers for answer in answers) == 1
+    assert sum("Idempotency-Replayed" not in answer.headers for answer in answers) == 1
     assert (
         server.count("SELECT COUNT(*) FROM jobs WHERE owner = 'alice' AND idempotency_key = ?", key)
         == 1

@@ -89,7 +89,7 @@ async def test_retries_send_the_same_key_and_a_replay_is_not_created() -> None:
         httpx.ConnectError("refused"),
         httpx.ReadError("reset"),
         httpx.Response(503, headers={"Retry-After": "0"}),
-        httpx.Response(202, json=job_body(), headers={"Idempotent-Replayed": "true"}),
+        httpx.Response(202, json=job_body(), headers={"Idempotency-Replayed": "true"}),
     )
     intent = JobIntent("t", {"n": 1}, idempotency_key="order-42")
     async with client(script) as jobs:
