@@ -11,9 +11,10 @@ import io
 import json
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Column, Table
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 console = Console()
 err = Console(stderr=True)
 
+_ISO = TypeAdapter(datetime)
 _COLOR = {JobState.SUCCEEDED: "green", JobState.FAILED: "red", JobState.UNKNOWN: "yellow"}
 
 
@@ -57,6 +59,11 @@ def job_document(
     if events is not None:
         document["events"] = [_dump(e) for e in events]
     return document
+
+
+def iso_utc(epoch: float) -> str:
+    """Epoch seconds as the JSON of a job's times has them: ISO 8601 in UTC, `Z` at the end."""
+    return str(_ISO.dump_python(datetime.fromtimestamp(epoch, UTC), mode="json"))
 
 
 def print_json(document: Any) -> None:

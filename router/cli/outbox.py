@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -15,7 +15,7 @@ from rich.text import Text
 
 from jobrouter.cli.common import ConfigOpt, DatabaseOpt, run, settings
 from jobrouter.config import RouterConfig, config_path
-from jobrouter.printing import console, err, print_json
+from jobrouter.printing import console, err, iso_utc, print_json
 from jobrouter.retention import DEFAULT_BATCH, MIN_DAYS, cutoff_for, plan_purge, purge
 from jobrouter.store import open_store
 from jobrouter.store.outbox import OutboxCounts, OutboxEvent, OutboxStore
@@ -56,10 +56,10 @@ def outbox(
         if as_json:
             print_json(
                 {
-                    "pending": [asdict(d) for d in counts.pending],
+                    "pending": [_timed(asdict(d)) for d in counts.pending],
                     "dead": counts.dead,
                     "parked": sorted({d.owner for d in counts.pending} - set(cfg.webhooks)),
-                    "dead_letters": [asdict(e) for e in dead],
+                    "dead_letters": [_timed(asdict(e)) for e in dead],
                 }
             )
             return
@@ -68,6 +68,14 @@ def outbox(
             print_dead(dead, sum(counts.dead.values()))
 
     run(step)
+
+
+# The outbox keeps its times as epoch seconds; scripts get them as jobs have them (ISO 8601, UTC).
+_TIMES = frozenset({"created_at", "next_attempt_at", "delivered_at", "dead_at", "oldest"})
+
+
+def _timed(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: iso_utc(v) if k in _TIMES and v is not None else v for k, v in record.items()}
 
 
 @outbox_app.command()

@@ -8,6 +8,7 @@ import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -99,6 +100,24 @@ def test_outbox_json_for_scripts(tmp_path: Path, config: Path) -> None:
     assert {d["owner"]: d["pending"] for d in document["pending"]} == {"shop": 1, "nohook": 1}
     [dead] = document["dead_letters"]
     assert dead["id"] == dead_id and dead["last_error"] == "HTTP 500: receiver down"
+
+
+def test_outbox_json_times_are_iso_utc_like_a_jobs(tmp_path: Path, config: Path) -> None:
+    """Times in `outbox --json` read as a job's do in `show --json`: ISO 8601 UTC strings.
+    Kills the mutant "outbox --json prints epoch floats" (`_timed` left out: they were)."""
+    dead_id = with_store(tmp_path, fill)
+    code, out = invoke("outbox", "--json", "--config", str(config))
+    assert code == 0, out
+    document = json.loads(out)
+    [dead] = document["dead_letters"]
+    times = [dead["created_at"], dead["dead_at"]]
+    times += [d[k] for d in document["pending"] for k in ("oldest", "next_attempt_at")]
+    job = with_store(tmp_path, lambda store: store.jobs.get_job(str(dead["job_id"])))
+    assert job is not None
+    for value in [*times, job.model_dump(mode="json")["created_at"]]:
+        assert isinstance(value, str) and value.endswith("Z"), value
+        assert datetime.fromisoformat(value).utcoffset() == timedelta(0), value
+    assert dead_id == dead["id"]
 
 
 def test_replay_moves_dead_letters_back(tmp_path: Path, config: Path) -> None:
