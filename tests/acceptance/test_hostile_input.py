@@ -236,3 +236,32 @@ async def test_a_job_with_deeply_nested_input_reads_back(
     assert answers[1].json()["items"][0]["id"] == job.id
     assert answers[3].json()["state"] == "cancelled"
     assert "event: job.cancelled" in answers[4].text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"task": "echo", "input": {"text": "\\ud800"}}',  # a lone surrogate, legal JSON text
+        b'{"task": "echo", "input": {"text": "hi"}, "params": {"x": "\\udfff"}}',
+    ],
+)
+async def test_a_lone_surrogate_in_a_submit_is_a_4xx_not_a_500(
+    router: Router, client: httpx.AsyncClient, body: bytes
+) -> None:
+    """JSON may spell a lone surrogate (`"\\ud800"`); Python decodes it into a str that cannot
+    be encoded. It is refused with a 4xx problem, nothing written. Two guards stand in the way:
+    the HTTP body's (http/schemas._json_problem) and the door's (door._check_scalar, for every
+    path). Mutant (issue 33): both removed: UnicodeEncodeError, a 500 (seen). Either alone
+    removed still answers 4xx (seen): the door's alone is killed by
+    tests/unit/test_door.py::test_a_non_string_key_or_a_lone_surrogate_is_refused_not_a_type_error."""
+    auth = await _auth(router)
+    answer = await client.post(
+        "/v1/jobs",
+        content=body,
+        headers={**auth, "Idempotency-Key": "k-surrogate", "Content-Type": "application/json"},
+    )
+    assert 400 <= answer.status_code < 500, answer.text
+    assert "Unicode" in answer.text
+    assert (
+        await client.get("/v1/jobs", params={"idempotency_key": "k-surrogate"}, headers=auth)
+    ).json()["items"] == []

@@ -216,3 +216,82 @@ async def test_a_started_attempt_this_worker_never_called_is_called_not_left_to_
     assert done.state is JobState.SUCCEEDED
     assert [(x.id, x.state) for x in attempts] == [(orphan.id, AttemptState.SUCCEEDED)]
     assert len(a.calls) == 1 and b.calls == []
+
+
+def _nested(levels: int) -> Any:
+    """A value of exactly `levels` containers, one inside the other."""
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = {"d": value}
+    return value
+
+
+async def test_input_nested_exactly_max_input_depth_is_admitted_one_more_is_not(
+    tmp_path: Path,
+) -> None:
+    """ "At most `max_input_depth` levels" (docs/failures.md): the input object is level 1, so
+    the input {"deep": <7 containers>} nests 8 and is admitted at max_input_depth = 8; one
+    level more is refused. Mutant (issue 33): door._check_shape `depth > limits.max_depth`
+    as `depth >= limits.max_depth` refuses the input at exactly the limit."""
+    cfg = config(tmp_path, max_input_depth=8)
+    a = FakeProvider("a")
+    async with Router.open(url(tmp_path), cfg, providers={"a": a, "b": a}) as router:
+        at_limit = await router.submit("shop", "k1", "post", {**GOOD, "deep": _nested(7)})
+        params_at_limit = await router.submit("shop", "k2", "post", GOOD, {})
+        assert at_limit.created and params_at_limit.created
+        with pytest.raises(JobRefused) as caught:
+            await router.submit("shop", "k3", "post", {**GOOD, "deep": _nested(8)})
+    assert caught.value.slug == "input-too-deep"
+    assert caught.value.field.startswith("input.deep")
+
+
+async def test_input_of_exactly_max_input_bytes_is_admitted_one_byte_more_is_not(
+    tmp_path: Path,
+) -> None:
+    """ "At most `max_input_bytes`" of canonical JSON of input + params: exactly the limit is
+    admitted, one byte more refused. Mutant (issue 33): door._check_size `size >
+    limits.max_bytes` as `size >= limits.max_bytes`."""
+    from jobrouter.models import canonical_json
+
+    limit = 2048
+
+    def padded(extra: int) -> dict[str, Any]:
+        base = {**GOOD, "pad": ""}
+        size = len(canonical_json({"input": base, "params": {}}).encode("utf-8"))
+        return {**GOOD, "pad": "x" * (limit - size + extra)}
+
+    exact = padded(0)
+    assert len(canonical_json({"input": exact, "params": {}}).encode("utf-8")) == limit
+    cfg = config(tmp_path, max_input_bytes=limit)
+    a = FakeProvider("a")
+    async with Router.open(url(tmp_path), cfg, providers={"a": a, "b": a}) as router:
+        assert (await router.submit("shop", "k1", "post", exact)).created
+        with pytest.raises(JobRefused) as caught:
+            await router.submit("shop", "k2", "post", padded(1))
+    assert caught.value.slug == "input-too-large"
+    assert f"{limit + 1} bytes" in caught.value.value
+
+
+@pytest.mark.parametrize(
+    ("input", "params", "field", "says"),
+    [
+        ({**GOOD, "x": {1: "one"}}, None, "input.x", "object keys must be strings"),
+        (GOOD, {1: "one"}, "params", "object keys must be strings"),
+        ({**GOOD, "tone": "\ud800"}, None, "input.tone", "valid Unicode"),
+        ({**GOOD, "x": ["ok", "\udfff"]}, None, "input.x[1]", "valid Unicode"),
+    ],
+)
+async def test_a_non_string_key_or_a_lone_surrogate_is_refused_not_a_type_error(
+    tmp_path: Path, input: Any, params: Any, field: str, says: str
+) -> None:
+    """Python can hold what JSON cannot: an int key, a lone surrogate. Both are a `JobRefused`
+    naming the field, before any row. Mutants (issue 33), each seen failing here:
+    door._check_shape's key guard removed (`{1: "x"}` in the input was accepted, stored as
+    `{"1": "x"}`: not what was sent), door._check_scalar's surrogate guard removed (`"\\ud800"`
+    raised UnicodeEncodeError from `_check_size`'s encode: a 500 over HTTP)."""
+    a = FakeProvider("a")
+    async with Router.open(url(tmp_path), config(tmp_path), providers={"a": a, "b": a}) as router:
+        error = await refused(router, input, params)
+    assert error.field == field
+    assert says in str(error)
+    assert a.calls == []
