@@ -25,9 +25,6 @@ from tests.support.docs_check import REPO, Command
 from tests.support.docs_names import Doc
 
 Routes = list[tuple[frozenset[str] | None, str]]
-# README.md names `Idempotency-Replayed`, the server sends `Idempotent-Replayed` (issue 30, item
-# 4): fixed on the branch `quick`; its test below is marked xfail until that merge.
-REPLAY_NAMES = ("Idempotency-Replayed", "Idempotent-Replayed")
 
 
 @pytest.fixture(scope="module")
@@ -68,16 +65,13 @@ def test_every_command_is_documented(docs: list[Doc], cli: Command) -> None:
 
 def test_every_header_the_docs_name_is_read_or_sent(docs: list[Doc]) -> None:
     problems = docs_check.check_headers(docs)
-    assert [p for p in problems if not any(name in p for name in REPLAY_NAMES)] == []
+    assert problems == []
     assert "idempotency-key" in docs_check.known_headers()  # the constants were found
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30 item 4: README says Idempotency-Replayed, the server sends "
-    "Idempotent-Replayed; fixed on branch `quick` (remove this mark when it is merged)",
-)
 def test_the_replay_header_the_readme_names_is_the_one_sent(docs: list[Doc]) -> None:
+    """Issue 30 item 4: README said `Idempotency-Replayed`; the server sent `Idempotent-Replayed`
+    until then."""
     readme = [d for d in docs if d.name == "README.md"]
     assert [p for p in docs_check.check_headers(readme) if "Replayed" in p] == []
     assert REPLAY_HEADER in {m.text for m in docs_names.header_mentions(readme[0])}
