@@ -10,6 +10,7 @@ against the code.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import re
 import tomllib
@@ -181,6 +182,29 @@ def check_standalone_flags(docs: Sequence[Doc], root: Command | None = None) -> 
     return problems
 
 
+def check_flag_claims(docs: Sequence[Doc], root: Command | None = None) -> list[str]:
+    """ "`--json` ... on `submit`, `show` and `outbox`": each named command has the flag;
+    "Every command takes `--config PATH`": every command that runs has it."""
+    root = root or cli_tree()
+    problems = []
+    for doc in docs:
+        for claim in docs_names.flag_claims(doc):
+            if claim.commands:
+                commands = [resolve_command(root, name.split()) for name in claim.commands]
+                lacking = [" ".join(c.path) for c, _, wrong in commands if wrong or c is root]
+                lacking += [" ".join(c.path) for c, _, _ in commands if claim.flag not in c.flags]
+            else:
+                every = [c for c in every_command(root) if c.path and c.invocable]
+                lacking = [" ".join(c.path) for c in every if claim.flag not in c.flags]
+            if lacking:
+                problems.append(
+                    f"{claim.at()}: says {claim.flag} is taken by "
+                    f"{'these commands' if claim.commands else 'every command'}, "
+                    f"but not by: {', '.join(sorted(set(lacking)))}"
+                )
+    return problems
+
+
 def undocumented_commands(named: set[tuple[str, ...]], root: Command | None = None) -> list[str]:
     root = root or cli_tree()
     return sorted(
@@ -200,11 +224,51 @@ def _literals(tree: ast.AST) -> Iterable[str]:
             yield value
 
 
+def _name(node: ast.AST) -> str:
+    return getattr(node, "id", None) or getattr(node, "attr", None) or ""
+
+
+def _header_places(node: ast.AST) -> list[ast.AST]:
+    """Where a header name stands: a dict's key (`headers={"Retry-After": "5"}`), a comparison
+    (`name == b"x-forwarded-proto"`, `"retry-after-ms" in lowered`), a lookup (`.get("...")`,
+    `headers["..."]`), an ASGI pair (`(b"content-type", ...)`), `Header(alias=...)`, or a
+    constant named for it (`KEY_HEADER = ...`, `SECRET_HEADERS = {...}`)."""
+    if isinstance(node, ast.Dict):
+        return [key for key in node.keys if key is not None]
+    if isinstance(node, ast.Compare):
+        return [node.left, *node.comparators]
+    if isinstance(node, ast.Subscript):
+        return [node.slice]
+    if isinstance(node, ast.Tuple) and len(node.elts) == 2:
+        first = node.elts[0]
+        return [first] if isinstance(first, ast.Constant) and isinstance(first.value, bytes) else []
+    if isinstance(node, ast.Call):
+        if _name(node.func) in ("get", "getheader", "getlist", "pop"):
+            return node.args[:1]
+        if _name(node.func) == "Header":
+            return [kw.value for kw in node.keywords if kw.arg == "alias"]
+    if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if any("HEADER" in _name(target) for target in targets):  # its names, not values
+            inside = list(ast.walk(node.value))
+            values = {id(v) for n in inside if isinstance(n, ast.Dict) for v in n.values}
+            return [n for n in inside if id(n) not in values]
+    return []
+
+
+def header_constants(tree: ast.AST) -> Iterable[str]:
+    for node in ast.walk(tree):
+        for place in _header_places(node):
+            if isinstance(place, ast.Constant) and isinstance(place.value, str | bytes):
+                value = place.value
+                yield value.decode("latin-1") if isinstance(value, bytes) else value
+
+
+@functools.cache
 def known_headers() -> frozenset[str]:
-    """Header names the product reads, sends or scrubs: every string constant of its source that
-    is a header name and nothing else (`"Retry-After"`, `b"content-type"`, `"authorization"`),
-    plus those the HTTP libraries it serves with read for it. Lower case: names are
-    case-insensitive."""
+    """Header names the product reads, sends or scrubs: the string constants of its source that
+    stand where a header name stands (`_header_places`) and have a header's shape, plus those
+    the HTTP library it serves with reads for it. Lower case: names are case-insensitive."""
     files = [p for d in SOURCE_DIRS for p in sorted((REPO / d).rglob("*.py"))]
     for module in LIBRARY_HEADER_MODULES:
         spec = importlib.util.find_spec(module)
@@ -213,8 +277,8 @@ def known_headers() -> frozenset[str]:
     shape = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*")
     found = set()
     for file in files:
-        for value in _literals(ast.parse(file.read_text("utf-8"))):
-            if shape.fullmatch(value) and (("-" in value) or value.lower() in _ONE_WORD_HEADERS):
+        for value in header_constants(ast.parse(file.read_text("utf-8"))):
+            if shape.fullmatch(value) and ("-" in value or value.lower() in _ONE_WORD_HEADERS):
                 found.add(value.lower())
     return frozenset(found)
 
@@ -348,11 +412,16 @@ def _exit_meanings(codes: type[IntEnum]) -> dict[int, set[str]]:
 # --- environment variables -----------------------------------------------------------------
 
 
+@functools.cache
+def _source_strings() -> frozenset[str]:
+    files = [p for d in (*SOURCE_DIRS, "tests") for p in sorted((REPO / d).rglob("*.py"))]
+    return frozenset(v for f in files for v in _literals(ast.parse(f.read_text("utf-8"))))
+
+
 def check_env_vars(docs: Sequence[Doc]) -> list[str]:
     """Every `JOBROUTER_*` variable the docs name is read somewhere (the product, or the tests
     and benchmarks for theirs): a string constant of that name in the source."""
-    files = [p for d in (*SOURCE_DIRS, "tests") for p in sorted((REPO / d).rglob("*.py"))]
-    known = {v for f in files for v in _literals(ast.parse(f.read_text("utf-8")))}
+    known = _source_strings()
     problems = []
     for doc in docs:
         for mention in docs_names.env_mentions(doc):
@@ -424,6 +493,7 @@ def all_problems(docs: Sequence[Doc], routes: list[tuple[frozenset[str] | None, 
     return [
         *cli,
         *check_standalone_flags(docs, root),
+        *check_flag_claims(docs, root),
         *check_headers(docs),
         *check_config(docs),
         *check_exit_codes(docs),

@@ -172,6 +172,33 @@ def cli_mentions(doc: Doc, top_level: frozenset[str], groups: frozenset[str]) ->
     return found
 
 
+@dataclass(frozen=True)
+class FlagClaim(Mention):
+    """A sentence that says which commands take a flag: "`--json` prints ... on `submit`,
+    `show` and `outbox`" (those commands), "Every command takes `--config PATH`" (all)."""
+
+    flag: str = ""
+    commands: tuple[str, ...] = ()  # empty: every command
+
+
+EVERY_COMMAND = re.compile(r"Every command takes ((?:`--[a-z][a-z0-9-]*[^`]*`(?:,? and |, )?)+)")
+
+
+def flag_claims(doc: Doc) -> list[FlagClaim]:
+    found = []
+    for line, text in doc.paragraphs:
+        for sentence in re.split(r"(?<=\.)\s+", " ".join(text.split())):
+            flag = re.match(r"`(--[a-z][a-z0-9-]*)`", sentence)
+            if flag and " on `" in sentence:
+                listed = "`" + sentence.split(" on `", 1)[1]
+                names = re.findall(r"`([a-z][a-z ]*)`", listed)
+                found.append(FlagClaim(doc.name, line, sentence, flag.group(1), tuple(names)))
+            for every in EVERY_COMMAND.finditer(sentence):
+                for name in re.findall(r"`(--[a-z][a-z0-9-]*)", every.group(1)):
+                    found.append(FlagClaim(doc.name, line, sentence, name))
+    return found
+
+
 def standalone_flags(doc: Doc) -> list[Mention]:
     """Inline code that is a flag alone (`--grace`, `--dry-run`, `--older-than DAYS`)."""
     found = []

@@ -56,6 +56,14 @@ def test_every_flag_written_alone_is_a_flag_of_a_command(docs: list[Doc], cli: C
     assert docs_check.check_standalone_flags(docs, cli) == []
 
 
+def test_what_the_docs_say_about_which_commands_take_a_flag_holds(
+    docs: list[Doc], cli: Command
+) -> None:
+    assert docs_check.check_flag_claims(docs, cli) == []
+    claims = [c for d in docs for c in docs_names.flag_claims(d)]
+    assert any(c.flag == "--json" and "outbox" in c.commands for c in claims)
+
+
 def test_every_command_is_documented(docs: list[Doc], cli: Command) -> None:
     """`jobrouter --help` lists every command, but a reader of README.md or docs/ should meet
     each one too, with what it is for: every command that runs (groups alone print help)."""
@@ -110,7 +118,10 @@ jobrouter jobs list --state queued   # also --sort-by
 
 Run `jobrouter tokens list`, `token list --all`, then `--frobnicate-all`.
 
-A replayed job carries `X-Jobrouter-Bogus: 1`, and a busy server `Retry-Later`.
+`--json` prints JSON on `submit` and `serve`. Every command takes `--grace N`.
+
+A replayed job carries `X-Jobrouter-Bogus: 1`, a busy server `Retry-Later`, and a missing job
+`Job-Not-Found` (a problem's slug in the code, not a header).
 
 ```toml
 [submit]
@@ -136,6 +147,9 @@ EXPECTED = [
     "no command 'jobrouter tokens'",
     "jobrouter token list has no --all",
     "flag --frobnicate-all: no jobrouter command has it",
+    "says --json is taken by these commands, but not by: serve",
+    "says --grace is taken by every command, but not by: cancel,",
+    "header Job-Not-Found",
     "header X-Jobrouter-Bogus",
     "header Retry-Later",
     "no key submit.max_input_width",
