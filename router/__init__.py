@@ -24,6 +24,7 @@ from jobrouter.errors import (
     JobRouterError,
     ListingError,
     NoEligibleProvider,
+    ResolutionInvalid,
     RouterClosed,
     StoreError,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "JobState",
     "ListingError",
     "NoEligibleProvider",
+    "ResolutionInvalid",
     "Router",
     "RouterClosed",
     "StoreError",

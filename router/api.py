@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Generator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 from jobrouter import telemetry
 from jobrouter.aio import wait_event
@@ -26,7 +26,6 @@ from jobrouter.engine import Engine, OnCreated
 from jobrouter.errors import (
     AttemptNotFound,
     ConfigError,
-    InvalidTransition,
     JobNotFound,
     RouterClosed,
 )
@@ -36,14 +35,14 @@ from jobrouter.leader import Leader
 from jobrouter.models import Attempt, Job, JobEvent, JsonObject
 from jobrouter.persist import persist
 from jobrouter.providers import CompletionRequest, Provider
-from jobrouter.states import AttemptState, JobState, watch_ends
+from jobrouter.resolution import Outcome, resolution
+from jobrouter.states import JobState, watch_ends
 from jobrouter.store import SqlStore, open_store
 from jobrouter.store.claims import AttemptStart
 from jobrouter.store.transient import is_transient
 from jobrouter.tasks import TaskRuntime
 
 log = logging.getLogger("jobrouter.router")
-Outcome = Literal["succeeded", "failed", "cancelled"]
 MAX_KEY_LENGTH = 255
 # `wait` reads a job itself only after this long without news (the store's one read for all
 # open waits finds settles; this is a safety net), and looks again whether the job is still
@@ -388,11 +387,20 @@ class Router:
         return job
 
     async def resolve(
-        self, attempt_id: str, outcome: Outcome, result: Any = None, note: str = ""
+        self,
+        attempt_id: str,
+        outcome: Outcome,
+        result: Any = None,
+        note: str = "",
+        *,
+        by: str = "",
     ) -> Job:
         """Say out of band what became of an `unknown` attempt. `succeeded` needs the `result`
         (it then competes in the compare-and-swap like any finish); `failed` / `cancelled` free
-        the job to continue under its policy."""
+        the job to continue under its policy. `by` says who resolved (`token:ID`, `user:NAME`;
+        default: this process's OS user); it and the note are kept on the attempt and in the
+        job's events. Refused with ResolutionInvalid (nothing written) when the outcome or the
+        result is not what router/resolution.py accepts."""
         self._check_open()
         attempt = await self.store.jobs.get_attempt(attempt_id)
         if attempt is None:
@@ -400,25 +408,15 @@ class Router:
         # Only an unknown attempt may be resolved: the store checks that under the job's lock
         # (this read could be stale), so the rule holds on every path that resolves.
         job = await self.get(attempt.job_id)
-        if outcome == "succeeded":
-            runtime = self.tasks.get(job.task)
-            problems = runtime.output_problems(result) if runtime else []
-            if problems:
-                raise InvalidTransition(
-                    entity="attempt",
-                    entity_id=attempt_id,
-                    src=attempt.state,
-                    dst=outcome,
-                    why="result breaks the contract: " + "; ".join(problems[:3]),
-                )
-        note = note or f"resolved {outcome} by an operator"
-        job, _ = await self.store.jobs.resolve_attempt(
-            attempt_id, AttemptState(outcome), result, note
+        runtime = self.tasks.get(job.task)
+        checked = resolution(
+            attempt_id, outcome, result, note, by, runtime.output_problems if runtime else None
         )
-        if outcome != "succeeded" and job.state is JobState.UNKNOWN:
-            job = await self.store.jobs.reopen_job(job.id, note)
-            if self.engine is not None:
-                self.engine.wake()
+        job, _ = await self.store.jobs.resolve_attempt(
+            attempt_id, checked.outcome, checked.result, checked.note, checked.by
+        )
+        if job.state is JobState.RUNNING and self.engine is not None:
+            self.engine.wake()  # reopened: the policy decides again
         return job
 
     def _check_open(self) -> None:

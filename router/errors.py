@@ -8,6 +8,8 @@
     ├── JobNotFound                 no such job for this owner (job_id)
     ├── AttemptNotFound             no such attempt (attempt_id)
     ├── InvalidTransition           a state change the tables forbid (entity, id, src, dst)
+    ├── ResolutionInvalid           a resolution that cannot be applied as given (attempt_id,
+    │                               field, reason): `succeeded` without a result, say
     ├── NoEligibleProvider          no provider may run this job (job_id, reasons per provider)
     ├── InvalidText                 an id, key or name the database cannot hold (field, reason)
     ├── StoreError                  the database could not be used (url, reason, transient)
@@ -93,6 +95,17 @@ class InvalidTransition(JobRouterError):
         self.entity_id = entity_id
         self.src = src
         self.dst = dst
+
+
+class ResolutionInvalid(JobRouterError):
+    """An operator's resolution of an `unknown` attempt refused before anything is written:
+    `field` names what is wrong (`result`, `outcome`), `reason` says what it needs."""
+
+    def __init__(self, *, attempt_id: str, field: str, reason: str) -> None:
+        super().__init__(f"resolving attempt {attempt_id}: {field}: {reason}")
+        self.attempt_id = attempt_id
+        self.field = field
+        self.reason = reason
 
 
 class NoEligibleProvider(JobRouterError):

@@ -84,6 +84,10 @@ class Attempt(BaseModel):
     cost_usd: float | None = None
     worker: str | None = None
     lease_until: datetime | None = None
+    # An operator's resolution of this attempt once `unknown` (router/resolution.py): who
+    # (`token:ID`, `user:NAME`) and what they checked; None for an attempt nobody resolved.
+    resolved_by: str | None = None
+    resolution_note: str | None = None
 
 
 class JobEvent(BaseModel):

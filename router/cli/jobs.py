@@ -12,13 +12,14 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from jobrouter.api import Outcome, Router
+from jobrouter.api import Router
 from jobrouter.cli.common import ConfigOpt, DatabaseOpt, JsonOpt, parse_json, run, settings
 from jobrouter.config import RouterConfig
-from jobrouter.errors import JobNotFound
+from jobrouter.errors import JobNotFound, ResolutionInvalid
 from jobrouter.exits import exit_code_of_state
 from jobrouter.models import Job
 from jobrouter.printing import console, job_document, print_events, print_job, print_json
+from jobrouter.resolution import Outcome, by_os_user, resolution
 from jobrouter.store import SqlStore, open_store
 
 
@@ -191,15 +192,16 @@ def resolve(
     database: DatabaseOpt = None,
 ) -> None:
     """Say what became of an attempt whose outcome is unknown (after checking the provider)."""
-    if outcome not in ("succeeded", "failed", "cancelled"):
-        raise typer.BadParameter("--outcome must be succeeded, failed or cancelled")
-    if outcome == "succeeded" and result is None:
-        raise typer.BadParameter("--outcome succeeded needs --result JSON (what the provider made)")
     value = read_json_argument("--result", result) if result is not None else None
+    try:  # the domain's rules (router/resolution.py), before a router is opened
+        resolution(attempt_id, outcome, value, note, by_os_user())
+    except ResolutionInvalid as exc:
+        raise typer.BadParameter(exc.reason, param_hint=f"--{exc.field}") from None
     chosen: Outcome = outcome  # type: ignore[assignment]
 
     async def step() -> None:
         async with Router.open(database, settings(config)) as router:
-            await emit(router, await router.resolve(attempt_id, chosen, value, note), as_json)
+            job = await router.resolve(attempt_id, chosen, value, note, by=by_os_user())
+            await emit(router, job, as_json)
 
     run(step)

@@ -30,6 +30,7 @@ from jobrouter.http.schemas import (
 )
 from jobrouter.http.sse import HEADERS, event_stream
 from jobrouter.models import Job
+from jobrouter.resolution import by_token
 
 routes = APIRouter(prefix="/v1", tags=["jobs"])
 
@@ -178,7 +179,9 @@ async def resolve_attempt(
 ) -> Response:
     if await router.store.jobs.get_attempt(attempt_id) is None:
         raise AttemptNotFound(attempt_id)
-    job = await router.resolve(attempt_id, body.outcome, body.result, body.note)
+    job = await router.resolve(
+        attempt_id, body.outcome, body.result, body.note, by=by_token(op.token_id)
+    )
     return _resource(request, op, job)
 
 

@@ -26,6 +26,7 @@ from jobrouter.errors import (
     JobNotFound,
     JobRefused,
     JobRouterError,
+    ResolutionInvalid,
     RouterClosed,
     StoreError,
 )
@@ -184,6 +185,11 @@ async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, JobRefused):
         return problem_response(
             request, 422, exc.slug, str(exc), field=exc.field, errors=exc.errors
+        )
+    if isinstance(exc, ResolutionInvalid):
+        errors = [{"where": exc.field, "problem": exc.reason}]
+        return problem_response(
+            request, 422, "resolution-invalid", str(exc), field=exc.field, errors=errors
         )
     if isinstance(exc, JobNotFound):
         return problem_response(

@@ -64,8 +64,17 @@ class ResolveAttempt(_Body):
     """What became of an `unknown` attempt, found out of band (e.g. the post is online)."""
 
     outcome: Literal["succeeded", "failed", "cancelled"]
-    result: Any = Field(default=None, description="the attempt's output; needed for succeeded")
-    note: str = Field(default="", max_length=1000)
+    result: Any = Field(
+        default=None,
+        description="the attempt's output; required with succeeded (422 `resolution-invalid` "
+        "naming `result` without it, or when the task's contract refuses it)",
+    )
+    note: str = Field(
+        default="",
+        max_length=1000,
+        description="what was checked; kept with who resolved (the token's id) on the attempt "
+        "and in the job's events",
+    )
 
 
 ERROR = (
@@ -147,6 +156,14 @@ class AttemptResource(Attempt):
         description="the answer: the winning attempt's result; an "
         "answer that did not win (kept for whoever resolves the attempt) is "
         "shown to operator tokens only",
+    )
+    resolved_by: str | None = Field(
+        default=None,
+        description="who resolved this attempt once `unknown`: `token:ID` (HTTP, console) or "
+        "`user:NAME` (CLI, Python); null when nobody resolved it",
+    )
+    resolution_note: str | None = Field(
+        default=None, description="what the operator who resolved it checked"
     )
 
     @staticmethod

@@ -1,45 +1,42 @@
 """Attempts in the store: start one (written before the provider is called), finish it (the
-compare-and-swap of I2 for a success), and an operator's resolution of an `unknown` one. A part
+compare-and-swap of I2 for a success), and an operator's resolution of an `unknown` one (one
+transaction with the job's move). A part
 of the job store; the steps inside a transaction are in transitions.py.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobrouter.errors import InvalidTransition
 from jobrouter.models import Attempt, AttemptUsage, FinishOutcome, Job, NewEvent
-from jobrouter.states import AttemptState, EventKind
+from jobrouter.states import AttemptState, EventKind, JobState
 from jobrouter.store.changes import Changes
 from jobrouter.store.claims import AttemptStart
 from jobrouter.store.connector import Connector, Tx
 from jobrouter.store.outbox import OutboxWritten
-from jobrouter.store.reads import JobReads
-from jobrouter.store.rows import dumps, job_from_row
+from jobrouter.store.rows import attempt_from_row, dumps, job_from_row
 from jobrouter.store.transitions import (
     append_events,
     end_attempt,
     insert_numbered,
     lock_attempt,
     lock_job,
+    reopen_in,
     start_attempt_in,
     write_outbox,
 )
 
 
 class AttemptWrites:
-    """Attempts' writes; `reads` reads the job of a resolved attempt, `written` hears of the
-    outbox row of a win."""
+    """Attempts' writes; `written` hears of the outbox row of a win."""
 
-    def __init__(
-        self, connector: Connector, changes: Changes, reads: JobReads, written: OutboxWritten
-    ) -> None:
+    def __init__(self, connector: Connector, changes: Changes, written: OutboxWritten) -> None:
         self.connector = connector
         self._q = connector.queries
         self._changes = changes
-        self._reads = reads
         self._outbox_written = written
 
     async def start_attempt(
@@ -83,29 +80,48 @@ class AttemptWrites:
                 return FinishOutcome(
                     won=job.winner_attempt_id == attempt_id, job=job, attempt=attempt
                 )
-            won_row, events = None, won_events(attempt)
-            if job.winner_attempt_id is None and not job.state.terminal:
-                won_row = await tx.fetchone(
-                    self._q["finish_job_cas"],
-                    {
-                        "id": job.id,
-                        "version": job.version,
-                        "attempt_id": attempt_id,
-                        "result": dumps(output),
-                        "now": now,
-                        "events": len(events),  # numbered by the CAS's update
-                    },
-                )
-            if won_row is None:
-                outcome = await self._record_lost(tx, job, attempt, usage, now)
-            else:
-                won = job_from_row(won_row), int(won_row["event_seq"])
-                outcome = await self._record_won(tx, won, attempt, events, output, usage, now)
+            outcome = await self._cas_in(tx, job, attempt, output, usage, now)
         self._changes.notify(attempt.job_id, outcome.job if outcome.won else None)
         return outcome
 
+    async def _cas_in(
+        self,
+        tx: Tx,
+        job: Job,
+        attempt: Attempt,
+        output: Any,
+        usage: AttemptUsage,
+        now: float,
+        record: Mapping[str, str] | None = None,
+    ) -> FinishOutcome:
+        """The compare-and-swap inside the open transaction, `job` locked and `attempt` open;
+        `record`: an operator's resolution, kept in the attempt's event."""
+        won_row, events = None, won_events(attempt, record)
+        if job.winner_attempt_id is None and not job.state.terminal:
+            won_row = await tx.fetchone(
+                self._q["finish_job_cas"],
+                {
+                    "id": job.id,
+                    "version": job.version,
+                    "attempt_id": attempt.id,
+                    "result": dumps(output),
+                    "now": now,
+                    "events": len(events),  # numbered by the CAS's update
+                },
+            )
+        if won_row is None:
+            return await self._record_lost(tx, job, attempt, usage, now, record)
+        won = job_from_row(won_row), int(won_row["event_seq"])
+        return await self._record_won(tx, won, attempt, events, output, usage, now)
+
     async def _record_lost(
-        self, tx: Tx, job: Job, attempt: Attempt, usage: AttemptUsage, now: float
+        self,
+        tx: Tx,
+        job: Job,
+        attempt: Attempt,
+        usage: AttemptUsage,
+        now: float,
+        record: Mapping[str, str] | None = None,
     ) -> FinishOutcome:
         """Another attempt won (or the job ended without one): this one is recorded `lost`."""
         lost = await end_attempt(
@@ -129,6 +145,7 @@ class AttemptWrites:
                         "attempt_id": attempt.id,
                         "provider": attempt.provider,
                         "winner_attempt_id": job.winner_attempt_id,
+                        **_resolved(record),
                     },
                 )
             ],
@@ -203,38 +220,71 @@ class AttemptWrites:
         return done
 
     async def resolve_attempt(
-        self, attempt_id: str, outcome: AttemptState, result: Any, note: str
+        self, attempt_id: str, outcome: AttemptState, result: Any, note: str, by: str = ""
     ) -> tuple[Job, Attempt]:
-        """An operator says what became of an `unknown` attempt (out of band). Only an unknown
-        attempt: checked under the job's lock, so a sweeper or a late answer that changed it
-        meanwhile wins and the resolution is refused (InvalidTransition)."""
-        if outcome is AttemptState.SUCCEEDED:
-            finished = await self.finish_attempt_cas(
-                attempt_id, result, AttemptUsage(), only_from=AttemptState.UNKNOWN
+        """An operator says what became of an `unknown` attempt (out of band), checked by
+        router/resolution.py. Only an unknown attempt: checked under the job's lock, so a
+        sweeper or a late answer that changed it meanwhile wins and the resolution is refused
+        (InvalidTransition). ONE transaction: the attempt's end, who resolved it and the note
+        (on the attempt and in its event), and the job's move (won by the compare-and-swap, or
+        an `unknown` job reopened for the policy): no crash between them strands the job."""
+        now = time.time()
+        record = {"outcome": str(outcome), "note": note, "by": by}
+        async with self.connector.write() as tx:
+            job, attempt = await lock_attempt(self._q, tx, attempt_id)
+            _require_state(attempt, AttemptState.UNKNOWN, outcome)
+            won = False
+            if outcome is AttemptState.SUCCEEDED:
+                finished = await self._cas_in(tx, job, attempt, result, AttemptUsage(), now, record)
+                job, done, won = finished.job, finished.attempt, finished.won
+            else:
+                done = await end_attempt(
+                    self._q, tx, attempt, outcome, AttemptUsage(), now, "resolved", note
+                )
+                job = await self._after_resolution(tx, job, done, record, now)
+            row = await tx.fetchone(
+                self._q["record_resolution"], {"id": attempt_id, "by": by or None, "note": note}
             )
-            return finished.job, finished.attempt
-        attempt = await self.finish_attempt(
-            attempt_id,
-            outcome,
-            error_kind="resolved",
-            error=note,
-            usage=AttemptUsage(),
-            only_from=AttemptState.UNKNOWN,
-        )
-        job = await self._reads.get_job(attempt.job_id)
-        assert job is not None
-        return job, attempt
+            assert row is not None  # the attempt is there: its job is locked
+            done = attempt_from_row(row)
+        self._changes.notify(attempt.job_id, job if won else None)
+        return job, done
+
+    async def _after_resolution(
+        self, tx: Tx, job: Job, done: Attempt, record: Mapping[str, str], now: float
+    ) -> Job:
+        """The event of an attempt resolved failed or cancelled; an `unknown` job is reopened
+        in the same transaction, so the policy decides again (fail over, or finish)."""
+        data = {
+            "attempt_id": done.id,
+            "provider": done.provider,
+            "error_kind": done.error_kind,
+            "error": done.error,
+            **_resolved(record),
+        }
+        ended = NewEvent(kind=EventKind.attempt_ended(done.state), data=data)
+        await append_events(self._q, tx, job.id, job.state, [ended], now)
+        if job.state is not JobState.UNKNOWN:
+            return job
+        reopened = {"reason": record["note"], **_resolved(record)}
+        return await reopen_in(self._q, tx, job, reopened, now)
 
 
-def won_events(attempt: Attempt) -> list[NewEvent]:
-    """The events of a win, appended in the transaction of its compare-and-swap."""
+def won_events(attempt: Attempt, record: Mapping[str, str] | None = None) -> list[NewEvent]:
+    """The events of a win, appended in the transaction of its compare-and-swap (`record`:
+    the operator's resolution that made it, if one did)."""
     return [
         NewEvent(
             kind=EventKind.ATTEMPT_SUCCEEDED,
-            data={"attempt_id": attempt.id, "provider": attempt.provider},
+            data={"attempt_id": attempt.id, "provider": attempt.provider, **_resolved(record)},
         ),
         NewEvent(kind=EventKind.JOB_SUCCEEDED, data={"winner_attempt_id": attempt.id}),
     ]
+
+
+def _resolved(record: Mapping[str, str] | None) -> dict[str, Any]:
+    """An event's `resolution` member: outcome, note and who, when an operator resolved."""
+    return {} if record is None else {"resolution": dict(record)}
 
 
 def _require_state(attempt: Attempt, only_from: AttemptState | None, dst: AttemptState) -> None:

@@ -37,6 +37,7 @@ from jobrouter.store.transitions import (
     lock_job,
     move_job,
     moved,
+    reopen_in,
     started_event,
     write_outbox,
 )
@@ -260,8 +261,6 @@ class JobWrites:
             job = await lock_job(self._q, tx, job_id)
             if job.state is not JobState.UNKNOWN:
                 return job
-            reopened = NewEvent(kind=EventKind.JOB_REOPENED, data={"reason": reason})
-            job = await move_job(self._q, tx, job, JobState.RUNNING, now=now, events=[reopened])
-            await tx.execute(self._q["clear_claim"], {"id": job_id, "next_run_at": now})
+            job = await reopen_in(self._q, tx, job, {"reason": reason}, now)
         self._changes.notify(job_id)
         return job

@@ -33,7 +33,7 @@ class JobStore:
         self._changes = Changes()
         self._reads = JobReads(connector)
         self._jobs = JobWrites(connector, self._changes, self._reads, written)
-        self._attempts = AttemptWrites(connector, self._changes, self._reads, written)
+        self._attempts = AttemptWrites(connector, self._changes, written)
         self._claims = Claims(connector, self._changes, self._attempts)
         self._listing = JobListing(connector)
         self._waits = Waits(connector, self._changes)

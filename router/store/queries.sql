@@ -87,8 +87,10 @@ WHERE id = :id AND version = :version AND winner_attempt_id IS NULL
 RETURNING *
 
 -- name: finish_job_cas
--- `:events` numbered here, as in update_job_state.
+-- `:events` numbered here, as in update_job_state. A succeeded job carries no error: what an
+-- earlier attempt or an `unknown` left there (a job resolved succeeded) no longer holds.
 UPDATE jobs SET state = 'succeeded', result = :result, winner_attempt_id = :attempt_id,
+                error = NULL, error_detail = NULL,
                 version = version + 1, updated_at = :now, claimed_by = NULL, claim_until = NULL,
                 event_seq = event_seq + :events
 WHERE id = :id AND version = :version AND winner_attempt_id IS NULL
@@ -101,6 +103,11 @@ UPDATE attempts SET state = :state, error_kind = :error_kind, error = :error,
                     prompt_tokens = :prompt_tokens, completion_tokens = :completion_tokens,
                     cost_usd = :cost_usd, lease_until = NULL
 WHERE id = :id AND state = :from_state
+RETURNING *
+
+-- name: record_resolution
+-- Who resolved an `unknown` attempt, and what they checked: in the resolution's transaction.
+UPDATE attempts SET resolved_by = :by, resolution_note = :note WHERE id = :id
 RETURNING *
 
 -- name: open_attempts_of_job

@@ -74,6 +74,8 @@ def attempt_from_row(row: Row) -> Attempt:
         cost_usd=row["cost_usd"],
         worker=row["worker"],
         lease_until=ts(row["lease_until"]),
+        resolved_by=row["resolved_by"],
+        resolution_note=row["resolution_note"],
     )
 
 

@@ -152,6 +152,15 @@ async def move_job(
     return job_from_row(row)
 
 
+async def reopen_in(q: Queries, tx: Tx, job: Job, data: Mapping[str, Any], now: float) -> Job:
+    """The locked `unknown` job back to running, due now and unclaimed: the policy decides
+    again after an operator resolved an attempt (`data`: the `job.reopened` event's)."""
+    reopened = NewEvent(kind=EventKind.JOB_REOPENED, data=dict(data))
+    job = await move_job(q, tx, job, JobState.RUNNING, now=now, events=[reopened])
+    await tx.execute(q["clear_claim"], {"id": job.id, "next_run_at": now})
+    return job
+
+
 async def end_attempt(
     q: Queries,
     tx: Tx,

@@ -13,12 +13,13 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from jobrouter.disclosure import disclose
-from jobrouter.errors import JobNotFound, JobRouterError, ListingError
+from jobrouter.errors import JobNotFound, JobRouterError, ListingError, ResolutionInvalid
 from jobrouter.http.auth import Principal, RouterDep
 from jobrouter.http.listing import job_filter
 from jobrouter.http.problems import ProblemError
 from jobrouter.listing import JobFilter, checked_cursor
 from jobrouter.models import Job
+from jobrouter.resolution import by_token
 from jobrouter.states import AttemptState, JobState
 from jobrouter.ui.counts import CountsCache
 from jobrouter.ui.render import PAGE_HEADERS, templates
@@ -311,7 +312,16 @@ async def resolve(
             title="No such attempt",
             message=f"There is no attempt {attempt_id}.",
         )
-    problem = _resolve_problem(who, outcome, note, result)
+    problem = _resolve_problem(who, note, result)
+    if problem is None:
+        value = json.loads(result) if result.strip() else None
+        action = router.resolve(attempt_id, outcome, value, note, by=by_token(who.token_id))  # type: ignore[arg-type]
+        try:
+            await action
+        except ResolutionInvalid as exc:  # the domain's rules (router/resolution.py)
+            problem = exc.reason if exc.field == "result" else str(exc)
+        except JobRouterError as exc:
+            return _not_done(request, who, attempt.job_id, exc)
     if problem:
         return page(
             request,
@@ -321,24 +331,22 @@ async def resolve(
             error=problem,
             **await _job_context(router, who, job),
         )
-    value = json.loads(result) if outcome == "succeeded" else None
-    note_text = f"{note.strip()} (by {who.owner} in the console)"
-    action = router.resolve(attempt_id, outcome, value, note_text)  # type: ignore[arg-type]
-    return await _act(request, who, attempt.job_id, action, f"attempt {attempt.seq} {outcome}")
+    done = f"attempt {attempt.seq} {outcome}"
+    return RedirectResponse(f"/ui/jobs/{job.id}?{urlencode({'done': done})}", status_code=303)
 
 
-def _resolve_problem(who: Principal, outcome: str, note: str, result: str) -> str | None:
+def _resolve_problem(who: Principal, note: str, result: str) -> str | None:
+    """The form's own rules: who may, a note, JSON that parses; the outcome and the result's
+    rules are the domain's (router/resolution.py)."""
     if not who.operator:
         return "Only an operator may resolve an attempt."
-    if outcome not in ("succeeded", "failed", "cancelled"):
-        return "Choose succeeded, failed or cancelled."
     if not note.strip():
         return "Write what you checked (the note goes into the job's log)."
-    if outcome == "succeeded":
+    if result.strip():
         try:
             json.loads(result)
         except json.JSONDecodeError:
-            return "A succeeded attempt needs its result as JSON (what the provider made)."
+            return "The result must be JSON (what the provider made)."
     return None
 
 
@@ -346,16 +354,20 @@ async def _act(request: Request, who: Principal, job_id: str, action: Any, done:
     try:
         await action
     except JobRouterError as exc:
-        return page(
-            request,
-            "message.html",
-            who,
-            409,
-            title="Not done",
-            message=str(exc),
-            back=f"/ui/jobs/{job_id}",
-        )
+        return _not_done(request, who, job_id, exc)
     return RedirectResponse(f"/ui/jobs/{job_id}?{urlencode({'done': done})}", status_code=303)
+
+
+def _not_done(request: Request, who: Principal, job_id: str, exc: JobRouterError) -> HTMLResponse:
+    return page(
+        request,
+        "message.html",
+        who,
+        409,
+        title="Not done",
+        message=str(exc),
+        back=f"/ui/jobs/{job_id}",
+    )
 
 
 __all__ = ["csrf_of", "routes"]

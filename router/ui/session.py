@@ -40,7 +40,7 @@ async def viewer(request: Request, router: Annotated[Router, Depends(get_router)
     if record is None:
         raise SignInRequired()
     request.state.csrf = csrf_of(token or "")
-    return Principal(owner=record.owner, operator=record.operator)
+    return Principal(owner=record.owner, operator=record.operator, token_id=record.id)
 
 
 async def checked_post(

@@ -254,6 +254,40 @@ async def test_operator_resolves_an_unknown_attempt(
     assert replay[-1] == "job.succeeded" and "job.unknown" in replay
 
 
+async def test_a_resolution_is_checked_then_recorded_with_the_token(
+    server: Server, alice: str, operator: str
+) -> None:
+    """`succeeded` without a result is a 422 naming `result` (it was a 409 about `None is
+    not of type 'object'`: the mutant "no `result is None` check in router/resolution.py");
+    the resolution keeps its note and the operator token's id (never the token) on the
+    attempt and in the job's events, and the succeeded job has no stale error."""
+    async with client(server, alice) as jobs:
+        job = await jobs.submit(JobIntent("hang", {"text": "post it"}))
+        assert (await jobs.wait(job.id, timeout=10)).state == "unknown"
+        [attempt] = await jobs.attempts(job.id)
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
+        path = f"/v1/attempts/{attempt.id}/resolve"
+        missing = await http.post(path, json={"outcome": "succeeded"}, headers=auth(operator))
+        done = await http.post(
+            path,
+            json={"outcome": "succeeded", "result": {"text": "posted"}, "note": "seen online"},
+            headers=auth(operator),
+        )
+        shown = await http.get(f"/v1/jobs/{job.id}/attempts", headers=auth(operator))
+        events = await http.get(f"/v1/jobs/{job.id}/events", headers=auth(operator))
+    assert missing.status_code == 422 and missing.headers["content-type"] == PROBLEM
+    problem = missing.json()
+    assert problem["type"].endswith(":resolution-invalid") and problem["field"] == "result"
+    assert problem["errors"][0]["where"] == "result"
+    assert "result is required" in problem["detail"] and "None is not" not in problem["detail"]
+    assert done.status_code == 200, done.text
+    assert done.json()["state"] == "succeeded" and done.json()["error"] is None
+    [record] = shown.json()["items"]
+    assert record["resolution_note"] == "seen online"
+    assert record["resolved_by"].startswith("token:") and operator not in record["resolved_by"]
+    assert '"resolution"' in events.text and record["resolved_by"] in events.text
+
+
 async def test_health_and_metrics(server: Server, alice: str) -> None:
     async with client(server, alice) as jobs:
         await jobs.wait((await jobs.submit(JobIntent("echo", {"text": "m"}))).id, timeout=10)

@@ -290,9 +290,11 @@ class StoreMachine(RuleBasedStateMachine):
         assert attempt.state is AttemptState.FAILED
         assert attempt.error_kind == "resolved"
         self.model.resolved_failed.add(attempt_id)
-        if job.state is JobState.UNKNOWN:  # as Router.resolve does
-            reopened = self.run(self.store.jobs.reopen_job(job.id, "resolved"))
-            assert reopened.state is JobState.RUNNING
+        if job_before.state is JobState.UNKNOWN:  # reopened in the resolution's transaction
+            assert job.state is JobState.RUNNING
+            assert self.job(job.id).state is JobState.RUNNING
+        else:
+            assert job.state is job_before.state
 
     @precondition(lambda self: self.model.by_id)
     @rule(data=st.data())
