@@ -37,7 +37,6 @@ from jobrouter.store.transitions import (
     lock_job,
     move_job,
     moved,
-    reopen_in,
     started_event,
     write_outbox,
 )
@@ -251,16 +250,5 @@ class JobWrites:
                 self._q, tx, job, JobState.CANCELLED, now=now, error=reason, events=events
             )
             await write_outbox(self._q, tx, job, now, self._outbox_written)
-        self._changes.notify(job_id)
-        return job
-
-    async def reopen_job(self, job_id: str, reason: str) -> Job:
-        """unknown -> running, due now: the policy decides again after an operator resolved."""
-        now = time.time()
-        async with self.connector.write() as tx:
-            job = await lock_job(self._q, tx, job_id)
-            if job.state is not JobState.UNKNOWN:
-                return job
-            job = await reopen_in(self._q, tx, job, {"reason": reason}, now)
         self._changes.notify(job_id)
         return job

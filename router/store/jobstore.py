@@ -44,7 +44,6 @@ class JobStore:
         self.settle_job = self._jobs.settle_job
         self.note = self._jobs.note
         self.cancel_job = self._jobs.cancel_job
-        self.reopen_job = self._jobs.reopen_job
         # attempts (attempts.py)
         self.start_attempt = self._attempts.start_attempt
         self.finish_attempt_cas = self._attempts.finish_attempt_cas

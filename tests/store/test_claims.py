@@ -73,17 +73,42 @@ async def test_a_reopened_job_runs_again_and_is_free_for_any_worker(store: SqlSt
     )
     unknown = await store.jobs.settle_job(job.id, JobState.UNKNOWN, error="needs attention")
     before = time.time()
-    reopened = await store.jobs.reopen_job(job.id, "resolved failed by an operator")
-    assert reopened.state is JobState.RUNNING and reopened.version == unknown.version + 1
+    note = "resolved failed by an operator"
+    reopened, _ = await store.jobs.resolve_attempt(attempt.id, AttemptState.FAILED, None, note)
+    assert reopened.state is JobState.RUNNING and reopened.version > unknown.version
     row = await claim_row(store, job.id)
     assert row["claimed_by"] is None and row["next_run_at"] <= time.time()
     assert row["next_run_at"] >= before - 1
     assert await store.jobs.claim(job.id, "w2", 60.0) is not None
     [event] = [e for e in await store.jobs.list_events(job.id) if e.kind == "job.reopened"]
-    assert event.data == {"reason": "resolved failed by an operator"}
+    assert event.data["reason"] == note
     assert event.job_state is JobState.RUNNING
-    again = await store.jobs.reopen_job(job.id, "twice")  # only an unknown job is reopened
-    assert again == await job_of(store, job.id) and again.version == reopened.version
+
+
+async def test_a_resolution_reopens_only_a_job_that_is_unknown(store: SqlStore) -> None:
+    """The attempt timed out but the job is still running (its policy has not settled it
+    `unknown` yet): resolving the attempt `failed` ends the attempt and leaves the job as it
+    is, with no `job.reopened`. Mutant: attempts._after_resolution's `if job.state is not
+    JobState.UNKNOWN: return job` removed (the running job is "reopened": refused as
+    running -> running, or a second reopened event)."""
+    job = await submit(store)
+    assert await store.jobs.claim(job.id, "w1", 600.0) is not None
+    attempt = await start(store, job, "a", exclusive=True)
+    await store.jobs.finish_attempt(
+        attempt.id,
+        AttemptState.UNKNOWN,
+        error_kind="unknown",
+        error="read timeout",
+        usage=AttemptUsage(),
+    )
+    running = await job_of(store, job.id)
+    after, done = await store.jobs.resolve_attempt(attempt.id, AttemptState.FAILED, None, "ok")
+    assert done.state is AttemptState.FAILED
+    assert after.state is JobState.RUNNING
+    assert (await job_of(store, job.id)).state is JobState.RUNNING
+    assert running.state is JobState.RUNNING
+    kinds = [e.kind for e in await store.jobs.list_events(job.id)]
+    assert "job.reopened" not in kinds and "attempt.failed" in kinds
 
 
 async def test_a_note_adds_to_the_log_and_changes_nothing_else(store: SqlStore) -> None:

@@ -266,7 +266,7 @@ async def test_a_change_of_one_job_wakes_no_other_jobs_watchers(
 ) -> None:
     """Only the changed job's watchers are woken: `_notify(None)` means "changes may have been
     missed" and sends every watcher of every job to read its job again. Kills mutants
-    `cancel_job` 89, `reopen_job` 45, `settle_job` 44, `finish_attempt` 59 and
+    `cancel_job` 89, `resolve_attempt`'s notify, `settle_job` 44, `finish_attempt` 59 and
     `start_attempt` 30 (`self._notify(None...)`)."""
     job = await submit(store)
     other = await submit(store, key="other")
@@ -286,7 +286,7 @@ async def test_a_change_of_one_job_wakes_no_other_jobs_watchers(
         elif change == "cancel":
             await store.jobs.cancel_job(job.id, "withdrawn")
         elif change == "reopen":
-            await store.jobs.reopen_job(job.id, "resolved by an operator")
+            await store.jobs.resolve_attempt(attempt.id, AttemptState.FAILED, None, "checked")
         elif change == "settle":
             await store.jobs.settle_job(job.id, JobState.FAILED, error="a: HTTP 500")
         elif change == "start":
