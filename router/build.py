@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jobrouter.breaker import Breakers, BreakerSettings
 from jobrouter.config import RouterConfig, TaskConfig, load_config
@@ -21,6 +22,9 @@ from jobrouter.policy import TaskPolicy
 from jobrouter.providers import Provider
 from jobrouter.store.sqlstore import SqlStore
 from jobrouter.tasks import TaskRuntime
+
+if TYPE_CHECKING:
+    from jobrouter.contracts import Contract
 
 
 async def warm_up(providers: Iterable[Provider]) -> None:
@@ -44,18 +48,11 @@ def build_tasks(config: RouterConfig) -> dict[str, TaskRuntime]:
 
 
 def _task_runtime(name: str, task: TaskConfig, config: RouterConfig) -> TaskRuntime:
-    contract = None
+    contract = task_contract(name, task, config.base_dir)
     fingerprint = None
-    if task.contract is not None:
-        from jobrouter.contracts import ContractError, contract_fingerprint, load_contract
+    if contract is not None:
+        from jobrouter.contracts import contract_fingerprint
 
-        search = [config.base_dir] if config.base_dir else []
-        try:
-            contract = load_contract(
-                _contract_ref(task.contract, config.base_dir), search_dirs=search
-            )
-        except ContractError as exc:
-            raise ConfigError(str(exc), key=f"tasks.{name}.contract") from exc
         fingerprint = contract_fingerprint(contract)
     side_effects = _side_effects(name, task, contract.side_effects if contract else None)
     policy = TaskPolicy(
@@ -72,6 +69,21 @@ def _task_runtime(name: str, task: TaskConfig, config: RouterConfig) -> TaskRunt
         contract=contract,
         contract_fingerprint=fingerprint,
     )
+
+
+def task_contract(name: str, task: TaskConfig, base_dir: Path | None) -> Contract | None:
+    """The task's contract, loaded as the router loads it; a ConfigError at
+    `tasks.NAME.contract` when it cannot be (no such file, not a contract)."""
+    if task.contract is None:
+        return None
+    from jobrouter.contracts import ContractError, load_contract
+
+    try:
+        return load_contract(
+            _contract_ref(task.contract, base_dir), search_dirs=[base_dir] if base_dir else []
+        )
+    except ContractError as exc:
+        raise ConfigError(str(exc), key=f"tasks.{name}.contract") from exc
 
 
 def _side_effects(name: str, task: TaskConfig, contract: str | None) -> str:

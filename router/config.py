@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -255,3 +256,20 @@ def load_config(path: str | Path) -> RouterConfig:
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
         raise ConfigError(first["msg"] + more, file=str(file), key=key) from exc
     return config.model_copy(update={"base_dir": file.resolve().parent})
+
+
+def unset_secrets(
+    webhooks: Mapping[str, WebhookConfig], environ: Mapping[str, str] | None = None
+) -> list[ConfigError]:
+    """One error per webhook whose secret variable is unset or empty: the rule `serve` and
+    `worker` refuse to start by, and `jobrouter config check` reports."""
+    env = os.environ if environ is None else environ
+    return [
+        ConfigError(
+            f"environment variable {hook.secret_env} (the webhook's HMAC "
+            "secret) is not set or empty",
+            key=f"webhooks.{owner}.secret_env",
+        )
+        for owner, hook in webhooks.items()
+        if not env.get(hook.secret_env, "")
+    ]

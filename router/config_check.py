@@ -14,12 +14,14 @@ import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from jobrouter.config import RouterConfig
+from jobrouter.config import RouterConfig, TaskConfig, WebhookConfig, unset_secrets
 from jobrouter.errors import ConfigError, StoreError
+
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -133,10 +135,41 @@ def check_config(path: Path) -> CheckReport:
     except ValidationError as exc:
         problems = [_problem_of(error) for error in exc.errors()]
         report.problems += naming + [p for p in problems if not (naming and p.key == "(file)")]
+        report.problems += _sections_built(raw, path.resolve().parent)
         return report
     config = config.model_copy(update={"base_dir": path.resolve().parent})
     _check_built(config, report)
+    report.problems += [Problem(str(e.key), e.reason) for e in unset_secrets(config.webhooks)]
     return report
+
+
+def _sections_built(raw: dict[str, Any], base_dir: Path) -> list[Problem]:
+    """A file that fails validation is not built, yet what only building finds (a contract
+    file that is missing, a webhook secret that is not set) is reported in the same run: each
+    task and webhook section that is valid on its own is checked as the router would."""
+    from jobrouter.build import task_contract
+
+    problems = []
+    for name, task in _valid_sections(raw, "tasks", TaskConfig).items():
+        try:
+            task_contract(name, task, base_dir)
+        except ConfigError as exc:
+            problems.append(Problem(str(exc.key), exc.reason))
+    webhooks = _valid_sections(raw, "webhooks", WebhookConfig)
+    return problems + [Problem(str(e.key), e.reason) for e in unset_secrets(webhooks)]
+
+
+def _valid_sections(raw: dict[str, Any], table: str, model: type[M]) -> dict[str, M]:
+    """The [table.NAME] sections that validate on their own (the others' problems are among
+    the file's already)."""
+    sections = raw.get(table)
+    valid = {}
+    for name, section in sections.items() if isinstance(sections, dict) else ():
+        try:
+            valid[str(name)] = model.model_validate(section)
+        except ValidationError:
+            continue
+    return valid
 
 
 def _check_built(config: RouterConfig, report: CheckReport) -> None:

@@ -228,7 +228,7 @@ class Leader:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop
             self._loop = None
-        await self._depose("stopping")
+        await self._depose("stopping", logging.INFO)  # a normal close: nothing went wrong
         await self.lock.release()
 
     async def holder(self) -> str | None:
@@ -276,7 +276,7 @@ class Leader:
         ]
         self.changed.set()
 
-    async def _depose(self, why: str) -> None:
+    async def _depose(self, why: str, level: int = logging.WARNING) -> None:
         running, self._running = self._running, []
         for task in running:
             task.cancel()
@@ -286,7 +286,7 @@ class Leader:
             self.elected_at = None
             IS_LEADER.set(0)
             LEADER_CHANGES.labels(change="deposed").inc()
-            log.warning("leader %s stepped down: %s", self.worker_id, why)
+            log.log(level, "leader %s stepped down: %s", self.worker_id, why)
             self.changed.set()
 
     async def _repeat(self, task: PeriodicTask) -> None:

@@ -27,9 +27,8 @@ from dataclasses import dataclass
 import httpx
 
 from jobrouter.aio import wait_event
-from jobrouter.config import RouterConfig
+from jobrouter.config import RouterConfig, unset_secrets
 from jobrouter.engine import make_worker_id
-from jobrouter.errors import ConfigError
 from jobrouter.metrics import record_delivery
 from jobrouter.models import canonical_json
 from jobrouter.store.outbox import OutboxEvent, OutboxStore
@@ -183,17 +182,13 @@ def webhooks_from_config(
     """The configured webhooks with their secrets; a missing or empty secret is a ConfigError
     (delivering unsigned, or parking silently, would both be worse than refusing to start)."""
     env = os.environ if environ is None else environ
-    hooks = {}
-    for owner, hook in config.webhooks.items():
-        secret = env.get(hook.secret_env, "")
-        if not secret:
-            raise ConfigError(
-                f"environment variable {hook.secret_env} (the webhook's HMAC "
-                "secret) is not set or empty",
-                key=f"webhooks.{owner}.secret_env",
-            )
-        hooks[owner] = Webhook(owner=owner, url=hook.url, secret=secret.encode("utf-8"))
-    return hooks
+    unset = unset_secrets(config.webhooks, env)
+    if unset:
+        raise unset[0]
+    return {
+        owner: Webhook(owner=owner, url=hook.url, secret=env[hook.secret_env].encode("utf-8"))
+        for owner, hook in config.webhooks.items()
+    }
 
 
 class OutboxDeliverer:

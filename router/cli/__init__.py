@@ -11,6 +11,8 @@ import sys
 from typing import Annotated
 
 import typer
+from typer._click.core import Context, Parameter  # typer 0.29 carries its own click
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from jobrouter.cli import (
     cassettes,
@@ -77,10 +79,33 @@ def _options(
     )
 
 
+def _untyped_flags(params: list[Parameter]) -> list[Parameter]:
+    """typer prints a type beside every option, `<bool>` beside a flag (`--json`, `--help`): a
+    flag takes no value, so its help shows none."""
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx: Context) -> list[Parameter]:
+        return _untyped_flags(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx: Context) -> list[Parameter]:
+        return _untyped_flags(super().get_params(ctx))
+
+
 def build_app() -> typer.Typer:
     """Every command and command group of `jobrouter`, registered by name."""
     cli = typer.Typer(
-        name="jobrouter", help=HELP, no_args_is_help=True, pretty_exceptions_enable=False
+        name="jobrouter",
+        help=HELP,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        cls=_Group,
     )
     cli.callback()(_options)
     for command in (
@@ -93,8 +118,8 @@ def build_app() -> typer.Typer:
         demo.demo,
         http.serve,
     ):
-        cli.command()(command)
-    cli.command(name="purge")(outbox.purge_command)
+        cli.command(cls=_Command)(command)
+    cli.command(name="purge", cls=_Command)(outbox.purge_command)
     groups = {
         "jobs": listing.jobs_app,
         "config": config.config_app,
@@ -105,7 +130,9 @@ def build_app() -> typer.Typer:
         "cassettes": cassettes.cassettes_app,
     }
     for name, group in groups.items():
-        cli.add_typer(group, name=name)
+        for info in group.registered_commands:
+            info.cls = _Command  # no command declares a class of its own
+        cli.add_typer(group, name=name, cls=_Group)
     return cli
 
 

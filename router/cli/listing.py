@@ -31,7 +31,13 @@ def _moment(option: str, value: str | None) -> float | None:
 
 @jobs_app.command("list")
 def list_jobs(
-    state: Annotated[JobState | None, typer.Option(help="only jobs in this state")] = None,
+    state: Annotated[
+        JobState | None,
+        typer.Option(
+            metavar="STATE",  # the choices go in the help, which wraps between words
+            help=f"only jobs in this state: {', '.join(JobState)}",
+        ),
+    ] = None,
     needs_attention: Annotated[
         bool, typer.Option("--needs-attention", help="only jobs that wait for a person (unknown)")
     ] = False,
