@@ -216,6 +216,7 @@ def _listings(store: SqlStore) -> dict[str, str]:
         provider="p",
         created_after=1.0,
         created_before=2.0,
+        idempotency_key="k",
     )
     several = JobFilter(states=(JobState.QUEUED, JobState.RUNNING))
     found = {}
