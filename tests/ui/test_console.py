@@ -12,7 +12,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.ui.conftest import Console, signed_in
+from tests.ui.conftest import Console, shoot, signed_in
 
 
 def submit(
@@ -62,6 +62,7 @@ def test_list_and_filter_by_state(page: Page, console: Console) -> None:
     page.wait_for_url("**state=unknown**")
     expect(rows.filter(has_text=hung["id"])).to_have_count(1)
     expect(rows.filter(has_text=done["id"])).to_have_count(0)
+    shoot(page, "jobs")
 
 
 def test_open_a_job_and_watch_its_attempt_finish_live(page: Page, console: Console) -> None:
@@ -77,6 +78,7 @@ def test_open_a_job_and_watch_its_attempt_finish_live(page: Page, console: Conso
     expect(page.locator("#job-state")).to_have_text("succeeded", timeout=30_000)
     expect(page.locator(".timeline .badge.winner")).to_be_visible()
     expect(page.locator("#job-result")).to_contain_text("Echo live")
+    shoot(page, "job-succeeded")
 
 
 def test_operator_resolves_an_unknown_attempt_with_a_note(
