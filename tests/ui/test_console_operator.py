@@ -65,12 +65,13 @@ def test_search_by_key_or_id_from_every_page_in_the_owners_scope(
 ) -> None:
     """A key is owner-scoped: alice's search finds alice's job of the key, never bob's; an
     operator's finds every owner's and lists them with their owner.
-    mutants: `idempotency_key` left out of the console's filters (the list ignores it), and
-    the owner's search run over every owner: each seen failing."""
+    mutants: `idempotency_key` left out of the console's filters (the list ignores it), the
+    owner's search run over every owner, and `Router.find_everywhere` without the key filter:
+    each seen failing."""
     key = f"order-{uuid.uuid4()}"
     mine = submit(console, console.alice, "echo", "mine", key=key)
     theirs = submit(console, console.bob, "echo", "theirs", key=key)
-    submit(console, console.alice, "echo", "another key")
+    alone = submit(console, console.alice, "echo", "another key", key=f"only-{uuid.uuid4()}")
     alice = signed_in(browser, console, console.alice)
     for path in ("/ui/jobs", "/ui/attention", "/ui/matrix", "/ui/circuits"):
         alice.goto(console.url + path)
@@ -98,6 +99,8 @@ def test_search_by_key_or_id_from_every_page_in_the_owners_scope(
     shoot(ops, "search-key-every-owner")
     find(ops, theirs["id"])
     ops.wait_for_url(f"**/ui/jobs/{theirs['id']}")
+    find(ops, alone["idempotency_key"])  # one owner used it: the operator lands on its job
+    ops.wait_for_url(f"**/ui/jobs/{alone['id']}")
     ops.context.close()
 
 
