@@ -32,6 +32,7 @@ from jobrouter.errors import (
 from jobrouter.fleet import Delivery, build_delivery, build_leader
 from jobrouter.gate import Gate
 from jobrouter.leader import Leader
+from jobrouter.listing import JobFilter
 from jobrouter.models import Attempt, Job, JobEvent, JsonObject
 from jobrouter.persist import persist
 from jobrouter.providers import CompletionRequest, Provider
@@ -313,6 +314,14 @@ class Router:
     async def find(self, owner: str, idempotency_key: str) -> Job | None:
         self._check_open()
         return await self.store.jobs.find_job(owner, idempotency_key)
+
+    async def find_everywhere(self, idempotency_key: str, limit: int = 50) -> list[Job]:
+        """The jobs of every owner under `idempotency_key` (a key is owner-scoped: one job
+        per owner), newest first: an operator's search. No index leads with the key, so this
+        walks the jobs table; `find` is the one to call per job."""
+        self._check_open()
+        where = JobFilter(idempotency_key=idempotency_key)
+        return list((await self.store.jobs.list_jobs(where, limit=limit)).items)
 
     async def attempts(self, job_id: str) -> list[Attempt]:
         self._check_open()

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from jobrouter.http.auth import RouterDep
+from jobrouter.ui import views
 from jobrouter.ui.pages import page
 from jobrouter.ui.session import Poster, Viewer
 
@@ -34,6 +35,7 @@ async def certification_matrix(request: Request, router: RouterDep, who: Viewer)
         grid=grid,
         providers=providers,
         contracts=contracts,
+        case_line=views.case_line,
     )
 
 

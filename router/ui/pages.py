@@ -4,7 +4,8 @@ queue. Reads and actions go through the same store reads and `Router` calls as `
 
 from __future__ import annotations
 
-import json
+import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import urlencode, urlsplit
@@ -13,14 +14,14 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from jobrouter.disclosure import disclose
-from jobrouter.errors import JobNotFound, JobRouterError, ListingError, ResolutionInvalid
+from jobrouter.errors import JobNotFound, ListingError
 from jobrouter.http.auth import Principal, RouterDep
 from jobrouter.http.listing import job_filter
 from jobrouter.http.problems import ProblemError
 from jobrouter.listing import JobFilter, checked_cursor
 from jobrouter.models import Job
-from jobrouter.resolution import by_token
 from jobrouter.states import AttemptState, JobState
+from jobrouter.ui import views
 from jobrouter.ui.counts import CountsCache
 from jobrouter.ui.render import PAGE_HEADERS, templates
 from jobrouter.ui.session import COOKIE, Poster, Viewer, csrf_of, is_https
@@ -35,6 +36,7 @@ FILTERS = (
     "owner",
     "created_after",
     "created_before",
+    "idempotency_key",
 )
 
 
@@ -135,7 +137,7 @@ def _filter(who: Principal, query: dict[str, str]) -> JobFilter:
     if state is not None and state not in {s.value for s in JobState}:
         raise ListingError(f"no state {state!r}")
     try:
-        return job_filter(
+        where = job_filter(
             who,
             owner=query.get("owner") or None,
             state=JobState(state) if state else None,
@@ -147,6 +149,7 @@ def _filter(who: Principal, query: dict[str, str]) -> JobFilter:
         )
     except ProblemError as exc:
         raise ListingError(exc.detail) from None
+    return replace(where, idempotency_key=query.get("idempotency_key") or None)
 
 
 async def _listing(
@@ -220,31 +223,72 @@ async def attention(request: Request, router: RouterDep, who: Viewer) -> HTMLRes
         created_before=None,
     )
     listed = await router.store.jobs.list_jobs(where, limit=PAGE)
+    now = time.time()
     queue = []
     for job in listed.items:
-        attempts = await router.store.jobs.list_attempts(job.id)
-        queue.append((job, [a for a in attempts if a.state is AttemptState.UNKNOWN]))
+        attempts = await router.attempts(job.id)
+        unknown = [a for a in attempts if a.state is AttemptState.UNKNOWN]
+        queue.append(
+            {
+                "job": job,
+                "unknown": unknown,
+                "providers": sorted({a.provider for a in unknown}),
+                "reason": views.reason(job, attempts),
+                "age": views.age(job.created_at, now),
+                "waiting": views.age(job.updated_at, now),
+                "deadline": views.deadline(job, now),
+            }
+        )
     return page(request, "attention.html", who, queue=queue, more=listed.next_cursor)
+
+
+@routes.get("/find", response_model=None)
+async def find(request: Request, router: RouterDep, who: Viewer, q: str = "") -> Response:
+    """The header's search box, on every page: a job id opens that job; an idempotency key
+    opens its job in the signed-in owner's scope (an operator's: every owner), or lists the
+    jobs of that key when several owners used it, or says that none matches."""
+    wanted = q.strip()
+    if not wanted:
+        return RedirectResponse("/ui/jobs", status_code=303)
+    try:
+        return _open(await visible(router, who, wanted))
+    except JobNotFound:
+        pass
+    if who.operator:
+        found = await router.find_everywhere(wanted, limit=2)
+    else:
+        mine = await router.find(who.owner, wanted)
+        found = [mine] if mine else []
+    if len(found) == 1:
+        return _open(found[0])
+    return RedirectResponse("/ui/jobs?" + urlencode({"idempotency_key": wanted}), 303)
+
+
+def _open(job: Job) -> RedirectResponse:
+    return RedirectResponse(f"/ui/jobs/{job.id}", status_code=303)
 
 
 # ---- one job ----------------------------------------------------------------------------------
 
 
-async def _visible(router: RouterDep, who: Principal, job_id: str) -> Job:
-    job = await router.store.jobs.get_job(job_id)
-    if job is None or not who.may_see(job.owner):
+async def visible(router: RouterDep, who: Principal, job_id: str) -> Job:
+    job = await router.get(job_id)  # JobNotFound when there is none
+    if not who.may_see(job.owner):
         raise JobNotFound(job_id)  # another owner's job is missing, not forbidden
     return job
 
 
-async def _job_context(router: RouterDep, who: Principal, job: Job) -> dict[str, Any]:
+async def job_context(router: RouterDep, who: Principal, job: Job) -> dict[str, Any]:
     """The job as `who` may see it (router/disclosure.py: an owner is not shown what a
-    provider said)."""
-    attempts = await router.store.jobs.list_attempts(job.id)
+    provider said), its attempts on a time axis, and why it waits, if it does."""
+    attempts = [disclose(a, operator=who.operator) for a in await router.attempts(job.id)]
+    events = await router.events(job.id)
     return {
         "job": disclose(job, operator=who.operator),
-        "attempts": [disclose(a, operator=who.operator) for a in attempts],
-        "events": await router.store.jobs.list_events(job.id),
+        "attempts": attempts,
+        "events": events,
+        "axis": views.timeline(job, attempts, events, time.time()),
+        "reason": views.reason(job, attempts),
     }
 
 
@@ -257,7 +301,7 @@ async def job_page(
     done: Annotated[str | None, Query()] = None,
 ) -> HTMLResponse:
     try:
-        job = await _visible(router, who, job_id)
+        job = await visible(router, who, job_id)
     except JobNotFound:
         return page(
             request,
@@ -267,107 +311,13 @@ async def job_page(
             title="No such job",
             message=f"There is no job {job_id} that you may see.",
         )
-    return page(request, "job.html", who, done=done, **await _job_context(router, who, job))
+    return page(request, "job.html", who, done=done, **await job_context(router, who, job))
 
 
 @routes.get("/jobs/{job_id}/live", response_class=HTMLResponse)
 async def job_live(job_id: str, request: Request, router: RouterDep, who: Viewer) -> HTMLResponse:
-    job = await _visible(router, who, job_id)
-    return page(request, "_job_live.html", who, **await _job_context(router, who, job))
+    job = await visible(router, who, job_id)
+    return page(request, "_job_live.html", who, **await job_context(router, who, job))
 
 
-@routes.post("/jobs/{job_id}/cancel", response_model=None)
-async def cancel(
-    job_id: str,
-    request: Request,
-    router: RouterDep,
-    who: Poster,
-    reason: Annotated[str, Form(max_length=1000)] = "",
-) -> Response:
-    await _visible(router, who, job_id)
-    why = reason.strip() or f"cancelled in the console by {who.owner}"
-    return await _act(request, who, job_id, router.cancel(job_id, why), "cancelled")
-
-
-@routes.post("/attempts/{attempt_id}/resolve", response_model=None)
-async def resolve(
-    attempt_id: str,
-    request: Request,
-    router: RouterDep,
-    who: Poster,
-    outcome: Annotated[str, Form()],
-    note: Annotated[str, Form(max_length=1000)] = "",
-    result: Annotated[str, Form(max_length=1_000_000)] = "",
-) -> Response:
-    """Operators only, with a note saying what was checked (as `jobrouter resolve` asks)."""
-    attempt = await router.store.jobs.get_attempt(attempt_id)
-    job = await router.store.jobs.get_job(attempt.job_id) if attempt else None
-    if attempt is None or job is None or not who.may_see(job.owner):
-        # another owner's attempt is missing, not forbidden (and names no job of theirs)
-        return page(
-            request,
-            "message.html",
-            who,
-            404,
-            title="No such attempt",
-            message=f"There is no attempt {attempt_id}.",
-        )
-    problem = _resolve_problem(who, note, result)
-    if problem is None:
-        value = json.loads(result) if result.strip() else None
-        action = router.resolve(attempt_id, outcome, value, note, by=by_token(who.token_id))  # type: ignore[arg-type]
-        try:
-            await action
-        except ResolutionInvalid as exc:  # the domain's rules (router/resolution.py)
-            problem = exc.reason if exc.field == "result" else str(exc)
-        except JobRouterError as exc:
-            return _not_done(request, who, attempt.job_id, exc)
-    if problem:
-        return page(
-            request,
-            "job.html",
-            who,
-            403 if not who.operator else 422,
-            error=problem,
-            **await _job_context(router, who, job),
-        )
-    done = f"attempt {attempt.seq} {outcome}"
-    return RedirectResponse(f"/ui/jobs/{job.id}?{urlencode({'done': done})}", status_code=303)
-
-
-def _resolve_problem(who: Principal, note: str, result: str) -> str | None:
-    """The form's own rules: who may, a note, JSON that parses; the outcome and the result's
-    rules are the domain's (router/resolution.py)."""
-    if not who.operator:
-        return "Only an operator may resolve an attempt."
-    if not note.strip():
-        return "Write what you checked (the note goes into the job's log)."
-    if result.strip():
-        try:
-            json.loads(result)
-        except json.JSONDecodeError:
-            return "The result must be JSON (what the provider made)."
-    return None
-
-
-async def _act(request: Request, who: Principal, job_id: str, action: Any, done: str) -> Response:
-    try:
-        await action
-    except JobRouterError as exc:
-        return _not_done(request, who, job_id, exc)
-    return RedirectResponse(f"/ui/jobs/{job_id}?{urlencode({'done': done})}", status_code=303)
-
-
-def _not_done(request: Request, who: Principal, job_id: str, exc: JobRouterError) -> HTMLResponse:
-    return page(
-        request,
-        "message.html",
-        who,
-        409,
-        title="Not done",
-        message=str(exc),
-        back=f"/ui/jobs/{job_id}",
-    )
-
-
-__all__ = ["csrf_of", "routes"]
+__all__ = ["csrf_of", "job_context", "page", "routes", "visible"]

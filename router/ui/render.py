@@ -40,4 +40,10 @@ PAGE_HEADERS = {
     "Referrer-Policy": "same-origin",
 }
 
-templates.env.filters.update(when=_when, pretty=_pretty, money=_money, ms=_ms)
+
+def _pct(value: float) -> str:
+    """A position on a time axis, as a CSS length."""
+    return f"{value:.2f}%"
+
+
+templates.env.filters.update(when=_when, pretty=_pretty, money=_money, ms=_ms, pct=_pct)

@@ -23,11 +23,19 @@ from tests.acceptance.conftest import Server, start_server, stop_server
 from tests.acceptance.serve_fixture import PROVIDERS
 
 CHROMIUM = os.environ.get("JOBROUTER_CHROMIUM", "/usr/bin/chromium")
+# With $JOBROUTER_UI_SCREENSHOTS set, the tests photograph what they check into docs/console/.
+SHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
+VIEWPORT = {"width": 1200, "height": 800}
 QUOTE = Path(__file__).with_name("contracts") / "quote.yaml"
 EXTRA = f"""
 [tasks.gated]
 contract = "{Path(__file__).parents[1] / "acceptance" / "contracts" / "echo.yaml"}"
 providers = ["gated"]
+
+[tasks.hedged]
+contract = "{Path(__file__).parents[1] / "acceptance" / "contracts" / "echo.yaml"}"
+providers = ["slow", "fast"]
+hedge_after = 0.2
 
 [tasks.quote]
 contract = "{QUOTE}"
@@ -112,8 +120,20 @@ def browser() -> Iterator[Browser]:
             launched.close()
 
 
+def shoot(page: Page, name: str) -> None:
+    """The page as the test sees it, at the viewport (small PNGs), when screenshots are asked."""
+    if os.environ.get("JOBROUTER_UI_SCREENSHOTS"):
+        SHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=SHOTS / f"{name}.png")
+
+
 def signed_in(
-    browser: Browser, console: Console, token: str, *, width: int = 1280, height: int = 900
+    browser: Browser,
+    console: Console,
+    token: str,
+    *,
+    width: int = VIEWPORT["width"],
+    height: int = VIEWPORT["height"],
 ) -> Page:
     """A fresh browser context signed in through the login form."""
     context = browser.new_context(viewport={"width": width, "height": height})

@@ -12,14 +12,16 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.ui.conftest import Console, signed_in
+from tests.ui.conftest import Console, shoot, signed_in
 
 
-def submit(console: Console, token: str, task: str, text: str) -> dict[str, Any]:
+def submit(
+    console: Console, token: str, task: str, text: str, key: str | None = None
+) -> dict[str, Any]:
     answer = httpx.post(
         f"{console.url}/v1/jobs",
         json={"task": task, "input": {"text": text}},
-        headers={"Authorization": f"Bearer {token}", "Idempotency-Key": str(uuid.uuid4())},
+        headers={"Authorization": f"Bearer {token}", "Idempotency-Key": key or str(uuid.uuid4())},
         timeout=10,
     )
     assert answer.status_code == 202, answer.text
@@ -60,6 +62,7 @@ def test_list_and_filter_by_state(page: Page, console: Console) -> None:
     page.wait_for_url("**state=unknown**")
     expect(rows.filter(has_text=hung["id"])).to_have_count(1)
     expect(rows.filter(has_text=done["id"])).to_have_count(0)
+    shoot(page, "jobs")
 
 
 def test_open_a_job_and_watch_its_attempt_finish_live(page: Page, console: Console) -> None:
@@ -75,6 +78,7 @@ def test_open_a_job_and_watch_its_attempt_finish_live(page: Page, console: Conso
     expect(page.locator("#job-state")).to_have_text("succeeded", timeout=30_000)
     expect(page.locator(".timeline .badge.winner")).to_be_visible()
     expect(page.locator("#job-result")).to_contain_text("Echo live")
+    shoot(page, "job-succeeded")
 
 
 def test_operator_resolves_an_unknown_attempt_with_a_note(
@@ -94,6 +98,7 @@ def test_operator_resolves_an_unknown_attempt_with_a_note(
     form.get_by_label("Outcome").select_option("failed")
     form.get_by_label("Note: what you checked (required)").fill("checked: nothing was posted")
     form.get_by_role("button", name="Resolve #1").click()
+    ops.get_by_role("button", name="Yes, resolve #1 as failed").click()
     expect(ops.get_by_role("status")).to_contain_text("attempt 1 failed")
     expect(ops.locator("#job-state")).to_have_text("failed")
     events = ops.locator("table").last
@@ -118,6 +123,7 @@ def test_resolve_on_the_job_page_needs_a_note(browser: Browser, console: Console
     assert answer.status == 422 and "Write what you checked" in answer.text()
     form.get_by_label("Note: what you checked (required)").fill("customer asked to drop it")
     form.get_by_role("button", name="Resolve attempt #1").click()
+    ops.get_by_role("button", name="Yes, resolve #1 as cancelled").click()
     expect(ops.get_by_role("status")).to_contain_text("attempt 1 cancelled")
     ops.context.close()
 
@@ -139,7 +145,7 @@ def test_matrix_shows_the_failing_check(page: Page, console: Console) -> None:
     row = page.get_by_role("row", name="fast")
     expect(row.locator(".cert-fail")).to_have_text("fail")
     evidence = page.locator("#cell-fast-quote")
-    expect(evidence.get_by_role("listitem").first).to_contain_text("behaviour")
+    expect(evidence.locator("tr.case .failing")).to_contain_text("behaviour: contains")
     expect(evidence).to_contain_text('expected to contain "«"')
 
 
