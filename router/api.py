@@ -95,9 +95,12 @@ class Router:
         [database] url. `providers` replaces the configured ones by name (tests, custom providers:
         each implements all of `jobrouter.providers.Provider`, `warm_up`, `model` and `close`
         included; the router closes them). With `run_workers` (default) jobs run on workers inside
-        this process. With `start_in_background` the router is returned before its providers are
-        warmed up (litellm's import: seconds): a server answers at once; jobs submitted meanwhile
-        are accepted queued, and no attempt starts until the workers start, after the warm-up.
+        this process; without, nothing is started here (no engine, leader, outbox delivery or
+        periodic task) and no provider is warmed up, so litellm is not imported: jobs submitted
+        wait queued for a worker elsewhere (the CLI's quick commands). With
+        `start_in_background` the router is returned before its providers are warmed up
+        (litellm's import: seconds): a server answers at once; jobs submitted meanwhile are
+        accepted queued, and no attempt starts until the workers start, after the warm-up.
         """
         return _Opening(
             cls._open(database_url, config, providers, run_workers, start_in_background)

@@ -2,67 +2,157 @@
 
     python -m tests.bench.startup [--runs 5]
 
-Each CLI command runs as a fresh `python -m router` process on a small SQLite database with
-`cassettes/jobrouter.toml` (five tasks on litellm providers); the table gives the median wall
-time and whether litellm was imported (from `python -X importtime`). For serve: the time from
+Each CLI command runs as a fresh `python -m jobrouter` process on a small SQLite database with
+`cassettes/jobrouter.toml` (five tasks on litellm providers); the table gives the median and
+minimum wall time, the median CPU time of the process (user + system), its exit codes, and
+from one more run under tests/support/cli_probe.py whether litellm was imported and whether a
+leader, workers, the outbox delivery, a periodic task or a warm-up started (the quick commands
+of issue 30 must do neither). Commands that change a job get a fresh one each run (a new key
+to submit, a queued job to cancel, an unknown attempt to resolve). For serve: the time from
 spawning the process to the first 200 of /health/live, and to the log line that says the
-providers are warmed up and the workers started."""
+providers are warmed up and the workers started. The load average before and after is
+printed: on a shared machine, wall time is mostly waiting for a core."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import itertools
+import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
+from jobrouter.models import AttemptUsage
+from jobrouter.states import AttemptState, JobState
+from jobrouter.store import open_store
+
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "cassettes" / "jobrouter.toml"
-COMMANDS = [
-    ["--help"],
-    ["show", "{job}"],
-    ["jobs", "list"],
-    ["config", "check"],
-    ["outbox"],
-    ["contracts", "status"],
+LISTING = '{"listing": "Matcha bowl, handmade"}'
+# What a command that runs jobs starts (router/engine.py, leader.py, outbox.py, api.py).
+RUNNING = {
+    "jobrouter-dispatch",
+    "jobrouter-poll",
+    "jobrouter-heartbeat",
+    "jobrouter-leader",
+    "jobrouter-outbox",
+    "jobrouter-nats",
+    "jobrouter-warm-up",
+}
+# Each command as its label and its arguments; `{job}` is one queued job's id, `{fresh_key}`,
+# `{queued}` and `{unknown}` a new one per run (a key, a queued job, an unknown attempt).
+COMMANDS: list[tuple[str, list[str]]] = [
+    ("--help", ["--help"]),
+    (
+        "submit (accepted, --wait 0)",
+        ["submit", "-t", "title", "-k", "{fresh_key}", "-i", LISTING, "--wait", "0"],
+    ),
+    (
+        "submit (replay, --wait 0)",
+        ["submit", "-t", "title", "-k", "k0", "-i", LISTING, "--wait", "0"],
+    ),
+    ("submit (refused input)", ["submit", "-t", "title", "-k", "bad", "-i", "{}"]),
+    ("show JOB_ID", ["show", "{job}"]),
+    ("find KEY", ["find", "k0"]),
+    ("jobs list", ["jobs", "list"]),
+    ("cancel JOB_ID", ["cancel", "{queued}"]),
+    ("resolve ATTEMPT_ID --outcome failed", ["resolve", "{unknown}", "--outcome", "failed"]),
+    ("token create OWNER", ["token", "create", "shop"]),
+    ("token list", ["token", "list"]),
+    ("config check", ["config", "check"]),
+    ("outbox", ["outbox"]),
+    ("contracts status", ["contracts", "status"]),
 ]
 
 
-def _cli(args: list[str], folder: Path, importtime: bool = False) -> tuple[float, str]:
+def _db(folder: Path) -> str:
+    return f"sqlite:///{folder}/jobs.db"
+
+
+def _cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _cli(args: list[str], folder: Path, probe: Path | None = None) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (user + system, of the child alone) and the exit code."""
     env = {**os.environ, "JOBROUTER_CONFIG": str(CONFIG), "COLUMNS": "200"}
     command = [
         sys.executable,
-        *(["-X", "importtime"] if importtime else []),
-        "-m",
-        "jobrouter",
+        *(["-m", "tests.support.cli_probe", str(probe)] if probe else ["-m", "jobrouter"]),
         *args,
-        *([] if args == ["--help"] else ["-d", f"sqlite:///{folder}/jobs.db"]),
+        *([] if args == ["--help"] or args[0] == "config" else ["-d", _db(folder)]),
     ]
-    began = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder, timeout=120)
-    return time.perf_counter() - began, done.stderr
+    began, cpu = time.perf_counter(), _cpu()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    return time.perf_counter() - began, _cpu() - cpu, done.returncode
 
 
-def _job(folder: Path) -> str:
-    env = {**os.environ, "JOBROUTER_CONFIG": str(CONFIG)}
-    code = (
-        "import asyncio\nfrom jobrouter.store import open_store\n"
-        "async def go():\n"
-        f"    s = await open_store('sqlite:///{folder}/jobs.db')\n"
-        "    j, _ = await s.jobs.create_and_start(owner='cli', idempotency_key='k', "
-        "task='caption', input={}, params={}, deadline_s=None, claimed_by=None, "
-        "claim_s=1.0)\n"
-        "    print(j.id)\n    await s.close()\nasyncio.run(go())"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
-    ).stdout.strip()
+class Fixtures:
+    """The jobs the commands act on, made through the store."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.keys = (f"fresh-{n}" for n in itertools.count())
+
+    def job(self, key: str) -> str:
+        return asyncio.run(self._make(key, unknown=False))
+
+    def unknown(self, key: str) -> str:
+        return asyncio.run(self._make(key, unknown=True))
+
+    async def _make(self, key: str, *, unknown: bool) -> str:
+        store = await open_store(_db(self.folder))
+        try:
+            job, _ = await store.jobs.create_and_start(
+                owner="cli",
+                idempotency_key=key,
+                task="title",
+                input=json.loads(LISTING),
+                params={},
+                deadline_s=None,
+                claimed_by=None,
+                claim_s=1.0,
+            )
+            if not unknown:
+                return job.id
+            _, attempt = await store.jobs.start_attempt(
+                job.id, provider="primary", model=None, worker="w", lease_s=30, exclusive=True
+            )
+            await store.jobs.finish_attempt(
+                attempt.id,
+                AttemptState.UNKNOWN,
+                error_kind="unknown",
+                error="read timeout",
+                usage=AttemptUsage(),
+            )
+            await store.jobs.settle_job(job.id, JobState.UNKNOWN, error="needs attention")
+            return attempt.id
+        finally:
+            await store.close()
+
+    def filler(self, first: str) -> Callable[[str], str]:
+        makers = {
+            "{job}": lambda: first,
+            "{fresh_key}": lambda: next(self.keys),
+            "{queued}": lambda: self.job(next(self.keys)),
+            "{unknown}": lambda: self.unknown(next(self.keys)),
+        }
+        return lambda arg: makers[arg]() if arg in makers else arg
+
+
+def _load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def _serve(folder: Path) -> tuple[float, float]:
@@ -107,32 +197,46 @@ def _serve(folder: Path) -> tuple[float, float]:
     return live, warmed
 
 
+def _probe(args: list[str], folder: Path) -> tuple[bool, bool]:
+    report = folder / "probe.json"
+    _cli(args, folder, probe=report)
+    seen = json.loads(report.read_text())
+    started = [t for t in seen["tasks"] if t in RUNNING or t.startswith("periodic-")]
+    return "litellm" in seen["modules"], bool(started)
+
+
 def main(runs: int) -> None:
+    print(f"load average before: {_load()}")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        job = _job(folder)
-        print("| command | median s | runs | imports litellm |\n|---|---:|---:|---|")
-        for args in COMMANDS:
-            args = [job if a == "{job}" else a for a in args]
-            times = [_cli(args, folder)[0] for _ in range(runs)]
-            imported = any(
-                line.split("|")[-1].strip() == "litellm"
-                for line in _cli(args, folder, importtime=True)[1].splitlines()
-            )
-            label = " ".join(a if a != job else "JOB_ID" for a in args)
+        fixtures = Fixtures(folder)
+        fill = fixtures.filler(fixtures.job("k0"))
+        print(
+            "| jobrouter command | median s | min s | median CPU s | runs | exit | "
+            "imports litellm | starts workers |\n|---|---:|---:|---:|---:|---:|---|---|"
+        )
+        for label, template in COMMANDS:
+            done = [_cli([fill(a) for a in template], folder) for _ in range(runs)]
+            times, cpus = [t for t, _, _ in done], [c for _, c, _ in done]
+            codes = sorted({code for _, _, code in done})
+            imported, started = _probe([fill(a) for a in template], folder)
             print(
-                f"| jobrouter {label} | {statistics.median(times):.2f} | {runs} | "
-                f"{'yes' if imported else 'no'} |"
+                f"| {label} | {statistics.median(times):.2f} | {min(times):.2f} | "
+                f"{statistics.median(cpus):.2f} | {runs} | "
+                f"{'/'.join(map(str, codes))} | {'yes' if imported else 'no'} | "
+                f"{'yes' if started else 'no'} |"
             )
         serves = [_serve(folder) for _ in range(runs)]
         print(
-            f"| jobrouter serve: /health/live answers | "
-            f"{statistics.median(s[0] for s in serves):.2f} | {runs} | in background |"
+            f"| serve: /health/live answers | {statistics.median(s[0] for s in serves):.2f} | "
+            f"{min(s[0] for s in serves):.2f} | | {runs} | | in background | yes |"
         )
         print(
-            f"| jobrouter serve: litellm loaded, workers started | "
-            f"{statistics.median(s[1] for s in serves):.2f} | {runs} | yes |"
+            f"| serve: litellm loaded, workers started | "
+            f"{statistics.median(s[1] for s in serves):.2f} | "
+            f"{min(s[1] for s in serves):.2f} | | {runs} | | yes | yes |"
         )
+    print(f"load average after: {_load()}")
 
 
 if __name__ == "__main__":
