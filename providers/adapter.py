@@ -87,6 +87,11 @@ class Adapter:
             provider=name,
         )
         self._closed = False
+        if config.api_key_env is not None:
+            # known from the start, not only from the first call: a process that never calls
+            # this provider (an HTTP front, `jobrouter resolve`) still scrubs its key from an
+            # operator's result and from every text it stores
+            register_secret(os.environ.get(config.api_key_env))
 
     @property
     def name(self) -> str:

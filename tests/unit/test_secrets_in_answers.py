@@ -16,9 +16,12 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from jobrouter import Router
 from jobrouter.config import CertificationConfig, RouterConfig, TaskConfig
 from jobrouter.providers import Completion, CompletionRequest, ErrorKind
+from jobrouter.providers.config import ProviderConfig
 from jobrouter.providers.redact import REDACTED, register_secret
 from jobrouter.states import AttemptState, JobState
 from tests.support.fakes import FakeProvider, Step
@@ -202,3 +205,29 @@ async def test_a_resolution_result_holding_the_key_is_scrubbed(tmp_path: Path) -
         done = await router.resolve(attempt.id, "succeeded", {"text": f"posted {KEY}"}, "seen")
     assert done.state is JobState.SUCCEEDED and done.result == {"text": f"posted {REDACTED}"}
     assert KEY not in database_text(tmp_path)
+
+
+async def test_a_key_is_scrubbed_by_a_process_that_never_called_its_provider(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that only resolves (an HTTP front of a fleet, `jobrouter resolve`) never calls
+    the configured provider, yet scrubs its key from a result: the key is registered when the
+    provider is built. Mutant: the `register_secret` in `Adapter.__init__` removed (the key
+    is then only learnt on a first call) - seen failing."""
+    quiet_key = "jrquietkey-" + "8e2d6b0a4f1c7935"
+    monkeypatch.setenv("JR_QUIET_TEST_KEY", quiet_key)
+    quiet = ProviderConfig(  # the native transport: no litellm to import; never called
+        model="openai/quiet",
+        api_base="http://127.0.0.1:9/v1",
+        api_key_env="JR_QUIET_TEST_KEY",
+        transport="openai",
+    )
+    a, b = FakeProvider("a", default=Step(hang=True)), FakeProvider("b")
+    cfg = config(post=exclusive()).model_copy(update={"providers": {"quiet": quiet}})
+    async with open_router(tmp_path, cfg, {"a": a, "b": b}) as router:
+        assert "quiet" in router.providers  # built from its configuration, never called
+        job = await submit(router, "post")
+        assert (await router.wait(job.id, timeout=SETTLE)).state is JobState.UNKNOWN
+        [attempt] = await router.attempts(job.id)
+        done = await router.resolve(attempt.id, "succeeded", {"text": quiet_key}, "seen")
+    assert done.result == {"text": REDACTED}
