@@ -49,6 +49,9 @@ from jobrouter.providers.resilience import Bulkhead, RateLimiter, retrying
 # Sent as the key when `api_key_env` is None (a keyless local server). The openai SDK refuses
 # to build a request without some key, and that refusal would be an unclassifiable error.
 KEYLESS_API_KEY = "no-key"
+# bytes a llama.cpp /extras answer may hold (a token list for a whole prompt: ids of a few bytes
+# each), bounded like every answer (`jobrouter.providers.bounded_body`)
+EXTRAS_ANSWER_LIMIT = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -324,7 +327,7 @@ class Adapter:
         }
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         try:
-            _, content = await self._wire.post(url, data, headers)
+            _, content = await self._wire.post(url, data, headers, limit=EXTRAS_ANSWER_LIMIT)
         except Exception as exc:
             raise classify(exc, self._name) from exc
         try:

@@ -44,8 +44,10 @@ The status table says what each answer PROVES. Only the 4xx answers that provide
 "the request was not processed" (400, 401, 403, 404, 413, 422, 429) are `NotSent`; of those,
 only 429 is worth sending again (with its Retry-After). A timeout status (408, 504, a CDN's 524)
 is `OutcomeUnknown`: whoever gave up waiting, the upstream may still run the request (I3).
-A redirect (301, 302, 307, 308; never followed) is `NotSent`, not retried, counted against the
-provider's health (its api_base is wrong), its Location in the message; 303 is `Rejected`.
+Any redirect (3xx; neither transport follows one, so no other origin answers for a certified
+provider) is `Redirected`, a `Rejected`: the server received the whole request and may have acted
+(an exclusive task's attempt is `unknown`), not retried, counted against health (its api_base is
+wrong, or it is hostile), its Location in the message and on the error.
 Every other answer (5xx, a CDN's 52x, a 4xx nobody documents) is `Rejected`: a failure that may
 have acted, so an exclusive task waits for an operator instead of failing over.
 
@@ -74,6 +76,7 @@ from jobrouter.providers.errors import (
     NotSent,
     OutcomeUnknown,
     ProviderError,
+    Redirected,
     Rejected,
 )
 from jobrouter.providers.redact import scrub
@@ -119,15 +122,17 @@ NOT_PROCESSED: dict[int, tuple[bool, bool]] = {
     422: (False, False),  # validation refused
     429: (True, True),  # rate limited: the provider is overloaded; wait Retry-After and retry
 }
-# A redirect (not followed: a POST is not re-sent elsewhere): nothing was processed, and the
-# provider is misconfigured (the api_base is not where the server answers), so it counts
-# against health and is not retried. 303 ("see other") is not here: it says the request was
-# processed and its result lives elsewhere, so it stays Rejected.
-REDIRECT_STATUSES = frozenset({301, 302, 307, 308})
+# A redirect (never followed: a POST re-sent, or turned into a GET, to another origin would
+# record that origin's answer as the certified provider's). The server read the whole request
+# before it answered, so nothing proves it did not act: Rejected, never NotSent.
+REDIRECT_STATUSES = range(300, 400)
 # A timeout reported by a server or a gateway: the work may still run (408: the server timed
 # out reading the request, which may have been complete; 504 / 524: an upstream timed out).
 TIMEOUT_STATUSES = frozenset({408, 504, 524})
 _MAX_MESSAGE = 400
+# characters of a text scrubbed for a message: well past `_MAX_MESSAGE`, so a secret that
+# straddles the cut is still whole where it is scrubbed
+_SCRUB_HEAD = 4 * _MAX_MESSAGE
 
 
 @dataclass(frozen=True)
@@ -219,9 +224,17 @@ def _headers_of(response: Any, top: BaseException) -> Mapping[str, str] | None:
     return dict(litellm_headers) if litellm_headers else None
 
 
+def _scrubbed_head(text: str) -> str:
+    """`text`'s whitespace collapsed, scrubbed, then cut (half a key is still a leak): only its
+    head is scrubbed, a margin past what any message keeps, because scrubbing costs about 0.6 ms
+    per KiB of event-loop time and an error body may be 64 KiB."""
+    head = " ".join(text.split())[:_SCRUB_HEAD]
+    return " ".join(scrub(head).split())
+
+
 def _message(top: BaseException, link: BaseException) -> str:
     text = str(top).strip() or str(link).strip()
-    text = " ".join(scrub(text).split())  # scrubbed before the cut: half a key is still a leak
+    text = _scrubbed_head(text)
     detail = f"{type(link).__name__}: {text}" if text else type(link).__name__
     return detail[:_MAX_MESSAGE]
 
@@ -271,7 +284,11 @@ def classify(exc: BaseException, provider: str) -> ProviderError:
 
 
 def from_status(
-    status: int, message: str, provider: str, retry_after: float | None = None
+    status: int,
+    message: str,
+    provider: str,
+    retry_after: float | None = None,
+    location: str | None = None,
 ) -> ProviderError:
     """The error an HTTP answer with `status` proves (see the module docstring's table)."""
     if status in NOT_PROCESSED:
@@ -285,13 +302,7 @@ def from_status(
             counts_against_health=counts,
         )
     if status in REDIRECT_STATUSES:
-        return NotSent(
-            message,
-            provider=provider,
-            status=status,
-            retryable=False,
-            counts_against_health=True,
-        )
+        return Redirected(message, provider=provider, status=status, location=location)
     if status in TIMEOUT_STATUSES:
         return OutcomeUnknown(message, provider=provider, status=status, retry_after=retry_after)
     return Rejected(
@@ -310,12 +321,13 @@ def _from_response(
     headers = _headers_of(response, top)
     retry_after = parse_retry_after(headers)
     message = _answer_message(response) if top is link else _message(top, link)
+    location = None
     if status in REDIRECT_STATUSES:
         location = {str(k).lower(): str(v) for k, v in (headers or {}).items()}.get("location")
         where = f"redirected to {location}" if location else "redirected (no Location)"
         where = scrub(where)
         message = f"{where} (not followed; fix api_base): {message}"[:_MAX_MESSAGE]
-    return from_status(status, message, provider, retry_after)
+    return from_status(status, message, provider, retry_after, location)
 
 
 def _answer_message(response: Any) -> str:
@@ -337,7 +349,7 @@ def _answer_message(response: Any) -> str:
         found = error.get("message") if isinstance(error, dict) else error
         if isinstance(found, str) and found.strip():
             detail = found
-    detail = " ".join(scrub(detail).split())  # scrubbed before the cut (see `_message`)
+    detail = _scrubbed_head(detail)
     return f"{head}: {detail}"[:_MAX_MESSAGE] if detail else head
 
 
@@ -346,7 +358,7 @@ def malformed_answer(detail: str, provider: str, status: int) -> Rejected:
     have acted) with something unusable, a fault of the provider (counts against health). No
     `status` on the error: it was no error answer (the summary would read "an error (HTTP
     200)"); the message names it."""
-    text = " ".join(scrub(detail).split())  # scrubbed before the cut (see `_message`)
+    text = _scrubbed_head(detail)
     return Rejected(
         f"HTTP {status} answer is not a chat completion: {text}"[:_MAX_MESSAGE],
         provider=provider,

@@ -150,6 +150,13 @@ class ProviderConfig(_Frozen):
         "e.g. {rendering = 'hosted API, template not visible; agreed by ops'}",
     )
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    max_answer_bytes: int | None = Field(
+        default=None,
+        gt=0,
+        description="bytes a success answer may hold, decoded (gzip and deflate are undone "
+        "within the same cap); a longer answer is `rejected` and not read further. Default: "
+        "262144 plus 64 per token of the request's max_tokens (docs/failures.md)",
+    )
     extra_params: dict[str, Any] = Field(default_factory=dict)
     transport: Transport = Field(
         default="litellm",
@@ -223,15 +230,14 @@ class ProviderConfig(_Frozen):
 def provider_fingerprint(name: str, config: ProviderConfig) -> str:
     """sha256 (hex) of the canonical JSON of the provider's name and behaviour-affecting fields.
 
-    Excluded on purpose: the key's env var name, timeouts, concurrency, rate limits, retry policy
-    and context_window — they change how a call is made, not what the model answers. The
-    `transport` is included when it is not the default litellm: the same server reached another
+    Excluded on purpose: the key's env var name, timeouts, concurrency, rate limits, retry policy,
+    the answer cap and context_window — they change how a call is made, not what the model answers.
+    The `transport` is included when it is not the default litellm: the same server reached another
     way builds its requests in other code (body, parameters, parsing), so a certification earned
     through litellm is not reused by the native transport (absent, it leaves the fingerprints of
     litellm providers as they were, and their certifications and cassettes valid). A waiver
-    (`accept_unverified`) is included when present: a certification earned under a waiver goes
-    stale when the waiver is withdrawn or changed (absent, it leaves older fingerprints as they
-    were).
+    (`accept_unverified`) is included when present: a certification earned under a waiver goes stale
+    when the waiver is withdrawn or changed (absent, it leaves older fingerprints as they were).
     """
     identity: dict[str, Any] = {
         "name": name,

@@ -135,6 +135,26 @@ class InvalidOutput(Rejected):
         self.prompt_tokens = prompt_tokens
 
 
+class AnswerTooLarge(Rejected):
+    """The answer (decoded) is longer than `limit` bytes: reading stopped there. The provider
+    answered, so it may have acted; an answer no contract asked for is its fault (counts)."""
+
+    def __init__(self, message: str, *, provider: str, limit: int) -> None:
+        super().__init__(message, provider=provider, counts_against_health=True)
+        self.limit = limit
+
+
+class Redirected(Rejected):
+    """A redirect answer (3xx), never followed: no other origin may answer for a certified
+    provider. The server had the whole request, so it may have acted (never `not_sent`); its
+    api_base is wrong or it is hostile, so it counts against health. `location` is the Location
+    header (scrubbed; None when absent)."""
+
+    def __init__(self, message: str, *, provider: str, status: int, location: str | None) -> None:
+        super().__init__(message, provider=provider, status=status, counts_against_health=True)
+        self.location = scrub(location) if location is not None else None
+
+
 class OutcomeUnknown(ProviderError):
     kind = ErrorKind.UNKNOWN
 

@@ -22,7 +22,12 @@ event loop and closed by `close()`:
   the connect timeout of one socket, the inactivity timeout of a read, and a bound on waiting
   for a pooled connection plus connecting (as httpx's pool timeout was). No `total`: the
   adapter's deadline bounds the whole call, retries included.
-- No redirects followed (a POST is not re-sent elsewhere).
+- No redirects followed (a POST is not re-sent elsewhere): a 3xx is an `HttpStatusError` like
+  any other answer outside 2xx (`classify`: `Redirected`).
+- `auto_decompress=False` and ``Accept-Encoding: gzip, deflate``: every body is read through
+  `jobrouter.providers.bounded_body` chunk by chunk and decoded within its cap (a success
+  answer's `limit`, an error answer's `ERROR_BODY_LIMIT`), so no peer can make a call hold more
+  than that in memory; the rest of a longer body is never read (the connection is dropped).
 - Proxies from the environment (``http_proxy`` / ``https_proxy`` / ``no_proxy``, as httpx
   honoured them), looked up once per origin and passed per request; credentials in the proxy
   URL (``http://user:pass@proxy:3128``) are taken out of it (the URL may reach error text) and
@@ -32,7 +37,8 @@ event loop and closed by `close()`:
   0.3 ms of CPU per call against the benchmark stub (`python -m tests.bench.http_clients`: 0.54
   against 0.17 ms at c=1). ~/.netrc is not read (every request carries its Authorization).
 
-`post` reads an error answer's body before it raises (aiohttp's `raise_for_status` would drop
+`post` reads a success answer's body up to `limit` (decoded; `AnswerTooLarge` past it) and an
+error answer's body before it raises (aiohttp's `raise_for_status` would drop
 the body, and with it the server's `error.message` the operator needs), at most
 `ERROR_BODY_LIMIT` (64 KiB) of it, and raises `jobrouter.providers.classify.HttpStatusError` for any
 status outside 2xx, with the status, reason, headers (Retry-After) and body text, even when
@@ -57,6 +63,15 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from jobrouter.providers.bounded_body import (
+    ACCEPT_ENCODING,
+    DEFAULT_BASE,
+    Inflater,
+    UnreadableEncoding,
+    read_capped,
+    too_large,
+    unreadable,
+)
 from jobrouter.providers.classify import HttpAnswer, HttpStatusError
 from jobrouter.providers.errors import NotSent
 from jobrouter.providers.redact import register_secret
@@ -167,6 +182,8 @@ class Wire:
                     limit=self._connections, keepalive_timeout=KEEPALIVE_SECONDS
                 ),
                 trace_configs=[trace],
+                # bodies are decoded by `bounded_body` within their cap, never whole by aiohttp
+                auto_decompress=False,
                 timeout=aiohttp.ClientTimeout(
                     total=None,
                     connect=self._timeouts.read,
@@ -187,10 +204,18 @@ class Wire:
         return self._proxies[origin]
 
     async def post(
-        self, url: str, body: bytes, headers: dict[str, str], sent: Sent | None = None
+        self,
+        url: str,
+        body: bytes,
+        headers: dict[str, str],
+        sent: Sent | None = None,
+        *,
+        limit: int = DEFAULT_BASE,
     ) -> tuple[int, bytes]:
-        """POST `body` once: (status, body) of a 2xx answer, else `HttpStatusError`. `sent` is
-        set when the request's headers went out (a cassette replay never sets it)."""
+        """POST `body` once: (status, body) of a 2xx answer of at most `limit` bytes (decoded),
+        else `HttpStatusError`; `AnswerTooLarge` past `limit`. `sent` is set when the request's
+        headers went out (a cassette replay never sets it)."""
+        headers = {**headers, "Accept-Encoding": ACCEPT_ENCODING}
         proxy = self.proxy_for(url)
         proxy_headers = proxy.headers if proxy else None
         if proxy_headers and not url.startswith("https:"):
@@ -208,7 +233,7 @@ class Wire:
         ) as response:
             status = response.status
             if 200 <= status < 300:
-                return status, await response.read()
+                return status, await self._success_body(response, limit)
             raise HttpStatusError(
                 HttpAnswer(
                     status_code=status,
@@ -217,6 +242,18 @@ class Wire:
                     text=await _error_text(response),
                 )
             )
+
+    async def _success_body(self, response: aiohttp.ClientResponse, limit: int) -> bytes:
+        encoding = response.headers.get("Content-Encoding", "")
+        try:
+            content, over = await read_capped(response.content.iter_any(), encoding, limit)
+        except UnreadableEncoding as exc:
+            response.close()
+            raise unreadable(self._provider, response.status, exc) from exc
+        if over:
+            response.close()  # the rest is never read: the connection is dropped, not pooled
+            raise too_large(self._provider, limit, response.status)
+        return content
 
     async def close(self) -> None:
         """Close the session (and its connections); a second call does nothing."""
@@ -232,11 +269,14 @@ async def _error_text(response: aiohttp.ClientResponse) -> str:
 
     content = bytearray()
     try:
-        while len(content) < ERROR_BODY_LIMIT:
-            chunk = await response.content.read(ERROR_BODY_LIMIT - len(content))
-            if not chunk:
+        inflater = Inflater(response.headers.get("Content-Encoding", ""), ERROR_BODY_LIMIT)
+        async for chunk in response.content.iter_any():
+            content += inflater.feed(chunk)
+            if inflater.over:
+                response.close()  # the rest is not read (it may be a bomb or gigabytes)
                 break
-            content += chunk
     except (aiohttp.ClientError, TimeoutError):
         content += b" [body cut short]"
-    return content.decode("utf-8", errors="replace")
+    except UnreadableEncoding as exc:
+        content += f" [body not decodable: {exc}]".encode()
+    return content[:ERROR_BODY_LIMIT].decode("utf-8", errors="replace")

@@ -17,15 +17,17 @@ One request, as sent::
 
 on this provider's one `aiohttp.ClientSession` (`jobrouter.providers.http_wire`: a connector of at
 least `max_concurrency` kept-alive connections, socket connect timeout `timeout.connect`, inactivity
-timeout `timeout.read`; the deadline bounds the whole call). aiohttp, not httpx: one POST costs
-about a tenth of the CPU (docs/benchmarks.md, `python -m tests.bench.http_clients`). vcrpy records
-and replays aiohttp, so `jobrouter.providers.cassettes` works unchanged. Failures go through
-`jobrouter.providers.classify` like litellm's: a refused or timed-out connect is `NotSent`; a read
-timeout, a reset or a connection closed after the request left is `OutcomeUnknown`; an HTTP error
-answer (its body read first) by its status (`STATUS_TABLE`), quoting the body's `error.message`; a
-success status whose body is not a chat completion is `Rejected` (`classify.malformed_answer`). No
-cost is reported (`cost_usd` None): pricing is litellm's model map, which this transport does not
-load.
+timeout `timeout.read`; the deadline bounds the whole call, reading the answer included). The answer
+is read within `bounded_body.answer_cap` (`max_answer_bytes`, else sized to `max_tokens`), decoded
+within the same cap; longer is `AnswerTooLarge`. A redirect is never followed. aiohttp, not httpx:
+one POST costs about a tenth of the CPU (docs/benchmarks.md, `python -m tests.bench.http_clients`).
+vcrpy records and replays aiohttp, so `jobrouter.providers.cassettes` works unchanged. Failures go
+through `jobrouter.providers.classify` like litellm's: a refused or timed-out connect is `NotSent`;
+a read timeout, a reset or a connection closed after the request left is `OutcomeUnknown`; an HTTP
+error answer (its body read first) by its status (`STATUS_TABLE`), quoting the body's
+`error.message`; a success status whose body is not a chat completion is `Rejected`
+(`classify.malformed_answer`). No cost is reported (`cost_usd` None): pricing is litellm's model
+map, which this transport does not load.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from typing import Any
 
 from jobrouter.providers.adapter import Adapter, Answer
 from jobrouter.providers.base import CompletionRequest, Message
+from jobrouter.providers.bounded_body import answer_cap
 from jobrouter.providers.classify import malformed_answer
 from jobrouter.providers.config import OPENAI_PREFIX
 from jobrouter.providers.http_wire import Sent
@@ -46,6 +49,7 @@ class _Request:
     url: str
     body: bytes
     headers: dict[str, str]
+    limit: int  # bytes the answer may hold, decoded (`bounded_body.answer_cap`)
 
 
 @dataclass(frozen=True)
@@ -83,11 +87,14 @@ class OpenAIHttpProvider(Adapter):
                 "Content-Type": "application/json",
                 "Accept": "application/json",
             },
+            limit=answer_cap(cfg.max_answer_bytes, request.max_tokens),
         )
 
     async def _send(self, built: _Request, sent: Sent) -> _Reply:
         # an error answer raises HttpStatusError (body read): `Adapter._attempt` classifies it
-        status, body = await self._wire.post(built.url, built.body, built.headers, sent)
+        status, body = await self._wire.post(
+            built.url, built.body, built.headers, sent, limit=built.limit
+        )
         return _Reply(status, body)
 
     def _read(self, response: _Reply) -> Answer:

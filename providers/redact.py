@@ -15,6 +15,13 @@ Two nets, both needed:
   echoing someone else's token, a key of another provider in an upstream's message). The same
   patterns make `jobrouter cassettes check` fail on a recording.
 
+A successful answer is different (`scrub_output`): its text is the product an owner asked for, so
+only the first net applies. A configured key value is removed from every string of the output,
+keys of objects included, always (the router held that key: it must never hand it to an owner).
+A token SHAPE in an answer is left as the provider wrote it: the router never held it, and an
+answer may legitimately hold one (a code sample with `Bearer <token>`, an example `sk-...` key);
+rewriting it would change a valid answer into another one behind the owner's back.
+
 No library does this for arbitrary text: `detect-secrets` scans files with entropy plugins and
 reports line numbers, it does not rewrite a string in place; this module is small on purpose.
 """
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import re
 import threading
+from typing import Any
 
 REDACTED = "[redacted]"
 MIN_SECRET_LENGTH = 8  # shorter registered values would blank ordinary words ("no-key")
@@ -79,16 +87,35 @@ def register_secret(value: str | None) -> None:
         _values = _values | {value}
 
 
+def _without_values(text: str) -> str:
+    # longest first: a key that contains another registered key is removed whole
+    for value in sorted(_values, key=len, reverse=True):
+        if value in text:
+            text = text.replace(value, REDACTED)
+    return text
+
+
+def scrub_output(value: Any) -> Any:
+    """A provider's answer (decoded JSON) with every registered secret value replaced in each
+    string, object keys included; numbers, booleans and null unchanged. Token shapes stay (see
+    the module docstring). A new value: the answer given is not changed."""
+    if isinstance(value, str):
+        return _without_values(value)
+    if isinstance(value, dict):
+        return {
+            _without_values(k) if isinstance(k, str) else k: scrub_output(item)
+            for k, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [scrub_output(item) for item in value]
+    return value
+
+
 def scrub(text: str) -> str:
     """`text` with every registered secret and every token-shaped credential replaced, and
     any NUL character written as `\\x00` (no database column holds one: the router refuses
     such text, and a provider's error must still be recorded)."""
-    text = text.replace("\x00", "\\x00")
-    values = _values
-    # longest first: a key that contains another registered key is removed whole
-    for value in sorted(values, key=len, reverse=True):
-        if value in text:
-            text = text.replace(value, REDACTED)
+    text = _without_values(text.replace("\x00", "\\x00"))
     for _, pattern in SECRET_PATTERNS:
         text = pattern.sub(_replace, text)
     return text

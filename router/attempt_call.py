@@ -35,7 +35,7 @@ from jobrouter.providers import (
     ProviderError,
 )
 from jobrouter.providers.errors import CassetteMiss
-from jobrouter.providers.redact import scrub
+from jobrouter.providers.redact import scrub, scrub_output
 from jobrouter.states import AttemptState
 from jobrouter.store.jobstore import JobStore
 from jobrouter.store.transient import is_transient
@@ -164,7 +164,7 @@ class AttemptCall:
                 ErrorKind.UNKNOWN,
                 began,
                 f"provider {attempt.provider} failed unexpectedly: the outcome is unknown",
-                detail=scrub(f"provider raised {type(exc).__name__}: {exc}"),
+                detail=f"provider raised {type(exc).__name__}: {exc}",
             )
         else:
             book.answered.add(attempt.id)
@@ -191,13 +191,17 @@ class AttemptCall:
 
     async def _succeed(self, completion: Completion, began: float) -> None:
         attempt = self.attempt
-        problems = self.task.output_problems(completion.output)
+        # The configured keys leave the answer before anything judges or stores it: the
+        # contract judges what an owner would get, so a key in an enum field breaks the
+        # contract instead of reaching the owner (docs/operations.md, secrets in answers).
+        output = scrub_output(completion.output)
+        problems = self.task.output_problems(output)
         if problems:
             await self._failed(
                 ErrorKind.REJECTED,
                 began,
                 broken_contract(attempt.provider),
-                output=completion.output,
+                output=output,
                 detail="output breaks the contract: " + "; ".join(problems[:3]),
             )
             return
@@ -210,13 +214,11 @@ class AttemptCall:
             cost_usd=usage.cost_usd,
         )
         try:
-            outcome = await persist(
-                lambda: self.store.finish_attempt_cas(attempt.id, completion.output, cost)
-            )
+            outcome = await persist(lambda: self.store.finish_attempt_cas(attempt.id, output, cost))
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            await self._unrecorded(completion.output, cost, began, exc)
+            await self._unrecorded(output, cost, began, exc)
             return
         if outcome.won:
             self.on_won(outcome.job)
@@ -289,8 +291,9 @@ class AttemptCall:
         usage: AttemptUsage | None = None,
     ) -> None:
         """Record an attempt's end: `error` is the summary anyone may read, `detail` the raw
-        text behind it (operators only, router/disclosure.py); `usage`, what an answered call
-        used (else only the latency since `began`)."""
+        text behind it (operators only, router/disclosure.py), scrubbed here for every
+        outcome (a provider bug's or a store's exception text may quote a key); `usage`, what
+        an answered call used (else only the latency since `began`)."""
         attempt = self.attempt
         if usage is None:
             usage = AttemptUsage(latency_ms=(time.perf_counter() - began) * 1000)
@@ -302,7 +305,7 @@ class AttemptCall:
                 error=error,
                 usage=usage,
                 output=output,
-                error_detail=detail,
+                error_detail=None if detail is None else scrub(detail),
             )
         )
         self.book.ended[attempt.id] = done

@@ -22,12 +22,13 @@ an application that shows them to its own users shows `error`, or calls `disclos
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Sequence
 from typing import TypeVar
 
 from jobrouter.models import Attempt, Job
 from jobrouter.providers import ErrorKind, ProviderError
-from jobrouter.providers.errors import InvalidOutput
+from jobrouter.providers.errors import AnswerTooLarge, InvalidOutput, Redirected
 from jobrouter.states import AttemptState
 
 Shown = TypeVar("Shown", Job, Attempt)
@@ -55,8 +56,33 @@ def provider_failure(exc: ProviderError) -> str:
     if exc.kind is ErrorKind.REJECTED:
         if isinstance(exc, InvalidOutput):
             return f"provider {name} answered with output the task cannot use (check: {exc.check})"
+        if isinstance(exc, Redirected):
+            return (
+                f"provider {name} answered with a redirect{code} to {_where(exc.location)}, "
+                "not followed, and may have acted"
+            )
+        if isinstance(exc, AnswerTooLarge):
+            return (
+                f"provider {name} answered with more than {exc.limit} bytes (the answer cap), "
+                "not read further, and may have acted"
+            )
         return f"provider {name} answered with an error{code} and may have acted"
     return f"no answer came back from provider {name}{code}: the request may have run"
+
+
+def _where(location: str | None) -> str:
+    """A redirect's target as the summary names it: scheme, host, port and path only (a query
+    or credentials in the URL are the kind of text a summary never carries)."""
+    if not location:
+        return "no Location"
+    try:
+        parts = urllib.parse.urlsplit(location)
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:  # an unparseable URL or port
+        return "a Location that is no URL"
+    if not parts.scheme or not parts.hostname:
+        return "a Location that is no absolute URL"
+    return f"{parts.scheme}://{parts.hostname}{port}{parts.path}"[:200]
 
 
 def broken_contract(provider: str) -> str:

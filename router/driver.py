@@ -29,6 +29,7 @@ from jobrouter.policy import Decision, Finish, Start, Wait, unbuildable
 from jobrouter.providers import CompletionRequest, Provider
 from jobrouter.states import AttemptState, EventKind, JobState
 from jobrouter.step import next_step
+from jobrouter.store.connector import until_done
 from jobrouter.store.jobstore import JobStore
 from jobrouter.store.transient import is_transient
 from jobrouter.tasks import TaskRuntime
@@ -290,14 +291,23 @@ class JobDriver:
             if reason is not None:
                 self.book.cancel_reasons[attempt_id] = reason
             task.cancel()
-        if self.in_flight:
-            await asyncio.gather(*self.in_flight.values(), return_exceptions=True)
+        # Not `gather`: a cancel of this driver while it waits (the router closing as a settled
+        # job waits for a loser's record) would go on to the answered calls and cancel their
+        # records. Each call ends by itself (a record is bounded by `persist`); the cancel is
+        # passed on once every outcome is written.
+        cancelled = False
+        for task in self.in_flight.values():
+            cancelled |= await until_done(task)
+            if not task.cancelled():
+                task.exception()  # retrieved: each call recorded its own outcome
         for attempt_id in list(self.in_flight):
             self.worker.in_hand.tasks.discard(attempt_id)  # (a task that never ran kept it)
             if attempt_id not in self.book.ended and attempt_id not in self.book.calling:
                 attempt = next(a for a in self.attempts if a.id == attempt_id)
                 await self._call_for(attempt).not_called()
         self.in_flight.clear()
+        if cancelled:
+            raise asyncio.CancelledError
 
     def _lease_s(self, provider: str) -> float:
         return self.worker.limits.lease_s(self.task, provider, self.deadline)

@@ -14,6 +14,8 @@
     ├── InvalidText                 an id, key or name the database cannot hold (field, reason)
     ├── StoreError                  the database could not be used (url, reason, transient)
     ├── ListingError                a job listing asked for what cannot be answered (reason)
+    ├── LeaseLost                   the leader's lease is no longer its own (worker_id, term):
+    │                               another took it, or it expired; never reaches a caller
     └── RouterClosed                the router was used after close()
 
 Provider failures are not here: they are `jobrouter.providers.errors.ProviderError` values, recorded
@@ -145,3 +147,13 @@ class RouterClosed(JobRouterError):
 
 class ListingError(JobRouterError):
     """A job listing that cannot be answered as asked: a malformed cursor, a limit out of range."""
+
+
+class LeaseLost(JobRouterError):
+    """The leader's renewal found no lease of its own: another process took it (a later
+    term) or it expired unrenewed. The leader steps down; nothing of it reaches a caller."""
+
+    def __init__(self, worker_id: str, term: int | None) -> None:
+        super().__init__(f"leader {worker_id} lost its lease (term {term})")
+        self.worker_id = worker_id
+        self.term = term

@@ -10,9 +10,10 @@ from typing import Protocol
 from jobrouter.config import RouterConfig
 from jobrouter.engine import Engine
 from jobrouter.errors import ConfigError
-from jobrouter.leader import Leader, leader_lock
+from jobrouter.leader import Leader
 from jobrouter.outbox import DeliverySettings, OutboxDeliverer, webhooks_from_config
 from jobrouter.periodic import periodic_tasks
+from jobrouter.store.leader_lock import leader_lock
 from jobrouter.store.sqlstore import SqlStore
 
 ACK_WAIT_MARGIN_S = 30.0
@@ -63,8 +64,9 @@ def build_delivery(store: SqlStore, config: RouterConfig) -> Delivery | None:
 
 
 def build_leader(store: SqlStore, config: RouterConfig, dsn: str, engine: Engine) -> Leader:
-    """The leader election of this process (PostgreSQL: advisory lock; SQLite: itself)."""
+    """The leader election of this process (PostgreSQL: advisory lock and lease; SQLite:
+    itself)."""
     heartbeat = config.leader.heartbeat
-    lock = leader_lock(store.connector, dsn, engine.worker_id, timeout_s=heartbeat)
+    lock = leader_lock(store.connector, dsn, engine.worker_id, heartbeat_s=heartbeat)
     tasks = periodic_tasks(store, config, wake_engine=engine.wake)
     return Leader(lock, engine.worker_id, tasks, heartbeat_s=heartbeat)

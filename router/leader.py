@@ -2,26 +2,34 @@
 
 Periodic work (sweeping expired attempt leases, re-claiming outbox events of dead processes,
 the retention purge, certification expiry warnings: see `jobrouter.periodic`) must run in one
-process at a time. On PostgreSQL the processes elect that one with a session-level
-`pg_try_advisory_lock` held on a connection of its own (not a pooled one: a pooled connection
-goes back to the pool, and the lock with it):
+process at a time. On PostgreSQL the processes elect that one with a session-level advisory
+lock bound to a lease the leader renews (router/store/leader_lock.py):
 
-- every `heartbeat` seconds a follower tries the lock; the one that gets it is the leader;
-- the leader runs `SELECT 1` on that connection every `heartbeat` seconds, bounded by the same
-  time; a failed or silent heartbeat, or the connection seen closed, deposes it: its periodic
-  tasks are cancelled and awaited first, and only then is the connection dropped (which frees
-  the lock), so the next leader cannot start a task while the old one still runs it;
+- every `heartbeat` seconds a follower tries the lock; the one that gets it takes the lease
+  with the next term and is the leader. A follower that finds the lock held but the lease
+  expired (the leader froze: SIGSTOP, a stalled VM, while its TCP session lives) ends that
+  session, which frees the lock, and takes over: within two heartbeats of the first renewal
+  the leader missed;
+- the leader renews the lease every `heartbeat` seconds on the lock's connection. A failed or
+  silent renewal, a lease another took, or the connection seen closed (a termination listener:
+  at once, not at the next heartbeat) deposes it: its periodic tasks are cancelled and awaited
+  first, and only then is the connection dropped, so it cannot start a task after the next
+  leader could;
+- the leader's own clock cuts it off too: without a renewal that succeeded within 0.8 of the
+  lease, it steps down, and the lease (timed by the database from the renewal's arrival,
+  later) has not yet expired for the followers;
+- every run is fenced: just before it, the lease is renewed under the leader's term, so a
+  leader that wakes after being replaced, or that lost its session, runs nothing;
 - a leader that dies (SIGKILL, a lost machine) loses its session, and PostgreSQL frees the lock
-  as soon as it notices: at once for a killed process on a live machine (the kernel closes its
-  socket), after about 11 s of TCP keepalive (set on that session) for a vanished one; a
-  partitioned leader's own heartbeat fails sooner, so it has stopped by then. A follower takes
-  the lock at its next try.
+  as soon as it notices: at once for a killed process on a live machine, after about 11 s of
+  TCP keepalive for a vanished one (a follower ends it once its lease expires, sooner).
 
 A session ended by the server itself (`pg_terminate_backend`, a server restart) frees the lock
-at the moment the leader sees its connection close; a follower may then start within those
-milliseconds, before the old leader's tasks are cancelled. No fencing token closes that window;
-it is harmless because every periodic task is idempotent (each change guarded by its WHERE
-clause: an attempt already unknown, a claim already freed, a job already purged).
+at the moment the leader sees its connection close, and the next leader may take it within
+those milliseconds; a run whose fence passed just before keeps going until the leader's
+termination listener cancels it. That window is harmless because every periodic task is
+idempotent (each change guarded by its WHERE clause: an attempt already unknown, a claim
+already freed, a job already purged).
 
 The lock connection's `application_name` is `jobrouter-leader:<worker id>`, so any process can
 name the leader from `pg_locks` (`/health/ready`, `jobrouter_leader` in /metrics).
@@ -37,29 +45,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Protocol
 
 from prometheus_client import Counter, Gauge
 
 from jobrouter.metrics import REGISTRY
 
-if TYPE_CHECKING:
-    from jobrouter.store.connector import Connector
-
 log = logging.getLogger("jobrouter.leader")
-
-# The advisory lock key of leadership (< 2**31, so pg_locks shows it as objid with classid 0);
-# the migration lock (router.store.postgres.MIGRATION_LOCK) is another key.
-LEADER_LOCK = 0x6A72_4C44  # "jrLD"
-APP_NAME_PREFIX = "jobrouter-leader:"
-PG_APP_NAME_MAX = 63  # PostgreSQL truncates application_name to NAMEDATALEN - 1
-# The server frees the lock of a leader whose machine vanished once TCP keepalive gives up on
-# its connection: 5 s idle, then 3 probes 2 s apart, instead of the system default (hours).
-SERVER_KEEPALIVE = {
-    "tcp_keepalives_idle": "5",
-    "tcp_keepalives_interval": "2",
-    "tcp_keepalives_count": "3",
-}
 
 IS_LEADER = Gauge(
     "jobrouter_leader",
@@ -80,15 +72,25 @@ PERIODIC_RUNS = Counter(
 )
 
 
+# Of the lease: a leader whose last renewal was sent longer ago than this stops its periodic
+# work; the database times the lease from the renewal's arrival, so the followers see it
+# expire only after that.
+CUT_FRACTION = 0.8
+
+
 class LeaderLock(Protocol):
-    """What a leader is elected with: one backend's exclusive, session-bound lock."""
+    """What a leader is elected with: one backend's exclusive, session-bound lock, and the
+    lease that bounds it in time."""
+
+    lease_s: float | None  # how long a renewal holds (None: for ever, nobody takes over)
 
     async def try_acquire(self) -> bool:
-        """Take the lock if free; True when this process holds it after the call."""
+        """Take the lock (and a new term of its lease) if free; True when this process holds
+        it after the call."""
         ...
 
     async def check(self) -> None:
-        """Raise when the hold may be lost (the session no longer answers)."""
+        """Renew the lease; raise when it is lost or may be (the session no longer answers)."""
         ...
 
     async def release(self) -> None:
@@ -111,88 +113,6 @@ class PeriodicTask:
     run: Callable[[], Awaitable[object]]
 
 
-class SoleLock:
-    """SQLite: one machine, no session lock that dies with its process; this process leads."""
-
-    def __init__(self, worker_id: str) -> None:
-        self.worker_id = worker_id
-
-    async def try_acquire(self) -> bool:
-        return True
-
-    async def check(self) -> None:
-        return None
-
-    async def release(self) -> None:
-        return None
-
-    async def holder(self) -> str | None:
-        return self.worker_id
-
-    def on_lost(self, callback: Callable[[], None]) -> None:
-        return None
-
-
-class PgAdvisoryLock:
-    """`pg_try_advisory_lock(LEADER_LOCK)` on a dedicated asyncpg connection."""
-
-    def __init__(self, dsn: str, worker_id: str, connector: Connector, *, timeout_s: float) -> None:
-        self.dsn = dsn
-        self.worker_id = worker_id
-        self.connector = connector  # its pool answers `holder` while the lock connection is busy
-        self.timeout_s = timeout_s
-        self._conn: Any = None  # asyncpg.Connection, imported lazily with the extra
-        self._lost: list[Callable[[], None]] = []
-
-    async def try_acquire(self) -> bool:
-        import asyncpg
-
-        async with asyncio.timeout(self.timeout_s):
-            if self._conn is None or self._conn.is_closed():
-                app = (APP_NAME_PREFIX + self.worker_id)[:PG_APP_NAME_MAX]
-                self._conn = await asyncpg.connect(
-                    self.dsn,
-                    timeout=self.timeout_s,
-                    server_settings={"application_name": app, **SERVER_KEEPALIVE},
-                )
-                self._conn.add_termination_listener(self._terminated)
-            return bool(await self._conn.fetchval("SELECT pg_try_advisory_lock($1)", LEADER_LOCK))
-
-    async def check(self) -> None:
-        if self._conn is None or self._conn.is_closed():
-            raise ConnectionError("the leader's lock connection is closed")
-        async with asyncio.timeout(self.timeout_s):
-            await self._conn.fetchval("SELECT 1")
-
-    def on_lost(self, callback: Callable[[], None]) -> None:
-        self._lost.append(callback)
-
-    def _terminated(self, conn: object) -> None:
-        if conn is self._conn:  # not a connection we let go ourselves
-            for callback in self._lost:
-                callback()
-
-    async def release(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None and not conn.is_closed():
-            # terminate, not close: a close waits on a session that may not answer any more;
-            # the server frees the session's locks when the socket goes.
-            conn.terminate()
-
-    async def holder(self) -> str | None:
-        row = await self.connector.fetchone(
-            "SELECT a.application_name AS app FROM pg_locks l "
-            "JOIN pg_stat_activity a ON a.pid = l.pid "
-            "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 "
-            "AND l.objid = :key AND l.database = "
-            "(SELECT oid FROM pg_database WHERE datname = current_database())",
-            {"key": LEADER_LOCK},
-        )
-        if row is None or not str(row["app"]).startswith(APP_NAME_PREFIX):
-            return None
-        return str(row["app"])[len(APP_NAME_PREFIX) :]
-
-
 class Leader:
     """Elects this process (or not) every `heartbeat_s` and runs `tasks` while it leads."""
 
@@ -210,6 +130,7 @@ class Leader:
         self.heartbeat_s = heartbeat_s
         self.is_leader = False
         self.elected_at: float | None = None
+        self._valid_until: float | None = None  # loop time; None: no lease to outlive
         self._running: list[asyncio.Task[None]] = []
         self._loop: asyncio.Task[None] | None = None
         self.changed = asyncio.Event()  # set on every election and deposition (tests wait on it)
@@ -228,7 +149,7 @@ class Leader:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop
             self._loop = None
-        await self._depose("stopping", logging.INFO)  # a normal close: nothing went wrong
+        await self._depose("stopping", lost=False)
         await self.lock.release()
 
     async def holder(self) -> str | None:
@@ -239,26 +160,51 @@ class Leader:
         while True:
             try:
                 if not self.is_leader:
+                    sent = asyncio.get_running_loop().time()
                     if await self.lock.try_acquire():
+                        self._renewed(sent)
                         self._elect()
                 else:
-                    await self.lock.check()
-            except Exception as exc:  # a lost session: whatever we held is gone or going
+                    await self._renew()
+            except Exception as exc:  # a lost lease or session: whatever we held is gone or going
                 if self.is_leader:
-                    log.error(
-                        "leader %s lost its lock session (%s: %s); stepping down",
+                    log.warning(
+                        "leader %s lost its lease (%s: %s); stepping down",
                         self.worker_id,
                         type(exc).__name__,
                         exc,
                     )
                 else:
                     log.warning("leader election: %s: %s", type(exc).__name__, exc)
-                await self._depose("lock session lost")  # tasks end before the lock goes
+                await self._depose("lease lost", lost=True)  # tasks end before the lock goes
                 await self.lock.release()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.heartbeat_s):
-                    await self._check_now.wait()
-            self._check_now.clear()
+            await self._until_due()
+
+    async def _until_due(self) -> None:
+        """Wait for the next heartbeat, a lost session, or (leading) the lease's cut-off."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + self.heartbeat_s
+        if self.is_leader and self._valid_until is not None:
+            due = min(due, self._valid_until)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout_at(due):
+                await self._check_now.wait()
+        self._check_now.clear()
+
+    async def _renew(self) -> None:
+        """Renew the lease, within its cut-off: raises when it was not renewed in time."""
+        loop = asyncio.get_running_loop()
+        sent = loop.time()
+        if self._valid_until is not None and sent >= self._valid_until:
+            # a frozen process wakes up here, its lease expired or taken meanwhile
+            raise TimeoutError(f"lease not renewed within {CUT_FRACTION} of its length")
+        async with asyncio.timeout_at(self._valid_until):
+            await self.lock.check()
+        self._renewed(sent)
+
+    def _renewed(self, sent: float) -> None:
+        lease = self.lock.lease_s
+        self._valid_until = None if lease is None else sent + CUT_FRACTION * lease
 
     def _elect(self) -> None:
         self.is_leader = True
@@ -276,7 +222,7 @@ class Leader:
         ]
         self.changed.set()
 
-    async def _depose(self, why: str, level: int = logging.WARNING) -> None:
+    async def _depose(self, why: str, *, lost: bool) -> None:
         running, self._running = self._running, []
         for task in running:
             task.cancel()
@@ -284,15 +230,35 @@ class Leader:
         if self.is_leader:
             self.is_leader = False
             self.elected_at = None
+            self._valid_until = None
             IS_LEADER.set(0)
             LEADER_CHANGES.labels(change="deposed").inc()
-            log.log(level, "leader %s stepped down: %s", self.worker_id, why)
+            log.log(
+                logging.WARNING if lost else logging.INFO,
+                "leader %s stepped down: %s",
+                self.worker_id,
+                why,
+            )
             self.changed.set()
 
     async def _repeat(self, task: PeriodicTask) -> None:
         while True:
-            await run_periodic(task, self.worker_id)
+            if await self._fenced(task.name):
+                await run_periodic(task, self.worker_id)
             await asyncio.sleep(task.interval_s)
+
+    async def _fenced(self, name: str) -> bool:
+        """The fence of a run: the lease renewed under this leader's term just before it. False
+        (and the campaign woken to step down) when the lease is not this leader's any more."""
+        try:
+            await self._renew()
+        except Exception as exc:
+            log.warning(
+                "periodic %s not run by %s: %s: %s", name, self.worker_id, type(exc).__name__, exc
+            )
+            self._check_now.set()
+            return False
+        return True
 
 
 async def run_periodic(task: PeriodicTask, worker_id: str) -> None:
@@ -310,10 +276,3 @@ async def run_periodic(task: PeriodicTask, worker_id: str) -> None:
         log.exception("periodic %s failed in %s", task.name, worker_id)
     PERIODIC_RUNS.labels(task=task.name, outcome=outcome).inc()
     log.info("periodic %s finished by %s at %.6f", task.name, worker_id, time.time())
-
-
-def leader_lock(connector: Connector, dsn: str, worker_id: str, *, timeout_s: float) -> LeaderLock:
-    """The lock for the connector's backend: an advisory lock on PostgreSQL, else this process."""
-    if connector.dialect == "postgres":
-        return PgAdvisoryLock(dsn, worker_id, connector, timeout_s=timeout_s)
-    return SoleLock(worker_id)

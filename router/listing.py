@@ -45,6 +45,8 @@ class JobFilter:
     provider: str | None = None
     created_after: float | None = None
     created_before: float | None = None
+    # One key's jobs: one job under an owner (the key is owner-scoped), one per owner without.
+    idempotency_key: str | None = None
     empty: bool = False  # the filters contradict each other: nothing can match
 
     @classmethod

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from jobrouter.errors import ResolutionInvalid
+from jobrouter.providers.redact import scrub_output
 from jobrouter.states import AttemptState
 
 Outcome = Literal["succeeded", "failed", "cancelled"]
@@ -59,7 +60,8 @@ def resolution(
 ) -> Resolution:
     """The resolution, or ResolutionInvalid naming the field: an outcome that is not one of
     OUTCOMES; `succeeded` without a result (the result is what the job then holds), or with
-    one the task's contract refuses (`output_problems`, as any provider's answer is checked).
+    one the task's contract refuses (`output_problems`, as any provider's answer is checked,
+    after the configured keys are scrubbed from it: an owner never reads one).
     An empty note is recorded as "resolved OUTCOME by an operator"."""
     if outcome not in OUTCOMES:
         raise ResolutionInvalid(
@@ -68,6 +70,8 @@ def resolution(
             reason=f"{outcome!r} is not one of {', '.join(OUTCOMES)}",
         )
     if outcome == "succeeded":
+        # as a provider's answer is (router/attempt_call.py): the result is judged as stored
+        result = scrub_output(result)
         if result is None:
             raise ResolutionInvalid(
                 attempt_id=attempt_id,

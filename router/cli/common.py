@@ -1,6 +1,11 @@
 """What every command shares: the --config, --database and --json options, the configuration
-they name, and `run`, which runs one async step (each command calls `asyncio.run` once) and turns a
-domain error into one red line and its exit code."""
+they name, `run`, which runs one async step (each command calls `asyncio.run` once) and turns a
+domain error into one red line and its exit code, and the two ways a quick command opens the
+database: `reading` (the store alone) and `operating` (a router that runs nothing).
+
+The quick commands (submit, show, find, jobs list, cancel, resolve, token, config check) call no
+provider: they never import litellm and never start a leader, workers or periodic work, so each
+answers in about a second even on a busy machine (docs/benchmarks.md, "Start-up")."""
 
 from __future__ import annotations
 
@@ -8,9 +13,10 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.text import Text
@@ -19,6 +25,10 @@ from jobrouter.config import CONFIG_ENV, RouterConfig, config_path, load_config
 from jobrouter.errors import JobRouterError
 from jobrouter.exits import exit_code_of
 from jobrouter.printing import err
+
+if TYPE_CHECKING:
+    from jobrouter.api import Router
+    from jobrouter.store import SqlStore
 
 T = TypeVar("T")
 
@@ -90,3 +100,28 @@ def parse_json(option: str, text: str) -> Any:
         raise typer.BadParameter(
             f"{option} must be JSON ({exc.msg} at column {exc.colno}): {text!r}"
         ) from None
+
+
+@asynccontextmanager
+async def reading(cfg: RouterConfig, database: str | None) -> AsyncIterator[SqlStore]:
+    """The store alone, for commands that only read or keep tokens: no contract is loaded and
+    no provider is built (`Router.open` does both)."""
+    from jobrouter.store import open_store
+
+    store = await open_store(database or cfg.database.url)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@asynccontextmanager
+async def operating(cfg: RouterConfig, database: str | None) -> AsyncIterator[Router]:
+    """A router for the commands that change jobs (submit, cancel, resolve): the door and the
+    contracts are there, but nothing runs here. `run_workers=False` starts no engine, leader,
+    outbox delivery or periodic task and warms up no provider, so litellm is never imported;
+    a `jobrouter worker` or `serve` on the same database runs what these commands leave."""
+    from jobrouter.api import Router  # the engine's modules: only for the commands that write
+
+    async with Router.open(database, cfg, run_workers=False) as router:
+        yield router

@@ -1,15 +1,19 @@
 """`jobrouter serve` and `jobrouter token create | list | revoke`: the HTTP API's commands.
-FastAPI and uvicorn are imported inside each command, never when the CLI starts."""
+FastAPI and uvicorn are imported by `serve` alone, never when the CLI starts; the token commands
+read and write the store's tokens and nothing else (no router, no web framework)."""
 
 from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from jobrouter.cli.common import ConfigOpt, DatabaseOpt, run, settings
+from jobrouter.cli.common import ConfigOpt, DatabaseOpt, reading, run, settings
+
+if TYPE_CHECKING:
+    from jobrouter.store.tokens import ApiToken
 
 token_app = typer.Typer(help="API tokens for `jobrouter serve`.", no_args_is_help=True)
 
@@ -53,14 +57,17 @@ def token_create(
     database: DatabaseOpt = None,
 ) -> None:
     """Create a token and print it once: only its hash is stored, it cannot be shown again."""
-    from jobrouter.http.server import create_token  # FastAPI: only for these commands
-
     expires_in = _duration(expires) if expires is not None else None
-    token = run(
-        lambda: create_token(
-            settings(config), owner, operator=operator, database_url=database, expires_in=expires_in
-        )
-    )
+    cfg = settings(config)
+
+    async def step() -> str:
+        async with reading(cfg, database) as store:
+            made, _ = await store.tokens.create_token(
+                owner, operator=operator, expires_in=expires_in
+            )
+            return made
+
+    token = run(step)
     typer.echo(token)
     until = "" if expires_in is None else f", expires {_when(time.time() + expires_in)}"
     typer.echo(
@@ -74,9 +81,13 @@ def token_create(
 def token_list(config: ConfigOpt = None, database: DatabaseOpt = None) -> None:
     """Every token: id, owner, operator or not, created, status (live, revoked, expired).
     Tokens themselves are never stored, so never shown."""
-    from jobrouter.http.server import list_tokens
+    cfg = settings(config)
 
-    records = run(lambda: list_tokens(settings(config), database_url=database))
+    async def step() -> list[ApiToken]:
+        async with reading(cfg, database) as store:
+            return await store.tokens.list_tokens()
+
+    records = run(step)
     typer.echo(
         "ID                                OWNER                 OPERATOR  CREATED"
         "               STATUS"
@@ -101,9 +112,13 @@ def token_revoke(
     database: DatabaseOpt = None,
 ) -> None:
     """Revoke a token: its next request is refused (401 "revoked")."""
-    from jobrouter.http.server import revoke_token
+    cfg = settings(config)
 
-    if not run(lambda: revoke_token(settings(config), token_id, database_url=database)):
+    async def step() -> bool:
+        async with reading(cfg, database) as store:
+            return await store.tokens.revoke_token(token_id)
+
+    if not run(step):
         typer.echo(f"no unrevoked token {token_id}; see `jobrouter token list`", err=True)
         raise typer.Exit(1)
     typer.echo(f"revoked token {token_id}")

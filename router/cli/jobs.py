@@ -4,23 +4,32 @@ JSON document with `--json`; `submit` exits with the code of the job's state (ro
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
 
-from jobrouter.api import Router
-from jobrouter.cli.common import ConfigOpt, DatabaseOpt, JsonOpt, parse_json, run, settings
-from jobrouter.config import RouterConfig
+from jobrouter.cli.common import (
+    ConfigOpt,
+    DatabaseOpt,
+    JsonOpt,
+    operating,
+    parse_json,
+    reading,
+    run,
+    settings,
+)
 from jobrouter.errors import JobNotFound, ResolutionInvalid
 from jobrouter.exits import exit_code_of_state
 from jobrouter.models import Job
 from jobrouter.printing import console, job_document, print_events, print_job, print_json
 from jobrouter.resolution import Outcome, by_os_user, resolution
-from jobrouter.store import SqlStore, open_store
+from jobrouter.states import JobState
+
+if TYPE_CHECKING:
+    from jobrouter.api import Router
+    from jobrouter.store import SqlStore
 
 
 def read_json_argument(option: str, value: str) -> Any:
@@ -37,19 +46,7 @@ def read_json_argument(option: str, value: str) -> Any:
     return parse_json(option, value)
 
 
-@asynccontextmanager
-async def reading(cfg: RouterConfig, database: str | None) -> AsyncIterator[SqlStore]:
-    """The store alone, for commands that only read: a second faster than `Router.open`,
-    which loads every contract and builds every provider."""
-    store = await open_store(database or cfg.database.url)
-    try:
-        yield store
-    finally:
-        await store.close()
-
-
-async def emit(source: Router | SqlStore, job: Job, as_json: bool, *, events: bool = False) -> None:
-    store = source.store if isinstance(source, Router) else source
+async def emit(store: SqlStore, job: Job, as_json: bool, *, events: bool = False) -> None:
     attempts = await store.jobs.list_attempts(job.id)
     logged = await store.jobs.list_events(job.id) if events else None
     if as_json:
@@ -89,33 +86,48 @@ def submit(
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
-    """Submit a job (once per --key) and show it with its attempts. Exit code: 0 succeeded,
-    3 failed, 4 unknown (needs attention), 5 refused, 6 still running, 7 cancelled."""
+    """Submit a job (once per --key) and show it with its attempts. The job is run by a
+    `jobrouter worker` or `jobrouter serve` on the same database, never by this command (it
+    calls no provider); --wait waits for that. Exit code: 0 succeeded, 3 failed, 4 unknown
+    (needs attention), 5 refused, 6 still queued or running, 7 cancelled."""
     payload = read_json_argument("--input", input)
     extra = read_json_argument("--params", params)
+    cfg = settings(config)
 
     async def step() -> Job:
-        async with Router.open(database, settings(config)) as router:
+        async with operating(cfg, database) as router:
             job = await router.submit(owner, key, task, payload, extra)
             created = job.created
             if not as_json:
                 note = "accepted" if job.created else "already known (same key, same payload)"
                 console.print(Text.assemble("job ", (job.id, "bold"), f" {note}"))
             if wait > 0 and not job.state.settled:
-                try:
-                    job = await router.wait(job.id, wait)
-                except TimeoutError:
-                    if not as_json:
-                        console.print(
-                            f"still running after {wait}s; see `jobrouter show {job.id}`",
-                            markup=False,
-                        )
-                    job = await router.get(job.id)
-            await emit(router, job.model_copy(update={"created": created}), as_json)
+                job = await _waited(router, job, wait, as_json)
+            await emit(router.store, job.model_copy(update={"created": created}), as_json)
             return job
 
     job = run(step)
     raise typer.Exit(exit_code_of_state(job.state))
+
+
+async def _waited(router: Router, job: Job, wait: float, as_json: bool) -> Job:
+    """The job once settled, or as it is when `wait` ends: a queued one then says what it
+    waits for (no worker has claimed it), since this command runs nothing itself."""
+    try:
+        return await router.wait(job.id, wait)
+    except TimeoutError:
+        job = await router.get(job.id)
+    if not as_json:
+        why = (
+            " (no worker took it: is a `jobrouter worker` or `jobrouter serve` running on "
+            "this database?)"
+            if job.state is JobState.QUEUED
+            else ""
+        )
+        console.print(
+            f"still {job.state} after {wait}s{why}; see `jobrouter show {job.id}`", markup=False
+        )
+    return job
 
 
 def show(
@@ -174,8 +186,8 @@ def cancel(
     """Cancel a job; attempts still open are recorded as cancelled."""
 
     async def step() -> None:
-        async with Router.open(database, settings(config), run_workers=False) as router:
-            await emit(router, await router.cancel(job_id, reason), as_json)
+        async with operating(settings(config), database) as router:
+            await emit(router.store, await router.cancel(job_id, reason), as_json)
 
     run(step)
 
@@ -200,8 +212,8 @@ def resolve(
     chosen: Outcome = outcome  # type: ignore[assignment]
 
     async def step() -> None:
-        async with Router.open(database, settings(config)) as router:
+        async with operating(settings(config), database) as router:
             job = await router.resolve(attempt_id, chosen, value, note, by=by_os_user())
-            await emit(router, job, as_json)
+            await emit(router.store, job, as_json)
 
     run(step)

@@ -7,7 +7,7 @@ import logging
 import signal
 import socket
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import uvicorn
@@ -15,8 +15,6 @@ import uvicorn
 from jobrouter.api import Router
 from jobrouter.config import HttpConfig, RouterConfig
 from jobrouter.http.app import create_app
-from jobrouter.store import SqlStore
-from jobrouter.store.tokens import ApiToken
 
 log = logging.getLogger("jobrouter.http")
 
@@ -78,48 +76,3 @@ async def serve_config(
     background (litellm's import) and the workers start after that (docs/benchmarks.md)."""
     async with Router.open(database_url, config, start_in_background=True) as router:
         await serve(router, host=host, port=port)
-
-
-async def create_token(
-    config: RouterConfig | Path,
-    owner: str,
-    *,
-    operator: bool,
-    database_url: str | None = None,
-    expires_in: float | None = None,
-) -> str:
-    """`jobrouter token create`: a new token for `owner` (printed once; only its hash is kept)."""
-    async with _token_store(config, database_url) as store:
-        token, _ = await store.tokens.create_token(owner, operator=operator, expires_in=expires_in)
-    return token
-
-
-async def list_tokens(
-    config: RouterConfig | Path, database_url: str | None = None
-) -> list[ApiToken]:
-    """`jobrouter token list`: every token's record, never a token."""
-    async with _token_store(config, database_url) as store:
-        return await store.tokens.list_tokens()
-
-
-async def revoke_token(
-    config: RouterConfig | Path, token_id: str, database_url: str | None = None
-) -> bool:
-    """`jobrouter token revoke ID`: False when no unrevoked token has that id."""
-    async with _token_store(config, database_url) as store:
-        return await store.tokens.revoke_token(token_id)
-
-
-@contextlib.asynccontextmanager
-async def _token_store(
-    config: RouterConfig | Path, database_url: str | None
-) -> AsyncIterator[SqlStore]:
-    from jobrouter.build import resolve_config
-    from jobrouter.store import open_store
-
-    settings = resolve_config(config)
-    store = await open_store(database_url or settings.database.url)
-    try:
-        yield store
-    finally:
-        await store.close()

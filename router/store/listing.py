@@ -83,6 +83,8 @@ class JobListing:
             add("list_jobs_states", states=json.dumps([str(s) for s in where.states]))
         if where.task is not None:
             add("list_jobs_task", task=where.task)
+        if where.idempotency_key is not None:
+            add("list_jobs_key", idempotency_key=where.idempotency_key)
         if where.provider is not None:
             add(
                 "list_jobs_provider" if rare_provider else "list_jobs_provider_common",

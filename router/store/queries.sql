@@ -383,6 +383,11 @@ AND state IN ({json_list(:states)})
 -- name: list_jobs_task
 AND task = :task
 
+-- name: list_jobs_key
+-- With an owner, the unique (owner, idempotency_key) index finds the one job; without (an
+-- operator's search over every owner) no index leads with the key: the jobs are walked.
+AND idempotency_key = :idempotency_key
+
 -- name: list_jobs_provider
 -- A provider with few attempts (router/store/listing.py decides): its job ids come from
 -- attempts_by_provider (migration 0010), in id order; no walk of every job.

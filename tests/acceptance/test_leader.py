@@ -21,7 +21,7 @@ from typing import TypeVar
 import asyncpg
 import pytest
 
-from jobrouter.leader import APP_NAME_PREFIX, LEADER_LOCK
+from jobrouter.store.leader_lock import APP_NAME_PREFIX, LEADER_LOCK
 from tests.store.pg import fresh_database
 
 pytestmark = pytest.mark.postgres

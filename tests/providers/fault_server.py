@@ -40,6 +40,7 @@ or JSON) overrides both for that one request.
                   completion at all
     trickle       send the answer's body in `chunks` pieces spread over `seconds`
     proxy         forward to `upstream`; drop `drop_share` of the answers (seeded RNG)
+    bomb, huge    hostile bodies, generated lazily (`tests.providers.fault_hostile`)
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.providers.fault_hostile import HOSTILE_KINDS, serve_hostile
 
 DEFAULT_CONTENT = '{"text": "ok"}'
 DEFAULT_SPECIALS = ("<start_of_turn>", "<end_of_turn>", "<|im_start|>", "<|im_end|>", "<bos>")
@@ -295,9 +298,8 @@ async def _chat(
         return False
     if kind == "delay" and await _sleep_or_eof(reader, float(spec.get("seconds", 1.0))):
         return False
-    if kind == "status":
-        await _send_status(writer, spec, headers)
-        return True
+    if kind == "status" or kind in HOSTILE_KINDS:
+        return await _answer_at_once(writer, spec, headers)
     if kind == "proxy":
         return await _serve_proxy(writer, path, headers, body)
     if kind == "garbled":
@@ -314,6 +316,16 @@ async def _chat(
         await _trickle(writer, answer, float(spec.get("seconds", 3.0)), int(spec.get("chunks", 6)))
         return True
     await _send(writer, 200, answer)
+    return True
+
+
+async def _answer_at_once(
+    writer: asyncio.StreamWriter, spec: dict[str, Any], headers: dict[str, str]
+) -> bool:
+    """An answer that needs no completion: an error status, or a hostile body."""
+    if spec["kind"] in HOSTILE_KINDS:
+        return await serve_hostile(writer, spec)
+    await _send_status(writer, spec, headers)
     return True
 
 

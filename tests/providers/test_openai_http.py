@@ -236,37 +236,6 @@ async def test_a_job_through_the_router_on_the_native_transport(
         assert fault.stats()["total"] == 2
 
 
-@pytest.mark.parametrize("code", [301, 302, 307, 308])
-async def test_a_redirect_is_not_followed_and_is_not_sent(
-    code: int, fault: FaultServer, make_provider: MakeProvider
-) -> None:
-    """Nothing was processed where the request went, and a POST is not re-sent elsewhere: NotSent,
-    not retried, counted against health (the api_base is wrong), the Location named. (litellm's
-    transport follows a redirect itself: docs/failures.md.)"""
-    where = f"http://elsewhere.test/{code}"
-    fault.control(default={"kind": "status", "status": code, "location": where})
-    with pytest.raises(ProviderError) as caught:
-        await make_provider(retry={"attempts": 3}).complete(REQUEST)
-    error = caught.value
-    assert error.kind is ErrorKind.NOT_SENT
-    assert error.status == code
-    assert f"redirected to {where}" in error.message
-    assert (error.retryable, error.counts_against_health) == (False, True)
-    assert fault.stats()["total"] == 1
-
-
-async def test_a_303_see_other_stays_rejected(
-    fault: FaultServer, make_provider: MakeProvider
-) -> None:
-    """303 says the request was processed and its result is elsewhere: it may have acted."""
-    fault.control(default={"kind": "status", "status": 303, "location": "http://elsewhere.test/"})
-    with pytest.raises(ProviderError) as caught:
-        await make_provider(retry={"attempts": 3}).complete(REQUEST)
-    assert caught.value.kind is ErrorKind.REJECTED
-    assert caught.value.status == 303
-    assert fault.stats()["total"] == 1
-
-
 def test_a_second_event_loop_is_refused_clearly_before_anything_is_sent(
     fault: FaultServer,
 ) -> None:

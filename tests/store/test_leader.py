@@ -10,8 +10,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from jobrouter.leader import LEADER_LOCK, Leader, LeaderLock, PeriodicTask, leader_lock
+from jobrouter.leader import Leader, LeaderLock, PeriodicTask
 from jobrouter.store import SqlStore, open_store
+from jobrouter.store.leader_lock import LEADER_LOCK, leader_lock
 from tests.store.pg import fresh_database
 
 WAIT_S = 30.0  # a guard only: each wait ends on an event
@@ -59,6 +60,7 @@ class CountingLock:
 
     def __init__(self, lock: LeaderLock) -> None:
         self.lock = lock
+        self.lease_s = lock.lease_s
         self.tries = 0
         self.tried = asyncio.Event()
 
@@ -93,7 +95,7 @@ async def pg_stores() -> AsyncIterator[tuple[str, list[SqlStore]]]:
 
 
 def make_leader(store: SqlStore, url: str, who: str, probe: Probe) -> Leader:
-    lock = CountingLock(leader_lock(store.connector, url, who, timeout_s=1.0))
+    lock = CountingLock(leader_lock(store.connector, url, who, heartbeat_s=1.0))
     return Leader(lock, who, [probe.task(who)], heartbeat_s=0.05)
 
 
@@ -163,13 +165,17 @@ async def test_one_leader_and_hand_over_when_its_session_dies(
 
 
 class FailingCheck(CountingLock):
-    """A lock whose heartbeat fails once elected; it records the order of what happens."""
+    """A lock whose heartbeat fails once `failing` is set (the run's fence passed before); it
+    records the order of what happens."""
 
-    def __init__(self, lock: LeaderLock, order: list[str]) -> None:
+    def __init__(self, lock: LeaderLock, order: list[str], failing: asyncio.Event) -> None:
         super().__init__(lock)
         self.order = order
+        self.failing = failing
 
     async def check(self) -> None:
+        if not self.failing.is_set():
+            return
         self.order.append("check failed")
         raise ConnectionError("no answer")
 
@@ -194,7 +200,9 @@ async def test_a_leader_that_loses_its_heartbeat_stops_its_tasks_before_letting_
         finally:
             order.append("task ended")
 
-    lock = FailingCheck(leader_lock(store.connector, "sqlite", "a", timeout_s=1.0), order)
+    lock = FailingCheck(
+        leader_lock(store.connector, "sqlite", "a", heartbeat_s=1.0), order, failing=inside
+    )
     leader = Leader(lock, "a", [PeriodicTask("held", 1.0, held_run)], heartbeat_s=0.05)
     leader.start()
     try:

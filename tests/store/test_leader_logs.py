@@ -10,8 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
-from jobrouter.leader import Leader, LeaderLock, leader_lock
+from jobrouter.leader import Leader, LeaderLock
 from jobrouter.store import SqlStore
+from jobrouter.store.leader_lock import leader_lock
 from tests.store.test_leader import WAIT_S, deposed, elected
 
 
@@ -21,6 +22,7 @@ class LosableLock:
 
     def __init__(self, lock: LeaderLock) -> None:
         self.lock = lock
+        self.lease_s = lock.lease_s
         self.lost = False
         self._on_lost: Callable[[], None] = lambda: None
 
@@ -63,7 +65,7 @@ async def test_a_normal_close_steps_down_at_info(
 ) -> None:
     """mutant: `stop` deposing at the default level (WARNING), seen failing on both backends."""
     caplog.set_level(logging.INFO, logger="jobrouter.leader")
-    lock = LosableLock(leader_lock(store.connector, db_url, "w1", timeout_s=1.0))
+    lock = LosableLock(leader_lock(store.connector, db_url, "w1", heartbeat_s=0.05))
     leader = await elected_leader(store, lock)
     await leader.stop()
     [record] = stepped_down(caplog)
@@ -76,14 +78,14 @@ async def test_a_lost_lock_steps_down_at_warning(
 ) -> None:
     """mutant: `_depose`'s default level INFO, seen failing on both backends."""
     caplog.set_level(logging.INFO, logger="jobrouter.leader")
-    lock = LosableLock(leader_lock(store.connector, db_url, "w1", timeout_s=1.0))
+    lock = LosableLock(leader_lock(store.connector, db_url, "w1", heartbeat_s=0.05))
     leader = await elected_leader(store, lock)
     try:
         lock.lose()
         await asyncio.wait_for(deposed(leader), WAIT_S)
         [record] = stepped_down(caplog)
         assert record.levelno == logging.WARNING
-        assert record.getMessage() == "leader w1 stepped down: lock session lost"
+        assert record.getMessage() == "leader w1 stepped down: lease lost"
     finally:
         await leader.stop()
     assert len(stepped_down(caplog)) == 1  # stopping a deposed leader says nothing more

@@ -66,6 +66,23 @@ async def test_owner_task_and_state_filters(store: SqlStore) -> None:
     assert none.items == []
 
 
+async def test_key_filter_finds_the_key_of_one_owner_or_of_every_owner(store: SqlStore) -> None:
+    """A key is owner-scoped: under an owner it finds that owner's one job, without an owner
+    (an operator's search in the console) the job of each owner that used it.
+    mutant: the `list_jobs_key` fragment left out of `_where`, seen failing on both backends."""
+    shop1 = await submit(store, owner="shop-1", key="order-7")
+    shop2 = await submit(store, owner="shop-2", key="order-7")
+    await submit(store, owner="shop-1", key="order-8")
+    mine = await store.jobs.list_jobs(
+        JobFilter(owner="shop-1", idempotency_key="order-7"), limit=50
+    )
+    assert [j.id for j in mine.items] == [shop1.id]
+    every = await store.jobs.list_jobs(JobFilter(idempotency_key="order-7"), limit=50)
+    assert [j.id for j in every.items] == [shop2.id, shop1.id]
+    counts = await store.jobs.count_jobs_by_state(JobFilter(idempotency_key="order-8"))
+    assert sum(counts.values()) == 1
+
+
 @pytest.mark.parametrize("rare_below", [listing.RARE_PROVIDER_ATTEMPTS, 1])
 async def test_provider_filter_finds_jobs_with_an_attempt_there(
     store: SqlStore, rare_below: int, monkeypatch: pytest.MonkeyPatch

@@ -186,11 +186,43 @@ def test_config_check_suggests_and_lists_routes(tmp_path: Path) -> None:
     assert routes["title_hedged"] == ["primary", "backup"]
 
 
+def start_worker(config: Path, report: Path, cwd: Path) -> subprocess.Popen[str]:
+    """`jobrouter worker` under tests/support/cli_probe.py, once it says it runs jobs."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("JOBROUTER_")}
+    probe = [sys.executable, "-m", "tests.support.cli_probe", str(report)]
+    with (cwd / "worker.log").open("w") as log:  # the child keeps its own descriptor
+        worker = subprocess.Popen(
+            [*probe, "worker", "--config", str(config)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env={**environment, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"},
+        )
+    assert worker.stdout is not None
+    for line in worker.stdout:  # the test's timeout guards a worker that never says it
+        if "Ctrl-C to stop" in line:
+            return worker
+    raise AssertionError(f"the worker ended: {(cwd / 'worker.log').read_text()}")
+
+
+def stop_worker(worker: subprocess.Popen[str], report: Path) -> dict[str, Any]:
+    worker.terminate()
+    assert worker.wait(timeout=120) == 0
+    if worker.stdout is not None:
+        worker.stdout.close()
+    document: dict[str, Any] = json.loads(report.read_text())
+    return document
+
+
 def test_submit_exit_codes_failed_and_refused_with_input_from_file_and_stdin(
     tmp_path: Path,
 ) -> None:
     """A provider that refuses connections: the job fails (3); the key again with another
-    input is refused (5). Input from `@file`, then from stdin."""
+    input is refused (5). Input from `@file`, then from stdin. `submit` runs no job itself: a
+    `jobrouter worker` on the database runs it, and `submit --wait` waits for that. The
+    worker is also the positive control of tests/acceptance/test_cli_quick.py: under the same
+    probe it shows litellm imported and its engine's and leader's tasks running."""
     config = tmp_path / "jobrouter.toml"
     config.write_text(f"""
 [database]
@@ -207,21 +239,30 @@ side_effects = "none"
 max_attempts = 1
 """)
     (tmp_path / "input.json").write_text('{"text": "hello"}')
-    failed = jobrouter(
-        "submit",
-        "-t",
-        "echo",
-        "-k",
-        "k1",
-        "-i",
-        "@input.json",
-        "--json",
-        "--config",
-        str(config),
-        cwd=tmp_path,
-    )
+    report = tmp_path / "worker.json"
+    worker = start_worker(config, report, tmp_path)
+    try:
+        failed = jobrouter(
+            "submit",
+            "-t",
+            "echo",
+            "-k",
+            "k1",
+            "-i",
+            "@input.json",
+            "--json",
+            "--wait",
+            "300",  # a guard only: the worker fails the job at its first attempt
+            "--config",
+            str(config),
+            cwd=tmp_path,
+        )
+    finally:
+        probed = stop_worker(worker, report)
     assert failed.returncode == Exit.FAILED, failed.stderr
     assert json.loads(failed.stdout)["state"] == "failed"
+    assert "litellm" in probed["modules"]
+    assert {"jobrouter-dispatch", "jobrouter-leader"} <= set(probed["tasks"]), probed
     refused = jobrouter(
         "submit",
         "-t",
@@ -237,6 +278,24 @@ max_attempts = 1
     )
     assert refused.returncode == Exit.REFUSED, refused.stderr
     assert "k1" in refused.stderr
+
+
+def test_submit_without_a_worker_leaves_the_job_queued_and_says_so(tmp_path: Path) -> None:
+    """No worker on the database: `submit --wait` ends with the job still queued (exit 6) and
+    says what runs it, instead of running it itself. Mutant seen failing: the queued note in
+    router/cli/jobs.py `_waited` removed."""
+    db = tmp_path / "jobs.db"
+    config = tmp_path / "jobrouter.toml"
+    config.write_text(
+        f'[database]\nurl = "sqlite:///{db}"\n[certification]\nrequired = false\n'
+        '[providers.down]\nmodel = "openai/down"\napi_base = "http://127.0.0.1:9/v1"\n'
+        '[tasks.echo]\nproviders = ["down"]\nside_effects = "none"\n'
+    )
+    args = ("submit", "-t", "echo", "-k", "k1", "-i", '{"text": "hi"}', "--wait", "0.5")
+    done = jobrouter(*args, "--config", str(config), cwd=tmp_path)
+    assert done.returncode == Exit.PENDING, done.stderr
+    assert "still queued after 0.5s" in done.stdout
+    assert "`jobrouter worker` or `jobrouter serve`" in done.stdout
 
 
 def test_ids_are_printed_whole_in_an_80_column_terminal(tmp_path: Path) -> None:

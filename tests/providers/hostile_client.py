@@ -1,0 +1,124 @@
+"""Calls a provider with hostile answers, in a process of its own, and reports what each cost.
+
+``python -m tests.providers.hostile_client --transport openai --api-base URL --shapes JSON``
+sets each shape's scenario on the fault server (its /control), makes one call, and prints one
+JSON line per shape: the error's kind, class, status and message, the growth of the process's
+peak RSS over the call (VmHWM after, VmRSS before; the peak is reset through
+/proc/self/clear_refs first) and the longest the event loop went without running a 5 ms ticker.
+A first ordinary call warms the transport up (litellm's first-call setup is not what is measured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from typing import Any
+
+from jobrouter.providers.base import CompletionRequest, Message
+from jobrouter.providers.config import ProviderConfig
+from jobrouter.providers.errors import ProviderError
+from jobrouter.providers.transports import build_provider
+from tests.providers.fault_server import FaultServer
+
+TICK = 0.005
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+class Ticker:
+    """The longest gap between two runs of a task that asks to run every `TICK` seconds."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        while True:
+            await asyncio.sleep(TICK)
+            now = loop.time()
+            self.worst = max(self.worst, now - last - TICK)
+            last = now
+
+    def __enter__(self) -> Ticker:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
+def _reset_peak() -> int:
+    """Reset VmHWM to the current RSS (Linux: clear_refs 5); the current RSS, KiB."""
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")
+    return _status_kib("VmRSS")
+
+
+async def _one(provider: Any, deadline: float) -> dict[str, Any]:
+    request = CompletionRequest(
+        messages=(Message(role="user", content="hi"),), max_tokens=16, timeout=deadline
+    )
+    before = _reset_peak()
+    started = time.monotonic()
+    with Ticker() as ticker:
+        try:
+            await provider.complete(request)
+            outcome: dict[str, Any] = {"kind": "succeeded"}
+        except ProviderError as exc:
+            outcome = {
+                "kind": exc.kind.value,
+                "error": type(exc).__name__,
+                "status": exc.status,
+                "message": exc.message,
+            }
+        await asyncio.sleep(3 * TICK)  # the ticker sees the loop after the call too
+    outcome["seconds"] = time.monotonic() - started
+    outcome["rss_growth_kib"] = _status_kib("VmHWM") - before
+    outcome["worst_lag"] = ticker.worst
+    return outcome
+
+
+async def run(transport: str, server: FaultServer, shapes: dict[str, dict[str, Any]]) -> None:
+    provider = build_provider(
+        "hostile",
+        ProviderConfig(
+            model="openai/fault-model",
+            api_base=server.api_base,
+            transport=transport,
+            structured_output="none",
+            retry={"attempts": 1},
+            timeout={"read": 20.0},
+        ),
+    )
+    async with provider:
+        await provider.warm_up()
+        server.reset()
+        await _one(provider, 20.0)  # warm: connection made, litellm's first call done
+        for name, spec in shapes.items():
+            server.reset(default=spec["scenario"])
+            outcome = await _one(provider, float(spec.get("timeout", 20.0)))
+            print(json.dumps({"shape": name, **outcome}), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--transport", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--shapes", required=True, help="JSON: name -> {scenario, timeout}")
+    args = parser.parse_args()
+    asyncio.run(run(args.transport, FaultServer(port=args.port), json.loads(args.shapes)))
+
+
+if __name__ == "__main__":
+    main()
