@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.panel import Panel
+from rich.text import Text
 
 from jobrouter.api import Router
 from jobrouter.build import build_providers
@@ -269,7 +270,12 @@ def _with_attempt_timeout(config: RouterConfig, seconds: float) -> RouterConfig:
 
 
 def _scene(number: int, title: str) -> None:
-    console.rule(f"[bold]{number}. {title}")
+    heading = f"{number}. {title}"
+    if len(heading) + 6 <= console.width:
+        console.rule(Text(heading, style="bold"))
+        return
+    console.rule()  # a rule cuts a title too long for it to `…`: the title goes below, wrapped
+    console.print(Text(heading, style="bold"))
 
 
 def _final_table(jobs: list[Job], attempts: dict[str, list[Any]]) -> None:

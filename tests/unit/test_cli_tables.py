@@ -155,3 +155,23 @@ def test_contracts_status_fits_the_terminal(config: Path, jobs: list[Job]) -> No
     out = at_80("contracts", "status", "--config", str(config))
     for name in (*PROVIDERS, "caption", "product_title", "extract_product", "missing"):
         assert name in out
+
+
+def test_a_demo_scene_title_too_long_for_its_rule_is_printed_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """mutant: `_scene` always titling the rule (rich cuts the title to `…`), seen failing."""
+    import io
+
+    from rich.console import Console
+
+    import jobrouter.demo
+
+    screen = Console(width=WIDTH, file=io.StringIO(), color_system=None)
+    monkeypatch.setattr(jobrouter.demo, "console", screen)
+    title = "The primary goes silent (injected): after the attempt timeout its attempt is UNKNOWN"
+    jobrouter.demo._scene(5, title)
+    jobrouter.demo._scene(8, "Jobs and their attempts")
+    out = screen.file.getvalue()  # type: ignore[attr-defined]
+    assert "…" not in out and f"5. {title}" in " ".join(out.split())
+    assert "8. Jobs and their attempts" in out
