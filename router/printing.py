@@ -131,15 +131,16 @@ def print_fitted(
     columns: Sequence[Col],
     rows: Sequence[Sequence[TableCell]],
     title: str = "",
-    *,
-    all_in: str = "a wider terminal shows them",
 ) -> None:
-    """`fitted_table` printed, and after it which columns it left out and where they are."""
+    """`fitted_table` printed, and after it which columns it left out."""
     table, left_out = fitted_table(console, columns, rows, title)
     console.print(table)
     if left_out:
         console.print(
-            Text(f"(left out at {console.width} columns: {', '.join(left_out)}; {all_in})")
+            Text(
+                f"(left out at {console.width} columns: {', '.join(left_out)}; "
+                "a wider terminal shows them)"
+            )
         )
 
 
