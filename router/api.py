@@ -169,6 +169,12 @@ class Router:
         if self.deliverer is not None:
             self.deliverer.start()
 
+    @property
+    def warming_up(self) -> bool:
+        """True from `open(start_in_background=True)` until the workers start: jobs are
+        accepted (queued), but no attempt can start yet."""
+        return self._starting is not None and not self._starting.done()
+
     async def started(self) -> None:
         """Wait until the workers run (at once unless opened with `start_in_background`)."""
         if self._starting is not None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.panel import Panel
-from rich.table import Table
+from rich.text import Text
 
 from jobrouter.api import Router
 from jobrouter.build import build_providers
@@ -25,7 +25,7 @@ from jobrouter.certifier import Cell, certify_pair, matrix, pairs_to_certify
 from jobrouter.config import RouterConfig, load_config
 from jobrouter.errors import IdempotencyConflict
 from jobrouter.models import Job
-from jobrouter.printing import console, print_job, render_matrix
+from jobrouter.printing import Col, console, matrix_width, print_fitted, print_job, render_matrix
 from jobrouter.providers import Completion, CompletionRequest, Message, PromptInspection, Provider
 from jobrouter.recordings import LIVE_RECORD, recording, shipped_cassettes
 from jobrouter.states import EventKind
@@ -125,7 +125,7 @@ async def _certify(router: Router, record: bool) -> None:
             )
     router.gate.forget()
     cells = await matrix(router.store.certifications, router.providers, pairs)
-    print(render_matrix(cells))
+    print(render_matrix(cells, width=matrix_width()))
     for line in conclusion(cells):
         console.print(line, markup=False, highlight=False)
 
@@ -270,27 +270,40 @@ def _with_attempt_timeout(config: RouterConfig, seconds: float) -> RouterConfig:
 
 
 def _scene(number: int, title: str) -> None:
-    console.rule(f"[bold]{number}. {title}")
+    heading = f"{number}. {title}"
+    if len(heading) + 6 <= console.width:
+        console.rule(Text(heading, style="bold"))
+        return
+    console.rule()  # a rule cuts a title too long for it to `…`: the title goes below, wrapped
+    console.print(Text(heading, style="bold"))
 
 
 def _final_table(jobs: list[Job], attempts: dict[str, list[Any]]) -> None:
     _scene(8, "Jobs and their attempts")
-    table = Table("job", "key", "state", "v", "attempts (seq provider state)", "result")
-    for job in jobs:
-        rows = "\n".join(
-            f"{a.seq} {a.provider} {a.state}"
-            + (" (winner)" if a.id == job.winner_attempt_id else "")
-            for a in attempts[job.id]
-        )
-        table.add_row(
+    columns = (
+        Col("job", whole=True),
+        Col("key"),
+        Col("state", whole=True),
+        Col("v"),
+        Col("attempts (seq provider state)", whole=True),
+        Col("result"),
+    )
+    rows = [
+        (
             job.id[-8:],
             job.idempotency_key,
             str(job.state),
             str(job.version),
-            rows,
+            "\n".join(
+                f"{a.seq} {a.provider} {a.state}"
+                + (" (winner)" if a.id == job.winner_attempt_id else "")
+                for a in attempts[job.id]
+            ),
             str(job.result),
         )
-    console.print(table)
+        for job in jobs
+    ]
+    print_fitted(console, columns, rows)
 
 
 def demo_fingerprint(providers: dict[str, Provider]) -> str:

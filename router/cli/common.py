@@ -49,9 +49,10 @@ DatabaseOpt = Annotated[
     typer.Option(
         "--database",
         "-d",
-        help="database URL, overriding the config's "
-        "\\[database] url, e.g. "
-        "sqlite:///jobrouter.db or postgresql://postgres@127.0.0.1:5432/jobs",
+        # Examples short enough for the narrowest help column at 80 columns, where a longer
+        # word is cut to an ellipsis.
+        help="database URL, overriding the config's \\[database] url: sqlite:///FILE or "
+        "postgresql://HOST/DB",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document (for scripts)")]

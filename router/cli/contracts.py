@@ -17,7 +17,7 @@ from jobrouter.api import Router
 from jobrouter.certifier import Cell, certify_pair, matrix, pairs_to_certify
 from jobrouter.cli.common import ConfigOpt, DatabaseOpt, run, settings
 from jobrouter.config import RouterConfig
-from jobrouter.printing import render_matrix
+from jobrouter.printing import matrix_width, render_matrix
 from jobrouter.recordings import LIVE_RECORD, recording
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def run_contracts(
             return await matrix(router.store.certifications, router.providers, pairs)
 
     cells = run(step)
-    print(render_matrix(cells))
+    print(render_matrix(cells, width=matrix_width()))
     if json_report:
         json_report.write_text(json.dumps(report(cells), indent=2) + "\n")
     if junit:
@@ -117,7 +117,7 @@ def status(
         )
         return
     if routed:
-        print(render_matrix(cells))
+        print(render_matrix(cells, width=matrix_width()))
     for line in uncertified:
         print(line)
 

@@ -10,12 +10,10 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from jobrouter.cli.common import ConfigOpt, DatabaseOpt, run, settings
 from jobrouter.config import RouterConfig, config_path
-from jobrouter.printing import console, err, iso_utc, print_json
+from jobrouter.printing import Col, console, err, iso_utc, print_fitted, print_json
 from jobrouter.retention import DEFAULT_BATCH, MIN_DAYS, cutoff_for, plan_purge, purge
 from jobrouter.store import open_store
 from jobrouter.store.outbox import OutboxCounts, OutboxEvent, OutboxStore
@@ -185,63 +183,68 @@ def purge_command(
     run(step)
 
 
+DEPTH_COLUMNS = (
+    Col("owner", whole=True),
+    Col("pending"),
+    Col("retrying"),
+    Col("oldest"),
+    Col("next try"),
+    Col("dead"),
+    Col("delivery"),  # a URL: folded, never cut
+)
+DEAD_COLUMNS = (
+    Col("event id", whole=True),  # what `outbox replay --id` takes
+    Col("job", whole=True, drop=2),
+    Col("owner", whole=True),
+    Col("tries", drop=3),
+    Col("dead since", drop=1),
+    Col("last error"),
+)
+
+
 def print_depth(cfg: RouterConfig, counts: OutboxCounts) -> None:
     pending = sum(depth.pending for depth in counts.pending)
     console.print(f"outbox: {pending} pending, {sum(counts.dead.values())} dead letters")
     if not cfg.webhooks:
         console.print("no \\[webhooks.<owner>] sections are configured: every event is parked")
-    table = Table("owner", "pending", "retrying", "oldest", "next try", "dead", "delivery")
     owners = sorted({d.owner for d in counts.pending} | counts.dead.keys())
     by_owner = {depth.owner: depth for depth in counts.pending}
     now = time.time()
+    rows = []
     for owner in owners:
         depth = by_owner.get(owner)
         hook = cfg.webhooks.get(owner)
-        delivery = hook.url if hook else f"PARKED: no [webhooks.{owner}] configured"
-        table.add_row(
-            *(
-                Text(cell)
-                for cell in (  # data as text: an owner may hold `[...]`
-                    owner,
-                    str(depth.pending if depth else 0),
-                    str(depth.retrying if depth else 0),
-                    _ago(now - depth.oldest) if depth else "",
-                    _next(depth.next_attempt_at - now) if depth and hook else "",
-                    str(counts.dead.get(owner, 0)),
-                    delivery,
-                )
+        rows.append(
+            (
+                owner,
+                str(depth.pending if depth else 0),
+                str(depth.retrying if depth else 0),
+                _ago(now - depth.oldest) if depth else "",
+                _next(depth.next_attempt_at - now) if depth and hook else "",
+                str(counts.dead.get(owner, 0)),
+                hook.url if hook else f"PARKED: no [webhooks.{owner}] configured",
             )
         )
     if owners:
-        console.print(table)
+        print_fitted(console, DEPTH_COLUMNS, rows)
 
 
 def print_dead(dead: list[OutboxEvent], total: int) -> None:
-    table = Table(
-        "event id",
-        "job",
-        "owner",
-        "tries",
-        "dead since",
-        "last error",
-        title=f"dead letters ({len(dead)} newest of {total}; "
-        "`jobrouter outbox replay --id ID | --all`)",
-    )
-    for event in dead:
-        table.add_row(
-            *(
-                Text(cell)
-                for cell in (  # a receiver's error may hold `[/...]`
-                    event.id,
-                    event.job_id,
-                    event.owner,
-                    str(event.tries),
-                    _when(event.dead_at or 0.0),
-                    (event.last_error or "")[:80],
-                )
-            )
+    rows = [
+        (
+            event.id,
+            event.job_id,
+            event.owner,
+            str(event.tries),
+            _when(event.dead_at or 0.0),
+            (event.last_error or "")[:80],
         )
-    console.print(table)
+        for event in dead
+    ]
+    replay = "`jobrouter outbox replay --id ID | --all`"
+    print_fitted(
+        console, DEAD_COLUMNS, rows, f"dead letters ({len(dead)} newest of {total}; {replay})"
+    )
 
 
 def _when(epoch: float) -> str:

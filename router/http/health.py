@@ -29,11 +29,16 @@ async def live() -> Status:
     response_model=Status,
     responses=documented(503),
     operation_id="health_ready",
-    summary="The database takes a write and its migrations are current",
+    summary="An attempt can start: the database takes a write, its migrations are current "
+    "and the workers run",
 )
 async def ready(router: RouterDep) -> Status:
     """No token is needed, so the answer names nothing of the deployment (no database URL,
-    no driver message): the reason is in the server's log."""
+    no driver message): the reason is in the server's log.
+
+    `serve` listens before its providers warm up (litellm's import: seconds, tens of seconds
+    on a busy machine) and starts its workers after: until then a job is accepted but waits
+    queued, so the process is not ready."""
     try:
         pending = await router.store.health.pending_migrations()
         await router.store.health.prove_write()
@@ -52,9 +57,16 @@ async def ready(router: RouterDep) -> Status:
             f"migrations {pending} are not applied; restart the service to apply them",
             headers={"Retry-After": "5"},
         )
+    if router.warming_up:
+        raise ProblemError(
+            503,
+            "not-ready",
+            "the providers are warming up; the workers start after (jobs wait queued until then)",
+            headers={"Retry-After": "1"},
+        )
     return Status(
         status="ready",
-        detail="database takes writes, migrations current",
+        detail="database takes writes, migrations current, workers running",
         leader=await _leader(router),
     )
 

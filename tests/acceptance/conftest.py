@@ -3,11 +3,12 @@ real CLI, and the database file for counting what really happened."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,9 +80,17 @@ class Server:
 
 
 def start_server(
-    folder: Path, *, heartbeat: float = 0.2, extra_config: str = "", database_url: str | None = None
+    folder: Path,
+    *,
+    heartbeat: float = 0.2,
+    extra_config: str = "",
+    database_url: str | None = None,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    wait_ready: bool = True,
 ) -> Server:
-    """The server on a SQLite file in `folder`, or on `database_url` (PostgreSQL)."""
+    """The server on a SQLite file in `folder`, or on `database_url` (PostgreSQL); `args` and
+    `env` go to serve_fixture; returned once ready, or once listening without `wait_ready`."""
     db = folder / "jobs.db"
     config = folder / "jobrouter.toml"
     text = CONFIG.format(db=db, contract=CONTRACT, heartbeat=heartbeat) + extra_config
@@ -90,10 +99,18 @@ def start_server(
     config.write_text(text)
     with (folder / "server.log").open("wb") as log:  # the child keeps its own descriptor
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.acceptance.serve_fixture", "--config", str(config)],
+            [
+                sys.executable,
+                "-m",
+                "tests.acceptance.serve_fixture",
+                "--config",
+                str(config),
+                *args,
+            ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=log,
+            env={**os.environ, **(env or {})},
         )
     assert process.stdout is not None
     line = process.stdout.readline().decode()
@@ -104,7 +121,8 @@ def start_server(
         raise RuntimeError(f"server did not start: {line!r}; see {folder / 'server.log'}")
     port = int(line.split()[1])
     server = Server(f"http://127.0.0.1:{port}", port, db, config, process)
-    _wait_ready(server)
+    if wait_ready:
+        wait_for(server, "/health/ready")
     return server
 
 
@@ -122,18 +140,19 @@ def stop_server(server: Server) -> None:
     assert code == 0, f"the server did not stop cleanly (exit {code})"
 
 
-def _wait_ready(server: Server) -> None:
+def wait_for(server: Server, path: str) -> None:
+    """Until `path` answers 200 (/health/ready, /health/live); a deadline guards a hang only."""
     deadline = time.monotonic() + STARTUP_S
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
             raise RuntimeError(f"server exited with {server.process.returncode}")
         try:
-            if httpx.get(f"{server.url}/health/ready", timeout=1).status_code == 200:
+            if httpx.get(f"{server.url}{path}", timeout=1).status_code == 200:
                 return
         except httpx.TransportError:
             pass
         time.sleep(0.05)
-    raise RuntimeError("server not ready in time")
+    raise RuntimeError(f"server: {path} not 200 in time")
 
 
 @pytest.fixture(scope="module")

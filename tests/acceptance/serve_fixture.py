@@ -7,6 +7,8 @@ binds 127.0.0.1 on a free port, prints `PORT <n>` on stdout and serves until SIG
 Providers: `fast` answers after 10 ms, `slow` after 0.8 s, `hang` never (its attempts time out
 and become `unknown`), `gated` once the file named by $JOBROUTER_TEST_GATE exists, `gate` once
 the file named by the input's `text` exists (the test decides when, by creating it).
+With `--background` the router starts as `jobrouter serve` starts it: listening before the
+providers warm up, the workers after.
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ class DelayedEcho(Lifecycle):
         self.delay = delay
         self.fingerprint = f"test-{name}"
         self.model = f"test/{name}"
+
+    async def warm_up(self) -> None:
+        """With $JOBROUTER_TEST_WARM_GATE, the warm-up (litellm's import, for a real provider)
+        lasts until that file exists: the test decides when the workers may start."""
+        gate = os.environ.get("JOBROUTER_TEST_WARM_GATE")
+        while gate and not Path(gate).exists():  # noqa: ASYNC110, ASYNC240 (polled: see GatedEcho)
+            await asyncio.sleep(0.02)
 
     async def complete(self, request: CompletionRequest) -> Completion:
         await asyncio.sleep(self.delay)
@@ -68,17 +77,22 @@ PROVIDERS = {
 }
 
 
-async def main(config: str) -> None:
+async def main(config: str, background: bool) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     print(f"PORT {sock.getsockname()[1]}", flush=True)
-    async with Router.open(config=config, providers=PROVIDERS) as router:
+    opening = Router.open(config=config, providers=PROVIDERS, start_in_background=background)
+    async with opening as router:
         await serve(router, sock=sock, access_log=False)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--config", required=True)
-    asyncio.run(main(parser.parse_args().config))
+    parser.add_argument(
+        "--background", action="store_true", help="warm up and start the workers as serve does"
+    )
+    arguments = parser.parse_args()
+    asyncio.run(main(arguments.config, arguments.background))
     sys.exit(0)

@@ -1,5 +1,6 @@
 """Every command's `--help` at 80 columns (issue 30): a flag shows no `<bool>` type (it takes no
-value), and an option's choices are never cut in the middle of a word by the wrap."""
+value), an option's choices are never cut in the middle of a word by the wrap, and no help text
+is cut to an ellipsis."""
 
 from __future__ import annotations
 
@@ -48,6 +49,15 @@ def test_every_help_is_free_of_bool_metavars() -> None:
     assert len(walked) > 20  # the whole tree, groups and their commands
     for path, _ in walked:
         assert "<bool>" not in help_at_80(path), path
+
+
+def test_no_help_text_is_cut_to_an_ellipsis() -> None:
+    """A word longer than the help column is cut with `…` (`postgresql://postgres@1…`).
+
+    mutant: --database's old help (`postgresql://postgres@127.0.0.1:5432/jobs`), seen failing."""
+    for path, _ in commands():
+        cut = [line for line in help_at_80(path).splitlines() if "…" in line]
+        assert not cut, (path, cut)
 
 
 def test_no_choice_is_split_across_lines() -> None:
