@@ -222,3 +222,14 @@ async def test_a_read_begun_between_two_forgets_is_not_the_answer_after_the_seco
     store.release.set()
     await first
     assert (await after)["a"].ok
+
+
+async def test_a_provider_the_task_names_but_none_configures_is_refused_with_why() -> None:
+    """mutants of `Gate._certified`'s first refusal: `True` for `False`, and its reason lost or
+    changed (`Eligibility(reason)`, no reason, other text), each seen failing."""
+    store = SlowCertifications()
+    gate, task = certifying_gate(store)
+    gate.providers = {}
+    verdict = (await gate.eligibility(task))["a"]
+    assert (verdict.ok, verdict.reason) == (False, "not configured in [providers]")
+    assert store.reads == 0  # refused before any certification is read
