@@ -46,8 +46,10 @@ OTHER_PROGRAMS_FLAGS = {
     "--timeout": "pytest-timeout",
     "--durations": "pytest",
 }
-# Bench flags (`python -m tests.bench --statements`) are checked against the bench's source.
+# Bench flags (`python -m tests.bench --statements`) are checked against the bench's source,
+# and those of the mutation runner (`python -m tests.mutation --mutmut`) against its own.
 BENCH_SOURCE = REPO / "tests" / "bench"
+MUTATION_SOURCE = REPO / "tests" / "mutation.py"
 # Bracketed inline code that is not a jobrouter.toml section.
 NOT_SECTIONS = {"redacted": "the scrubber's marker for a removed secret"}
 # The routes in this doc are llama.cpp's server's (GET /v1/models), not jobrouter's.
@@ -171,12 +173,13 @@ def check_standalone_flags(docs: Sequence[Doc], root: Command | None = None) -> 
     root = root or cli_tree()
     known = set().union(*(c.flags for c in every_command(root)))
     bench = "\n".join(p.read_text("utf-8") for p in sorted(BENCH_SOURCE.glob("*.py")))
+    bench += MUTATION_SOURCE.read_text("utf-8")
     problems = []
     for doc in docs:
         for flag in docs_names.standalone_flags(doc):
             if flag.text in known or flag.text in OTHER_PROGRAMS_FLAGS:
                 continue
-            if f'"{flag.text}"' in bench:  # python -m tests.bench --statements
+            if f'"{flag.text}"' in bench:  # python -m tests.bench --statements (or tests.mutation)
                 continue
             problems.append(f"{flag.at()}: flag {flag.text}: no jobrouter command has it")
     return problems
