@@ -119,7 +119,7 @@ def inspection(**changes: Any) -> PromptInspection:
     fields: dict[str, Any] = {
         "accepted_roles": frozenset({"system", "user", "assistant"}),
         "rendered": "<start_of_turn>user\n...",
-        "system_present": True,
+        "system_rendered": True,
         "prompt_tokens": USAGE,
         "prompt_tokens_without_system": USAGE - 12,
         "tokenizer": "llama.cpp /tokenize",
@@ -270,7 +270,7 @@ async def test_unparsed_text_is_parsed_and_non_json_fails(contract: Contract) ->
 
 
 async def test_inspection_without_system_prompt_fails(contract: Contract) -> None:
-    provider = InspectableFake(GOOD_ANSWERS, inspection(system_present=False))
+    provider = InspectableFake(GOOD_ANSWERS, inspection(system_rendered=False))
     cert = await certify(provider, contract, now=NOW)
     assert not cert.passed
     for case in cert.cases:
@@ -280,7 +280,7 @@ async def test_inspection_without_system_prompt_fails(contract: Contract) -> Non
                 detail="the system prompt is not present in what the model receives",
             ),
         )
-        assert case.rendering.inspected and case.rendering.system_present is False
+        assert case.rendering.inspected and case.rendering.system_rendered is False
         assert len(case.outputs) == 3  # the runs still happen: the outputs are evidence too
     assert len(provider.inspected) == 2
     assert provider.inspected[0][0] == Message(role="system", content=contract.prompt.system or "")
