@@ -170,7 +170,9 @@ async def test_schema_violation_fails_with_evidence_naming_the_case(contract: Co
         run="1/3",
         detail="sentiment: 'awful' is not one of ['positive', 'negative', 'mixed']",
     )
-    assert str(bad.failures[-1]).startswith("agreement: 0/3 runs agree on [sentiment]")
+    assert str(bad.failures[-1]).startswith(
+        "agreement: all 3 runs identical but invalid (schema): no usable output to agree on"
+    )
     assert bad.failed_checks == ("schema", "agreement") == cert.failed_checks
     assert bad.verdict == "fail"
     assert bad.outputs == ({"sentiment": "awful", "reason": "x"},) * 3
@@ -207,7 +209,10 @@ async def test_disagreeing_repeats_fail_agreement(contract_data: dict[str, Any])
     assert good.failures == (
         Failure(
             check="agreement",
-            detail=("2/3 runs agree on [sentiment] (share 0.67 < min_agreement 1.0)"),
+            detail=(
+                "2/3 runs agree on [sentiment]; runs disagree: 2 different answers "
+                "(share 0.67 < min_agreement 1.0)"
+            ),
         ),
     )
     assert good.agreement == pytest.approx(2 / 3)
