@@ -10,15 +10,28 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, JsonValue, ValidationError
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    JsonValue,
+    ValidationError,
+    model_validator,
+)
 
 from jobrouter.providers.base import MarkerTokens, Message
 
 Verdict = Literal["pass", "fail", "unverified"]
 """``unverified``: the check could not be performed. It is never a pass: it blocks
 certification unless the provider's config names a waiver for that check."""
+
+Seen = bool | Literal["unknown"]
+"""What the provider's own prompt count implies it read: true, false, or ``"unknown"`` when the
+count cannot tell (no usage, an estimate too coarse, a format not reproduced)."""
+
+MarkersTokenization = Literal["measured", "configured, not measured"]
 
 
 class Validity(StrEnum):
@@ -72,9 +85,24 @@ class RenderingEvidence(_Record):
     provider's chat format and tokenizer (`tokenizer`; `count_basis` says whether it is exact,
     an estimate or a lower bound); `reported_prompt_tokens` is what the provider reported for
     each run (None: no usage). `tolerance` is the allowed difference and `diagnosis` what a
-    difference beyond it suggests. `markers` holds the split token ids of every control marker
-    of the chat format. `verdict` is the rendering check's; `unverified` says what could not be
-    checked, and `waived` the waiver (from the provider's config) that accepted it.
+    difference beyond it suggests. `verdict` is the rendering check's; `unverified` says what
+    could not be checked, and `waived` the waiver (from the provider's config) that accepted it.
+
+    The system text, three facts kept apart so that none stands in for another:
+    `system_sent` (the request carried one), `system_rendered` (it is in the configured chat
+    format's rendering; None when no rendering is known: a hosted API, a format not reproduced)
+    and `system_seen` (what the provider's count implies it read: true, false or "unknown").
+
+    The markers: `markers` holds the configured chat format's control markers with their ids;
+    `markers_tokenization` is ``measured`` when the ids come from the provider's own tokenizer,
+    else ``configured, not measured``. `rendering_seen` is what the provider's count implies of
+    the configured rendering as a whole (true: every count within the tolerance of an exact
+    count; false: a count beyond it; "unknown": no exact count to compare). `control_tokens_special`
+    is True only while no count contradicts the rendering: markers that are control tokens of
+    the tokenizer prove nothing of a server that renders other markers.
+
+    Records written before these fields had one `system_present` (sent, for a hosted API;
+    rendered, for a llama.cpp one); they still load, with `system_seen` "unknown".
     """
 
     ok: bool
@@ -83,7 +111,9 @@ class RenderingEvidence(_Record):
     error: str | None = None
     inspected: bool = False
     accepted_roles: tuple[str, ...] | None = None
-    system_present: bool | None = None
+    system_sent: bool = False
+    system_rendered: bool | None = None
+    system_seen: Seen = "unknown"
     prompt_tokens: int | None = None
     tokenizer: str | None = None
     count_basis: str | None = None
@@ -91,13 +121,28 @@ class RenderingEvidence(_Record):
     reported_prompt_tokens: tuple[int | None, ...] = ()
     tolerance: int | None = None
     diagnosis: str | None = None
+    rendering_seen: Seen = "unknown"
     context_window: int | None = None
     control_tokens_special: bool | None = None
     markers: tuple[MarkerTokens, ...] = ()
+    markers_tokenization: MarkersTokenization = "configured, not measured"
     rendered: str | None = None
     unverified: tuple[str, ...] = ()
     waived: str | None = None
     notes: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_system_present(cls, data: Any) -> Any:
+        """A record of before the split (one `system_present`) read into the new fields."""
+        if not isinstance(data, dict) or "system_present" not in data:
+            return data
+        data = dict(data)
+        present = data.pop("system_present")
+        roles = [m.get("role") if isinstance(m, dict) else m.role for m in data.get("messages", ())]
+        data.setdefault("system_sent", "system" in roles)
+        data.setdefault("system_rendered", present if data.get("rendered") is not None else None)
+        return data
 
 
 class CaseEvidence(_Record):

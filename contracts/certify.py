@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jobrouter.contracts import rendering
-from jobrouter.contracts.agreement import measure_agreement
+from jobrouter.contracts.agreement import agreement_key, measure_agreement
 from jobrouter.contracts.certification import (
     CaseEvidence,
     Certification,
@@ -184,6 +184,7 @@ class _Run:
     output: Any = None
     failures: list[Failure] = field(default_factory=list)
     prompt_tokens: int | None = None
+    answer: str | None = None  # the raw text, to tell identical unusable answers from differing
 
 
 async def _run_once(
@@ -197,7 +198,7 @@ async def _run_once(
         return _Run(
             failures=[Failure(check="provider", run=label, detail=f"{exc.kind.value}: {exc}")]
         )
-    run = _Run(prompt_tokens=completion.usage.prompt_tokens)
+    run = _Run(prompt_tokens=completion.usage.prompt_tokens, answer=completion.text)
     try:
         run.output = _parse(completion)
     except ValueError as exc:
@@ -222,6 +223,7 @@ def _invalid(exc: InvalidOutput, label: str) -> _Run:
     run = _Run(
         prompt_tokens=exc.prompt_tokens,
         failures=[Failure(check=exc.check, run=label, detail=exc.message)],
+        answer=exc.text,
     )
     if exc.check == "schema":  # JSON it was; keep it as evidence like the certifier's own parse
         try:
@@ -252,14 +254,34 @@ def _agreement(contract: Contract, runs: list[_Run]) -> tuple[float, Failure | N
     )
     if agreement.passed:
         return agreement.share, None
-    paths = ", ".join(sampling.agree_on) or "$"
-    return agreement.share, Failure(
-        check="agreement",
-        detail=(
-            f"{agreement.agreeing}/{agreement.runs} runs agree on [{paths}] "
-            f"(share {agreement.share:.2f} < min_agreement {sampling.min_agreement})"
-        ),
-    )
+    share = f"(share {agreement.share:.2f} < min_agreement {sampling.min_agreement})"
+    detail = f"{_agreement_detail(contract, runs, agreement.agreeing)} {share}"
+    return agreement.share, Failure(check="agreement", detail=detail)
+
+
+def _agreement_detail(contract: Contract, runs: list[_Run], agreeing: int) -> str:
+    """Why agreement failed, in words that keep apart runs that answered the same unusable
+    thing (consistent, but invalid) from runs that answered differently (inconsistent)."""
+    agree_on = contract.sampling.agree_on
+    paths = ", ".join(agree_on) or "$"
+    usable = [run for run in runs if run.usable]
+    unusable = [run for run in runs if not run.usable]
+    checks = ", ".join(dict.fromkeys(f.check for run in unusable for f in run.failures))
+    if not usable:
+        answers = {run.answer for run in runs}
+        if len(runs) > 1 and len(answers) == 1 and None not in answers:
+            return (
+                f"all {len(runs)} runs identical but invalid ({checks}): "
+                f"no usable output to agree on [{paths}]"
+            )
+        return f"0/{len(runs)} runs usable ({checks}): no output to agree on [{paths}]"
+    parts = [f"{agreeing}/{len(runs)} runs agree on [{paths}]"]
+    distinct = len({agreement_key(run.output, agree_on) for run in usable})
+    if distinct > 1:
+        parts.append(f"runs disagree: {distinct} different answers")
+    if unusable:
+        parts.append(f"{len(unusable)} without a usable output ({checks})")
+    return "; ".join(parts)
 
 
 def _parse(completion: Completion) -> Any:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from jobrouter.contracts.certification import Failure, RenderingEvidence, Verdict
+from jobrouter.contracts.certification import Failure, RenderingEvidence, Seen, Verdict
 from jobrouter.contracts.model import Contract
 from jobrouter.providers.base import InspectableProvider, Message, PromptInspection, Provider
 from jobrouter.providers.errors import ProviderError
@@ -63,6 +63,7 @@ async def inspect(
         return RenderingEvidence(
             ok=True,
             messages=messages,
+            system_sent=_sends_system(messages),
             unverified=(
                 f"{INSPECTION_UNAVAILABLE}: the provider cannot show how it receives the prompt",
             ),
@@ -73,6 +74,7 @@ async def inspect(
         return RenderingEvidence(
             ok=True,
             messages=messages,
+            system_sent=_sends_system(messages),
             error=f"prompt inspection failed: {exc}",
             unverified=(f"prompt inspection failed ({exc.kind.value}): {exc}",),
         )
@@ -85,7 +87,8 @@ def _evidence(messages: tuple[Message, ...], inspection: PromptInspection) -> Re
         messages=messages,
         inspected=True,
         accepted_roles=tuple(sorted(inspection.accepted_roles)),
-        system_present=inspection.system_present,
+        system_sent=_sends_system(messages),
+        system_rendered=inspection.system_rendered,
         prompt_tokens=inspection.prompt_tokens,
         tokenizer=inspection.tokenizer,
         count_basis=inspection.count_basis,
@@ -94,10 +97,17 @@ def _evidence(messages: tuple[Message, ...], inspection: PromptInspection) -> Re
         context_window=inspection.context_window,
         control_tokens_special=inspection.control_tokens_special,
         markers=inspection.markers,
+        markers_tokenization="measured"
+        if inspection.markers_measured
+        else "configured, not measured",
         rendered=inspection.rendered,
         unverified=inspection.unverified,
         notes=inspection.notes,
     )
+
+
+def _sends_system(messages: tuple[Message, ...]) -> bool:
+    return any(m.role == "system" for m in messages)
 
 
 def judge(
@@ -119,15 +129,54 @@ def judge(
             failures.append(Failure(check="rendering", detail=detail, run=run))
         unverified.extend(_system_unshown(evidence, contract))
     verdict: Verdict = "fail" if failures else ("unverified" if unverified else "pass")
+    seen = rendering_seen(evidence, counted)
     judged = evidence.model_copy(
         update={
             "verdict": verdict,
             "reported_prompt_tokens": tuple(reported),
             "unverified": tuple(unverified),
             "diagnosis": diagnosis,
+            "system_seen": system_seen(evidence, counted),
+            "rendering_seen": seen,
+            "control_tokens_special": (None if seen is False else evidence.control_tokens_special),
         }
     )
     return judged, failures
+
+
+def _allowed(evidence: RenderingEvidence) -> int:
+    return evidence.tolerance if evidence.tolerance is not None else EXACT_TOLERANCE
+
+
+def rendering_seen(evidence: RenderingEvidence, counted: Sequence[int]) -> Seen:
+    """Whether the provider's counts show it read the configured rendering: only an exact count
+    can say so (an estimate's tolerance hides a marker or two)."""
+    expected = evidence.prompt_tokens
+    if evidence.count_basis != "exact" or expected is None or not counted:
+        return "unknown"
+    return all(abs(count - expected) <= _allowed(evidence) for count in counted)
+
+
+def system_seen(evidence: RenderingEvidence, counted: Sequence[int]) -> Seen:
+    """What the provider's counts imply of the system text: read (every count is the prompt's
+    with it), not read (a count is the prompt's without it, or the rendering itself has none and
+    the counts confirm it), or unknown (no counts, or the two prompts too close to tell)."""
+    if not evidence.system_sent:
+        return False
+    expected, without = evidence.prompt_tokens, evidence.prompt_tokens_without_system
+    if expected is None or not counted:
+        return "unknown"
+    allowed = _allowed(evidence)
+    matches = [abs(count - expected) <= allowed for count in counted]
+    if evidence.system_rendered is False and all(matches):
+        return False
+    if without is None or expected - without <= allowed:
+        return "unknown"
+    if all(matches):
+        return True
+    if any(abs(count - without) <= allowed for count in counted):
+        return False
+    return "unknown"
 
 
 def _inspection_problems(evidence: RenderingEvidence, contract: Contract) -> list[str]:
@@ -137,11 +186,7 @@ def _inspection_problems(evidence: RenderingEvidence, contract: Contract) -> lis
     accepted = evidence.accepted_roles or ()
     for role in sorted({m.role for m in evidence.messages} - set(accepted)):
         problems.append(f"role {role!r} is not accepted by the chat format ({', '.join(accepted)})")
-    if (
-        contract.prompt.system is not None
-        and evidence.system_present is False
-        and evidence.count_basis != "lower_bound"
-    ):
+    if contract.prompt.system is not None and evidence.system_rendered is False:
         problems.append("the system prompt is not present in what the model receives")
     split = [m for m in evidence.markers if not m.special]
     if split:
@@ -180,7 +225,7 @@ def _count_mismatch(
     """(run, diagnosis, failure detail) for the first run whose count disagrees, or None."""
     expected = evidence.prompt_tokens
     assert expected is not None
-    allowed = evidence.tolerance if evidence.tolerance is not None else EXACT_TOLERANCE
+    allowed = _allowed(evidence)
     for index, count in enumerate(reported, start=1):
         if count is None:
             continue
@@ -193,6 +238,7 @@ def _count_mismatch(
             count,
             allowed,
             split_markers=any(not m.special for m in evidence.markers),
+            markers_measured=evidence.markers_tokenization == "measured",
         )
         detail = (
             f"the provider counted {count} prompt tokens, the product {expected} "
@@ -204,9 +250,18 @@ def _count_mismatch(
 
 
 def diagnose(
-    expected: int, without_system: int | None, reported: int, allowed: int, *, split_markers: bool
+    expected: int,
+    without_system: int | None,
+    reported: int,
+    allowed: int,
+    *,
+    split_markers: bool,
+    markers_measured: bool = False,
 ) -> str:
-    """What a count difference suggests: the system text dropped, text lost, or text added."""
+    """What a count difference suggests: the system text dropped, text lost, or text added.
+
+    With markers measured as control tokens, "markers split" is ruled out by the evidence
+    beside it: the server renders other markers than the configured format's."""
     if (
         without_system is not None
         and expected - without_system > allowed
@@ -218,11 +273,15 @@ def diagnose(
         )
     if reported < expected:
         return f"{expected - reported} tokens fewer than meant: text dropped or cut"
-    cause = (
-        "control markers split into plain tokens"
-        if split_markers
-        else "a template added, or markers split into plain tokens"
-    )
+    if split_markers:
+        cause = "control markers split into plain tokens"
+    elif markers_measured:
+        cause = (
+            "the server renders another template than the configured chat format (whose "
+            "markers are control tokens of this tokenizer, measured), or adds text"
+        )
+    else:
+        cause = "a template added, or markers split into plain tokens"
     return f"{reported - expected} tokens more than meant: {cause}"
 
 

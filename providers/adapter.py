@@ -291,7 +291,7 @@ class Adapter:
         return inspection.model_copy(
             update={
                 "accepted_roles": prompt_inspection.ALL_ROLES,
-                "system_present": present,
+                "system_rendered": present,
                 "notes": (
                     *inspection.notes,
                     "the adapter folds the system text into the first "

@@ -111,9 +111,12 @@ class PromptInspection(BaseModel):
     """How a provider really receives a list of messages (for contract certification).
 
     `rendered` is the text the provider's chat format produces, when it is knowable (local
-    llama.cpp models); `control_tokens_special` says whether the chat format's control markers
+    llama.cpp models); `system_rendered` says whether the system text is in that text (None:
+    no rendering is known, as for a hosted API or a format not reproduced here).
+    `control_tokens_special` says whether the chat format's control markers
     are single special tokens of the model's own tokenizer (None: not applicable, or not known;
-    `unverified` then says which), and `markers` shows how each one was split.
+    `unverified` then says which), and `markers` shows how each one was split;
+    `markers_measured` is True when those ids come from the provider's own tokenizer.
     `prompt_tokens_without_system` is the same count for the messages without their system
     text: what the provider would count if it dropped it. `unverified` lists what this
     inspection could not establish (e.g. a chat format that is not reproduced).
@@ -123,7 +126,7 @@ class PromptInspection(BaseModel):
 
     accepted_roles: frozenset[str]
     rendered: str | None = None
-    system_present: bool
+    system_rendered: bool | None
     prompt_tokens: int
     tokenizer: str  # where prompt_tokens came from: "llama.cpp /extras/tokenize", "litellm ..."
     count_basis: CountBasis = "exact"
@@ -131,6 +134,7 @@ class PromptInspection(BaseModel):
     context_window: int | None = None
     control_tokens_special: bool | None = None
     markers: tuple[MarkerTokens, ...] = ()
+    markers_measured: bool = False
     unverified: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 

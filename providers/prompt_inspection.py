@@ -74,7 +74,7 @@ def inspect_hosted(
     return PromptInspection(
         accepted_roles=ALL_ROLES,
         rendered=None,
-        system_present=any(m.role == "system" for m in messages),
+        system_rendered=None,  # the provider's own template: not knowable from here
         prompt_tokens=count(messages),
         tokenizer=f"litellm token_counter ({model})",
         count_basis="estimate",
@@ -116,7 +116,7 @@ async def inspect_llama(
     return PromptInspection(
         accepted_roles=fmt.roles,
         rendered=rendered.text,
-        system_present=rendered.system_present,
+        system_rendered=rendered.system_present,
         prompt_tokens=len(tokens),
         tokenizer=f"llama.cpp {TOKENIZE_PATH}",
         count_basis="exact",
@@ -124,6 +124,7 @@ async def inspect_llama(
         context_window=window,
         control_tokens_special=all(m.special for m in markers),
         markers=markers,
+        markers_measured=True,
         notes=tuple(notes),
     )
 
@@ -139,7 +140,7 @@ async def _unreproduced(
     return PromptInspection(
         accepted_roles=ALL_ROLES,
         rendered=None,
-        system_present=False,
+        system_rendered=None,
         prompt_tokens=len(tokens),
         tokenizer=f"llama.cpp {TOKENIZE_PATH} (bare message texts)",
         count_basis="lower_bound",

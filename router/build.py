@@ -136,7 +136,13 @@ def build_engine(
             probe_s=config.breaker.probe_timeout,
         ),
     )
-    gate = Gate(store.certifications, providers, breakers, required=config.certification.required)
+    gate = Gate(
+        store.certifications,
+        providers,
+        breakers,
+        required=config.certification.required,
+        config_file=config.config_file,
+    )
     settings = EngineSettings(
         workers=config.engine.workers,
         claim_s=config.engine.claim,

@@ -201,6 +201,9 @@ class RouterConfig(_Strict):
     )
     # Where relative contract paths resolve; set from the file's folder when loaded from a file.
     base_dir: Path | None = Field(default=None, exclude=True)
+    # The file to name with --config in a command printed for the operator (absolute, so the
+    # command runs from any folder); None when the config was found by default or built in code.
+    config_file: Path | None = Field(default=None, exclude=True)
 
     @model_validator(mode="after")
     def _tasks_name_known_providers(self) -> RouterConfig:
@@ -255,7 +258,9 @@ def load_config(path: str | Path) -> RouterConfig:
         key = ".".join(str(part) for part in first["loc"]) or None
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
         raise ConfigError(first["msg"] + more, file=str(file), key=key) from exc
-    return config.model_copy(update={"base_dir": file.resolve().parent})
+    return config.model_copy(
+        update={"base_dir": file.resolve().parent, "config_file": file.resolve()}
+    )
 
 
 def unset_secrets(

@@ -9,9 +9,11 @@ event log; an uncertified provider is never called, however the others fare (I5)
 from __future__ import annotations
 
 import asyncio
+import shlex
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobrouter.breaker import Breakers
@@ -22,6 +24,7 @@ from jobrouter.tasks import TaskRuntime
 
 if TYPE_CHECKING:
     from jobrouter.contracts import Certification
+    from jobrouter.contracts.certification import Validity
 
 CERTIFICATION_REFRESH_S = 2.0
 
@@ -34,8 +37,10 @@ class Gate:
         breakers: Breakers,
         *,
         required: bool,
+        config_file: Path | None = None,
     ) -> None:
         self.store = store
+        self.config_file = config_file
         self.providers = providers
         self.breakers = breakers
         self.required = required
@@ -66,16 +71,21 @@ class Gate:
         if task.contract is None or not self.required:
             return Eligibility(True)
         contract = task.contract.name
-        how = f"certify it: jobrouter contracts run --provider {name} --contract {contract}"
+        command = certify_command(name, contract, self.config_file)
         certification = (await self._certifications()).get((name, contract))
         if certification is None:
-            return Eligibility(False, f"not certified for contract {contract!r}; {how}")
-        valid, reason = certification.is_valid_for(
+            return Eligibility(
+                False, f"not certified for contract {contract!r}; certify it: {command}"
+            )
+        validity, reason = certification.validity_for(
             task.contract_fingerprint or "", provider.fingerprint, datetime.now(UTC)
         )
-        if not valid:
-            return Eligibility(False, f"certification for {contract!r} {reason}; {how}")
-        return Eligibility(True)
+        if validity.valid:
+            return Eligibility(True)
+        return Eligibility(
+            False,
+            f"certification for {contract!r} {reason}; {_fix(validity, certification, command)}",
+        )
 
     async def _certifications(self) -> dict[tuple[str, str], Certification]:
         """Parsed once per refresh, not per decision: a record carries every case's evidence.
@@ -102,3 +112,32 @@ class Gate:
         finally:
             if self._reading_after == forgotten:
                 self._reading = None
+
+
+def certify_command(provider: str, contract: str, config_file: Path | None) -> str:
+    """The command that certifies the pair, runnable as printed: with --config when the config
+    was not found by default (a job's reason is read far from the folder it was found in)."""
+    quoted = f"--provider {shlex.quote(provider)} --contract {shlex.quote(contract)}"
+    command = f"jobrouter contracts run {quoted}"
+    if config_file is not None:
+        command += f" --config {shlex.quote(str(config_file))}"
+    return command
+
+
+def _fix(validity: Validity, certification: Certification, command: str) -> str:
+    """What to do: certify again only helps a record that speaks of another time, contract or
+    provider; a failed or unverified one needs its check fixed first."""
+    from jobrouter.contracts.certification import Validity
+
+    if validity.outdated:
+        return f"certify it: {command}"
+    checks = ", ".join(certification.failed_checks or certification.unverified_checks)
+    if validity is Validity.UNVERIFIED:
+        return (
+            f"check not performed: {checks}; make it checkable or name a waiver in the "
+            f"provider's accept_unverified, then certify again: {command}"
+        )
+    return (
+        f"failing checks: {checks}; certifying again will not pass until the provider, its "
+        f"config or the contract changes for them; then: {command}"
+    )

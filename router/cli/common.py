@@ -74,9 +74,11 @@ def settings(config: Path | None) -> RouterConfig:
                 defaults.database.url,
             )
             return defaults
-        return load_config(path)
+        loaded = load_config(path)
     except JobRouterError as exc:
         fail(exc)
+    # found by default: a printed command runs as printed from that folder without --config
+    return loaded if named else loaded.model_copy(update={"config_file": None})
 
 
 def fail(exc: JobRouterError) -> NoReturn:

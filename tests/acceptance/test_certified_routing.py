@@ -8,6 +8,10 @@ certification fails. The request counts at the servers prove who was called and 
 
 from __future__ import annotations
 
+import asyncio
+import os
+import shlex
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -18,7 +22,7 @@ import pytest
 
 from jobrouter import Router
 from jobrouter.certifier import Cell, certify_pair, matrix, pairs_to_certify
-from jobrouter.config import DatabaseConfig, EngineConfig, RouterConfig, TaskConfig
+from jobrouter.config import DatabaseConfig, EngineConfig, RouterConfig, TaskConfig, load_config
 from jobrouter.models import Job, JobEvent
 from jobrouter.providers import _litellm
 from jobrouter.providers.config import ProviderConfig
@@ -199,6 +203,12 @@ async def test_failover_skips_the_uncertified_provider_and_reaches_the_certified
             "certification for 'titles' failed: mug: behaviour: contains: run 1/2:"
         )
         assert how("C") in reasons["C"]
+        # re-running is no fix for a failed one: the reason names the check to fix first
+        assert (
+            "; failing checks: behaviour: contains; certifying again will not pass"
+            in (reasons["C"])
+        )
+        assert "certify it:" not in reasons["C"]
     assert delta(before, setup.requests()) == {"A": 2, "C": 0, "B": 2}
 
 
@@ -264,3 +274,52 @@ async def test_an_expired_certification_is_refused(setup: Setup) -> None:
     assert set(reasons) == {"C", "B"}
     assert reasons["B"].startswith("certification for 'titles' expired at ")
     assert how("B") in reasons["B"]
+
+
+def _config_file(setup: Setup, path: Path) -> Path:
+    """`setup.config()` as a TOML file (what an operator has)."""
+    parts = [f'[database]\nurl = "{setup.db}"\n', "[engine]\npoll_interval = 0.05\n"]
+    for name, server in setup.servers.items():
+        parts.append(
+            f'[providers.{name}]\nmodel = "openai/fault-model"\n'
+            f'api_base = "{server.api_base}"\ncontext_window = 2048\n'
+        )
+    parts.append(
+        f'[tasks.title]\ncontract = "{setup.contract}"\nproviders = {list(ROUTE)!r}\n'
+        f"deadline = {SETTLE_S}\n".replace("'", '"')
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(parts))
+    return path
+
+
+async def test_the_printed_command_runs_as_printed_from_another_folder(
+    setup: Setup, tmp_path: Path
+) -> None:
+    """Issue 32 item 4: the refusal printed `jobrouter contracts run --provider A --contract
+    titles` without the --config it needs; run from another folder it found nothing to certify.
+    mutant: certify_command without its --config, seen failing (built-in defaults, nothing to
+    certify)."""
+    config = load_config(_config_file(setup, tmp_path / "conf" / "jobrouter.toml"))
+    job, attempts, events = await run_job(config, "printed")
+    assert (job.state, attempts) == (JobState.FAILED, [])
+    command = skipped(events)["A"].split("; certify it: ", 1)[1]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "JOBROUTER_CONFIG"} | {"COLUMNS": "200"}
+    argv = shlex.split(command)
+    assert argv[0] == "jobrouter"
+    done = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "jobrouter",
+        *argv[1:],
+        cwd=elsewhere,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(done.communicate(), timeout=300)
+    assert done.returncode == 0, output.decode()
+    assert command.startswith(how("A") + " --config ")
+    assert {c.provider: c.status for c in await stored_matrix(config)}["A"] == "pass"

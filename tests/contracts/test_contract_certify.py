@@ -119,7 +119,7 @@ def inspection(**changes: Any) -> PromptInspection:
     fields: dict[str, Any] = {
         "accepted_roles": frozenset({"system", "user", "assistant"}),
         "rendered": "<start_of_turn>user\n...",
-        "system_present": True,
+        "system_rendered": True,
         "prompt_tokens": USAGE,
         "prompt_tokens_without_system": USAGE - 12,
         "tokenizer": "llama.cpp /tokenize",
@@ -170,7 +170,9 @@ async def test_schema_violation_fails_with_evidence_naming_the_case(contract: Co
         run="1/3",
         detail="sentiment: 'awful' is not one of ['positive', 'negative', 'mixed']",
     )
-    assert str(bad.failures[-1]).startswith("agreement: 0/3 runs agree on [sentiment]")
+    assert str(bad.failures[-1]).startswith(
+        "agreement: all 3 runs identical but invalid (schema): no usable output to agree on"
+    )
     assert bad.failed_checks == ("schema", "agreement") == cert.failed_checks
     assert bad.verdict == "fail"
     assert bad.outputs == ({"sentiment": "awful", "reason": "x"},) * 3
@@ -207,7 +209,10 @@ async def test_disagreeing_repeats_fail_agreement(contract_data: dict[str, Any])
     assert good.failures == (
         Failure(
             check="agreement",
-            detail=("2/3 runs agree on [sentiment] (share 0.67 < min_agreement 1.0)"),
+            detail=(
+                "2/3 runs agree on [sentiment]; runs disagree: 2 different answers "
+                "(share 0.67 < min_agreement 1.0)"
+            ),
         ),
     )
     assert good.agreement == pytest.approx(2 / 3)
@@ -270,7 +275,7 @@ async def test_unparsed_text_is_parsed_and_non_json_fails(contract: Contract) ->
 
 
 async def test_inspection_without_system_prompt_fails(contract: Contract) -> None:
-    provider = InspectableFake(GOOD_ANSWERS, inspection(system_present=False))
+    provider = InspectableFake(GOOD_ANSWERS, inspection(system_rendered=False))
     cert = await certify(provider, contract, now=NOW)
     assert not cert.passed
     for case in cert.cases:
@@ -280,7 +285,7 @@ async def test_inspection_without_system_prompt_fails(contract: Contract) -> Non
                 detail="the system prompt is not present in what the model receives",
             ),
         )
-        assert case.rendering.inspected and case.rendering.system_present is False
+        assert case.rendering.inspected and case.rendering.system_rendered is False
         assert len(case.outputs) == 3  # the runs still happen: the outputs are evidence too
     assert len(provider.inspected) == 2
     assert provider.inspected[0][0] == Message(role="system", content=contract.prompt.system or "")

@@ -151,7 +151,7 @@ async def test_an_unreproduced_format_is_unverified_and_a_short_count_still_fail
         "rendered": None,
         "markers": (),
         "control_tokens_special": None,
-        "system_present": False,
+        "system_rendered": None,
         "prompt_tokens_without_system": None,
         "unverified": ("chat format 'x' is not reproduced here",),
     }

@@ -113,7 +113,7 @@ async def test_inspected_token_count_is_what_the_server_counts(
             CompletionRequest(messages=MESSAGES, temperature=0, max_tokens=8, timeout=600)
         )
     assert inspection.control_tokens_special is True
-    assert inspection.system_present is True
+    assert inspection.system_rendered is True
     assert inspection.rendered is not None and MESSAGES[0].content in inspection.rendered
     assert completion.usage.prompt_tokens == inspection.prompt_tokens
     assert inspection.prompt_tokens_without_system is not None

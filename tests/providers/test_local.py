@@ -374,7 +374,7 @@ async def test_live_usage_equals_the_inspected_count_and_markers_show_their_ids(
             CompletionRequest(messages=messages, max_tokens=1, temperature=0, timeout=600)
         )
     assert completion.usage.prompt_tokens == inspection.prompt_tokens
-    assert inspection.system_present is True
+    assert inspection.system_rendered is True
     markers = {m.marker: (m.token_ids, m.special) for m in inspection.markers}
     assert {k: markers[k] for k in MARKER_IDS[chat_format]} == MARKER_IDS[chat_format]
     assert inspection.control_tokens_special is (chat_format == "gemma")

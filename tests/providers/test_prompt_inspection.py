@@ -109,7 +109,7 @@ async def test_llama_gemma_inspection(fault: FaultServer, make_provider: MakePro
     assert inspection.accepted_roles == frozenset({"system", "user", "assistant"})
     system_texts = [m.content for m in CONVERSATION if m.role == "system"]
     assert system_texts and all(text in expected for text in system_texts)
-    assert inspection.system_present is True
+    assert inspection.system_rendered is True and inspection.markers_measured
     assert any("folds the system text" in note for note in inspection.notes)
     assert inspection.prompt_tokens == fake_token_count(expected)
     assert inspection.tokenizer == "llama.cpp /extras/tokenize"
@@ -139,7 +139,7 @@ async def test_markers_that_split_are_not_special(
     provider = make_provider(chat_format="chatml")
     inspection = await provider.inspect_prompt(CONVERSATION)
     assert inspection.control_tokens_special is False
-    assert inspection.system_present is True
+    assert inspection.system_rendered is True
     assert inspection.accepted_roles == frozenset({"system", "user", "assistant"})
     assert inspection.prompt_tokens == fake_token_count(
         inspection.rendered or "", ("<start_of_turn>", "<end_of_turn>")
@@ -152,7 +152,7 @@ async def test_unreproduced_chat_format_says_so(
 ) -> None:
     inspection = await make_provider(chat_format="mistral-instruct").inspect_prompt(CONVERSATION)
     assert inspection.rendered is None
-    assert inspection.system_present is False
+    assert (inspection.system_rendered, inspection.markers_measured) == (None, False)
     assert inspection.control_tokens_special is None
     assert inspection.count_basis == "lower_bound"
     assert len(inspection.unverified) == 1 and "not reproduced" in inspection.unverified[0]
@@ -169,7 +169,7 @@ async def test_llama2_markers_are_split_into_plain_tokens_with_their_ids(
     )
     inspection = await make_provider(chat_format="llama-2").inspect_prompt(CONVERSATION)
     assert inspection.rendered == RENDERINGS[5][2]
-    assert inspection.system_present is True
+    assert inspection.system_rendered is True
     assert inspection.control_tokens_special is False
     markers = {m.marker: m for m in inspection.markers}
     assert markers["[INST]"].token_ids == tuple(1000 + b for b in b"[INST]")
@@ -185,7 +185,7 @@ async def test_hosted_inspection_is_offline(make_provider: MakeProvider) -> None
         CONVERSATION
     )
     assert mapped.rendered is None
-    assert mapped.system_present is True
+    assert (mapped.system_rendered, mapped.markers_measured) == (None, False)
     assert mapped.accepted_roles == frozenset({"system", "user", "assistant"})
     assert 5 < mapped.prompt_tokens < 40
     assert mapped.count_basis == "estimate"

@@ -82,7 +82,7 @@ async def test_gemma_prompt_as_the_server_sees_it(recorded: None, primary: Adapt
     inspection = await primary.inspect_prompt((SYSTEM, USER))
     assert inspection.rendered is not None
     assert inspection.rendered.startswith("<start_of_turn>user\nYou write shop titles.")
-    assert inspection.system_present is True  # folded into the user turn, not dropped
+    assert inspection.system_rendered is True  # folded into the user turn, not dropped
     assert inspection.control_tokens_special is True  # <start_of_turn> is one Gemma token
     assert inspection.tokenizer == "llama.cpp /extras/tokenize"
     assert 20 < inspection.prompt_tokens < 60
@@ -125,7 +125,7 @@ async def test_llama2_markers_are_plain_text_to_gemma(
     assert inspection.rendered == (
         f"[INST] <<SYS>>\n{SYSTEM.content}\n<</SYS>> {USER.content} [/INST]"
     )
-    assert inspection.system_present is True and inspection.count_basis == "exact"
+    assert inspection.system_rendered is True and inspection.count_basis == "exact"
     assert inspection.control_tokens_special is False
     markers = {m.marker: (m.token_ids, m.special) for m in inspection.markers}
     assert markers["[INST]"] == ((236840, 34177, 236842), False)

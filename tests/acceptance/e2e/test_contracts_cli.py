@@ -194,6 +194,12 @@ def _check_reports(project: Path) -> None:
     first = failed["certification"]["cases"][0]
     assert first["failures"][0]["check"] == "behaviour: contains"  # the check as data
     assert first["rendering"]["reported_prompt_tokens"]  # the provider's own counts
+    # what was sent and what the count implies, as separate fields (no system text here)
+    assert {k: first["rendering"][k] for k in ("system_sent", "system_seen")} == {
+        "system_sent": False,
+        "system_seen": False,
+    }
+    assert first["rendering"]["markers_tokenization"] == "configured, not measured"
     suite = ET.parse(project / "junit.xml").getroot()
     cases = {(case.get("classname"), case.get("name")): case for case in suite.iter("testcase")}
     expected = {(f"{p}.titles", c) for p in "ACB" for c in ("mug", "tea")}
