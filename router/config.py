@@ -194,7 +194,7 @@ class RouterConfig(_Strict):
     )
     leader: LeaderConfig = Field(
         default_factory=LeaderConfig,
-        description="the one process that runs the periodic work (PostgreSQL advisory lock)",
+        description="the one process that runs the periodic work (PostgreSQL: a leased lock)",
     )
     telemetry: TelemetryConfig = Field(
         default_factory=TelemetryConfig, description="optional: OTLP export of traces and metrics"

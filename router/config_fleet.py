@@ -64,7 +64,12 @@ class DeliveryConfig(_Strict):
 
 
 class LeaderConfig(_Strict):
-    heartbeat: float = Field(default=2.0, gt=0, description="seconds between lock checks")
+    heartbeat: float = Field(
+        default=2.0,
+        gt=0,
+        description="seconds between a follower's tries of the lock; the leader's lease lasts 1.5 "
+        "heartbeats, renewed every half",
+    )
 
 
 class TelemetryConfig(_Strict):

@@ -5,12 +5,12 @@ the retention purge, certification expiry warnings: see `jobrouter.periodic`) mu
 process at a time. On PostgreSQL the processes elect that one with a session-level advisory
 lock bound to a lease the leader renews (router/store/leader_lock.py):
 
-- every `heartbeat` seconds a follower tries the lock; the one that gets it takes the lease
-  with the next term and is the leader. A follower that finds the lock held but the lease
-  expired (the leader froze: SIGSTOP, a stalled VM, while its TCP session lives) ends that
-  session, which frees the lock, and takes over: within two heartbeats of the first renewal
-  the leader missed;
-- the leader renews the lease every `heartbeat` seconds on the lock's connection. A failed or
+- every `heartbeat` seconds a follower tries the lock (and when the holder's lease expires, if
+  sooner); the one that gets it takes the lease (1.5 heartbeats) with the next term and is the
+  leader. A follower that finds the lock held but the lease expired (the leader froze:
+  SIGSTOP, a stalled VM, while its TCP session lives) ends that session, which frees the lock,
+  and takes over: within about two heartbeats of the leader's last renewal;
+- the leader renews the lease every half heartbeat on the lock's connection. A failed or
   silent renewal, a lease another took, or the connection seen closed (a termination listener:
   at once, not at the next heartbeat) deposes it: its periodic tasks are cancelled and awaited
   first, and only then is the connection dropped, so it cannot start a task after the next
@@ -76,13 +76,25 @@ PERIODIC_RUNS = Counter(
 # work; the database times the lease from the renewal's arrival, so the followers see it
 # expire only after that.
 CUT_FRACTION = 0.8
+RENEWALS_PER_HEARTBEAT = 2  # two chances to renew before the cut-off of a 1.5-heartbeat lease
+# A follower waking at the holder's lease expiry (by the database's clock) tries this much
+# later, so the lease is seen expired and not a millisecond short of it.
+EXPIRY_MARGIN_S = 0.01
 
 
 class LeaderLock(Protocol):
     """What a leader is elected with: one backend's exclusive, session-bound lock, and the
     lease that bounds it in time."""
 
-    lease_s: float | None  # how long a renewal holds (None: for ever, nobody takes over)
+    @property
+    def lease_s(self) -> float | None:
+        """How long a renewal holds (None: for ever, nobody takes over)."""
+        ...
+
+    @property
+    def retry_in(self) -> float | None:
+        """After a failed try: seconds until the holder's lease expires (None: unknown)."""
+        ...
 
     async def try_acquire(self) -> bool:
         """Take the lock (and a new term of its lease) if free; True when this process holds
@@ -181,11 +193,17 @@ class Leader:
             await self._until_due()
 
     async def _until_due(self) -> None:
-        """Wait for the next heartbeat, a lost session, or (leading) the lease's cut-off."""
-        loop = asyncio.get_running_loop()
-        due = loop.time() + self.heartbeat_s
-        if self.is_leader and self._valid_until is not None:
-            due = min(due, self._valid_until)
+        """Wait for a lost session, or the next renewal (leading; at the latest the lease's
+        cut-off) or try (following; at the latest when the holder's lease expires)."""
+        now = asyncio.get_running_loop().time()
+        if self.is_leader:
+            due = now + self.heartbeat_s / RENEWALS_PER_HEARTBEAT
+            if self._valid_until is not None:
+                due = min(due, self._valid_until)
+        else:
+            due = now + self.heartbeat_s
+            if self.lock.retry_in is not None:
+                due = min(due, now + self.lock.retry_in + EXPIRY_MARGIN_S)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout_at(due):
                 await self._check_now.wait()

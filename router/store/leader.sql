@@ -29,7 +29,7 @@ RETURNING term
 -- name: end_expired_holder
 -- A follower that found the lock taken: when the lease expired and its session still holds the
 -- lock, that leader stopped renewing (frozen, stalled) while its TCP session lives on; its
--- session is ended, waiting up to $2 ms for it to go, so the lock is free at the next try.
+-- session is ended, waiting up to $2 ms for it to go, so the lock is free for the next try.
 -- $1 the lock key. No row: the lease is live (or the holder is not a lease holder).
 SELECT l.holder, l.term, pg_terminate_backend(l.pid, $2) AS ended
 FROM jobrouter_leader_lease l
@@ -38,6 +38,11 @@ WHERE l.id = 1 AND l.expires_at < clock_timestamp()
               WHERE k.pid = l.pid AND k.locktype = 'advisory' AND k.granted
                 AND k.classid = 0 AND k.objid = $1
                 AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+
+-- name: lease_left
+-- Seconds until the lease expires (negative: expired), for a follower to try again then.
+SELECT EXTRACT(EPOCH FROM expires_at - clock_timestamp())::float8 FROM jobrouter_leader_lease
+WHERE id = 1
 
 -- name: lock_holder
 -- Who holds the lock now, by its session's application_name (`jobrouter-leader:<worker id>`).

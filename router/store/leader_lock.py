@@ -41,10 +41,11 @@ SERVER_KEEPALIVE = {
     "tcp_keepalives_interval": "2",
     "tcp_keepalives_count": "3",
 }
-# A lease outlives two missed heartbeats' worth of time but no more: renewed every heartbeat,
-# it expires one heartbeat after the first renewal missed, and a follower trying every
-# heartbeat takes over within two heartbeats of it.
-LEASE_HEARTBEATS = 2.0
+# The lease, in heartbeats. The leader renews it every half heartbeat (router/leader.py), so
+# two renewals can fail or be slow before it expires; a follower wakes when it expires, ends
+# the holder's session (PostgreSQL checks every 100 ms that it is gone) and takes over within
+# two heartbeats of the last renewal.
+LEASE_HEARTBEATS = 1.5
 
 
 def _queries() -> dict[str, str]:
@@ -56,6 +57,7 @@ class SoleLock:
     """SQLite: one machine, no session lock that dies with its process; this process leads."""
 
     lease_s: float | None = None  # nothing expires: there is no one to take over
+    retry_in: float | None = None
 
     def __init__(self, worker_id: str) -> None:
         self.worker_id = worker_id
@@ -88,13 +90,15 @@ class PgLeaseLock:
         self.timeout_s = heartbeat_s
         self.lease_s: float | None = LEASE_HEARTBEATS * heartbeat_s
         self.term: int | None = None
+        self.retry_in: float | None = None  # after a failed try: when the holder's lease expires
         self._q = _queries()
         self._conn: Any = None  # asyncpg.Connection, imported lazily with the extra
         self._busy = asyncio.Lock()  # the heartbeat and the run fences share one connection
         self._lost: list[Callable[[], None]] = []
 
     async def try_acquire(self) -> bool:
-        async with self._busy, asyncio.timeout(self.timeout_s):
+        # two heartbeats: a takeover waits up to one for the frozen holder's session to end
+        async with self._busy, asyncio.timeout(2 * self.timeout_s):
             conn = await self._connection()
             got = bool(await conn.fetchval(self._q["try_lock"], LEADER_LOCK))
             if not got and await self._end_expired_holder(conn):
@@ -103,6 +107,12 @@ class PgLeaseLock:
                 self.term = int(
                     await conn.fetchval(self._q["take_lease"], self.worker_id, self.lease_s)
                 )
+                self.retry_in = None
+            else:
+                left = await conn.fetchval(self._q["lease_left"])
+                # expired yet not ended: its holder holds no lock (an older router's, or one
+                # taking over this instant): try again at the heartbeat's pace, not at once
+                self.retry_in = float(left) if left is not None and left > 0 else None
             return got
 
     async def _connection(self) -> Any:
@@ -119,7 +129,7 @@ class PgLeaseLock:
         return self._conn
 
     async def _end_expired_holder(self, conn: Any) -> bool:
-        wait_ms = int(self.timeout_s * 500)  # half the try: the lock is tried again after
+        wait_ms = int(self.timeout_s * 1000)
         row = await conn.fetchrow(self._q["end_expired_holder"], LEADER_LOCK, wait_ms)
         if row is None:
             return False
@@ -130,7 +140,7 @@ class PgLeaseLock:
             row["term"],
             self.worker_id,
         )
-        return bool(row["ended"])
+        return True  # signalled: even unconfirmed (`ended` false) it may be gone by now
 
     async def check(self) -> None:
         """Renew the lease; raise when it is no longer this process's (`LeaseLost`) or the

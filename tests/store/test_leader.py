@@ -64,6 +64,10 @@ class CountingLock:
         self.tries = 0
         self.tried = asyncio.Event()
 
+    @property
+    def retry_in(self) -> float | None:
+        return self.lock.retry_in
+
     async def try_acquire(self) -> bool:
         got = await self.lock.try_acquire()
         self.tries += 1

@@ -108,6 +108,7 @@ class HangingLock:
 
     def __init__(self, hang: asyncio.Event, order: list[str]) -> None:
         self.lease_s: float | None = 0.5
+        self.retry_in: float | None = None
         self.hang = hang
         self.order = order
 
