@@ -56,6 +56,7 @@ from jobrouter.states import JobState, watch_ends
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 REPLAY_HEADER = "Idempotency-Replayed"
+STREAM_ENDED = "stream-ended"  # the server's last event when the token stops holding (http/sse.py)
 
 
 # ---- errors -------------------------------------------------------------------------------------
@@ -369,14 +370,21 @@ class JobClient:
                 await response.aread()
                 raise _problem(response)
             data: list[str] = []
+            kind = ""
             async for line in response.aiter_lines():
                 if line:
                     name, _, value = line.partition(":")
                     if name == "data":
                         data.append(value.removeprefix(" "))
+                    elif name == "event":
+                        kind = value.removeprefix(" ")
+                elif kind == STREAM_ENDED:
+                    # the token stopped holding: what comes next (a reconnect, a read) gets
+                    # the 401 that says why, as a ProblemError
+                    return
                 elif data:
                     yield JobEvent.model_validate_json("\n".join(data))
-                    data = []
+                    data, kind = [], ""
 
 
 def _problem(response: httpx.Response) -> ProblemError:

@@ -102,7 +102,9 @@ class HttpConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     max_body_bytes: int = Field(default=1_048_576, ge=1024, description="larger bodies get 413")
-    heartbeat: float = Field(default=15.0, gt=0, description="seconds between SSE comment lines")
+    heartbeat: float = Field(
+        default=15.0, gt=0, description="seconds between SSE comment lines and token checks"
+    )
     max_streams_per_token: int = Field(
         default=100, ge=1, description="event streams one token may hold open at once; more get 429"
     )

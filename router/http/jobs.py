@@ -194,7 +194,9 @@ async def resolve_attempt(
     responses={
         200: {
             "description": "`text/event-stream`: `id` is the event's seq, `event` its "
-            "kind, `data` the event as JSON; ends after the event that settles the job",
+            "kind, `data` the event as JSON; ends after the event that settles the job, or "
+            "with a last `stream-ended` event (no `id`; `data`: reason `token-revoked` or "
+            "`token-expired`, detail) within a heartbeat of the token's revocation or expiry",
             "content": {"text/event-stream": {"schema": SSE_EVENT}},
         },
         **documented(401, 404, 422, 429, 503),
@@ -224,7 +226,7 @@ async def job_events(
             headers={"Retry-After": "5"},
         )
     return CountedStream(
-        event_stream(feeds, job_id, start, heartbeat),
+        event_stream(feeds, job_id, start, heartbeat, router.store.tokens, caller.token_id),
         release=release,
         media_type="text/event-stream",
         headers=HEADERS,

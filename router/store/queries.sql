@@ -217,6 +217,10 @@ VALUES (:id, :token_hash, :owner, :operator, :now, :expires_at)
 -- nobody anything new).
 SELECT * FROM api_tokens WHERE token_hash = :token_hash
 
+-- name: get_token
+-- By id: an open event stream asks every heartbeat whether its token still holds.
+SELECT * FROM api_tokens WHERE id = :id
+
 -- name: list_tokens
 SELECT id, owner, operator, created_at, revoked_at, expires_at FROM api_tokens
 ORDER BY created_at, id

@@ -115,6 +115,12 @@ class TokenStore:
         record = await self.find_token(token)
         return record if record is not None and record.status() == "live" else None
 
+    async def token_status(self, token_id: str) -> str:
+        """`live`, `revoked`, `expired`, or `unknown` (no token of that id): what an open
+        stream of the token asks before going on."""
+        row = await self.connector.fetchone(self._q["get_token"], {"id": token_id})
+        return "unknown" if row is None else _record(row).status()
+
     async def list_tokens(self) -> list[ApiToken]:
         """Every token's record (never the token: only its hash is stored), oldest first."""
         return [_record(row) for row in await self.connector.fetchall(self._q["list_tokens"], {})]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from tests.support.store_jobs import create_job
 OWNER = "shop-1"
 STREAMS = 20
 WITHIN = 30.0  # a ceiling against hanging only
+KEEP_ALIVE = ": keep-alive"
 
 
 @contextlib.asynccontextmanager
@@ -157,3 +159,54 @@ async def test_a_token_holds_a_bounded_number_of_streams(router: Router) -> None
         await router.cancel(job_id, "enough")
         async with asyncio.timeout(WITHIN):
             await asyncio.gather(*streams[1:], another)
+
+
+async def _ended(stream: asyncio.Task[int], lines: list[str]) -> dict[str, Any]:
+    """The stream's status, and the data of its last event, which must say why it ended."""
+    async with asyncio.timeout(WITHIN):
+        assert await stream == 200
+    events = [n for n, line in enumerate(lines) if line.startswith("event:")]
+    assert lines[events[-1]] == "event: stream-ended", lines
+    data: dict[str, Any] = json.loads(lines[events[-1] + 1].removeprefix("data: "))
+    return data
+
+
+async def test_revocation_and_expiry_end_open_streams_with_a_last_event(router: Router) -> None:
+    """Three streams of one job (it stays queued: nothing else would end them), each of its own
+    token. The first token is revoked, the second expires (its expiry moved into the past):
+    their streams end within a heartbeat with a last event saying why; the third token's
+    stream, checked since (a keep-alive follows each check that passed), goes on until the job
+    ends. (mutant: the token check in event_stream removed, seen failing.)"""
+    job_id = await _queued_job(router, "k-revoke")
+    tokens = [await router.store.tokens.create_token(OWNER) for _ in range(3)]
+    app = create_app(router, HttpConfig(heartbeat=0.1))
+    async with serving(app) as base, httpx.AsyncClient(timeout=WITHIN) as client:
+        url = f"{base}/v1/jobs/{job_id}/events"
+        starts = [asyncio.Event() for _ in tokens]
+        lines: list[list[str]] = [[] for _ in tokens]
+        streams = [
+            asyncio.create_task(_follow(client, url, token, starts[n], lines[n]))
+            for n, (token, _) in enumerate(tokens)
+        ]
+        async with asyncio.timeout(WITHIN):
+            await asyncio.gather(*(start.wait() for start in starts))
+        assert await router.store.tokens.revoke_token(tokens[0][1].id)
+        async with router.store.connector.write() as tx:
+            await tx.execute(
+                "UPDATE api_tokens SET expires_at = 1 WHERE id = :id", {"id": tokens[1][1].id}
+            )
+        revoked = await _ended(streams[0], lines[0])
+        assert revoked["reason"] == "token-revoked" and "revoked" in revoked["detail"]
+        assert (await _ended(streams[1], lines[1]))["reason"] == "token-expired"
+        again = await client.get(url, headers={"Authorization": f"Bearer {tokens[0][0]}"})
+        assert again.status_code == 401
+
+        checks = lines[2].count(KEEP_ALIVE)
+        async with asyncio.timeout(WITHIN):
+            while lines[2].count(KEEP_ALIVE) == checks:  # noqa: ASYNC110 (lines of a stream)
+                await asyncio.sleep(0.01)
+        assert not streams[2].done()
+        await router.cancel(job_id, "enough")
+        async with asyncio.timeout(WITHIN):
+            assert await streams[2] == 200
+    assert "event: job.cancelled" in lines[2] and "event: stream-ended" not in lines[2]

@@ -251,3 +251,20 @@ async def test_events_of_a_running_job_reconnect_when_the_stream_ends_early() ->
         seqs = [item.seq async for item in jobs.events("j1")]
     assert seqs == [1, 2]
     assert [request.headers.get("Last-Event-ID") for request in script.requests] == ["0", "1", "1"]
+
+
+async def test_a_stream_ended_for_its_token_surfaces_the_401_that_says_why() -> None:
+    """The server's last event of a stream whose token was revoked is no job event: the client
+    stops there, and its reconnect gets the 401 problem, raised as such. (mutant: the
+    `stream-ended` branch of JobClient._stream removed: a validation error instead, seen
+    failing.)"""
+    ended = 'event: stream-ended\ndata: {"reason":"token-revoked","detail":"d"}\n\n'
+    script = Script(sse(event(1, "job.queued", "queued") + ended), problem(401, "token-revoked"))
+    seen = []
+    async with client(script) as jobs:
+        with pytest.raises(ProblemError) as raised:
+            async for item in jobs.events("j1"):
+                seen.append(item.kind)
+    assert seen == ["job.queued"]
+    assert raised.value.status == 401
+    assert [request.headers.get("Last-Event-ID") for request in script.requests] == ["0", "1"]
