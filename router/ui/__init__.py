@@ -31,7 +31,26 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(CsrfRefused, _csrf_refused)
 
 
+ENDED_WHY = {
+    "revoked": "its token was revoked",
+    "expired": "its token expired",
+    "signed-out": "it is no longer signed in",
+}
+
+
 async def _sign_in(request: Request, exc: Exception) -> Response:
+    reason = exc.reason if isinstance(exc, SignInRequired) else "signed-out"
+    if request.method == "GET" and request.headers.get("hx-request") == "true":
+        # A part refreshing itself (htmx): a redirect would swap the login form into the
+        # fragment and keep polling. This final fragment has no hx-trigger, so updates stop,
+        # and it says why.
+        return HTMLResponse(
+            '<section class="error-text" id="live-ended" data-reason="'
+            f'{reason}"><p>Live updates stopped: this session ended because '
+            f'{ENDED_WHY.get(reason, reason)}. <a href="/ui/login">Sign in again</a>.</p>'
+            "</section>",
+            headers={"Cache-Control": "no-store"},
+        )
     if request.method == "GET":
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         return RedirectResponse(f"/ui/login?next={_quote(target)}", status_code=303)

@@ -23,7 +23,13 @@ COOKIE = "jobrouter_session"
 
 
 class SignInRequired(Exception):
-    """No valid session: the page answers with the sign-in form (see `jobrouter.ui.install`)."""
+    """No valid session: the page answers with the sign-in form (see `jobrouter.ui.install`).
+    `reason` is the token's status when it was presented (`revoked`, `expired`), else
+    `signed-out`: a page refreshing itself says which, instead of swapping in a login form."""
+
+    def __init__(self, reason: str = "signed-out") -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class CsrfRefused(Exception):
@@ -36,9 +42,11 @@ def csrf_of(token: str) -> str:
 
 async def viewer(request: Request, router: Annotated[Router, Depends(get_router)]) -> Principal:
     token = request.cookies.get(COOKIE)
-    record = await router.store.tokens.authenticate(token) if token else None
+    record = await router.store.tokens.find_token(token) if token else None
     if record is None:
         raise SignInRequired()
+    if (status := record.status()) != "live":
+        raise SignInRequired(status)
     request.state.csrf = csrf_of(token or "")
     return Principal(owner=record.owner, operator=record.operator, token_id=record.id)
 
