@@ -5,7 +5,9 @@ The call's shape (deadline, the one retry layer, rate limiter, bulkhead, output 
 
     litellm.acompletion       num_retries=0, max_retries=0: litellm and the SDK retry nothing;
                               litellm's timeout is inactivity only (the deadline is the
-                              adapter's `asyncio.timeout_at`)
+                              adapter's `asyncio.timeout_at`); client= ours
+                              (`jobrouter.providers.litellm_client`): no redirect followed,
+                              the answer read within `bounded_body.answer_cap`
 
 Every failure leaves as a `ProviderError` from `jobrouter.providers.classify` (or `CassetteMiss`).
 The deadline expiring while the request is in flight is `OutcomeUnknown`; expiring while still
@@ -14,13 +16,17 @@ waiting for a bulkhead slot is `NotSent`.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from jobrouter.providers import _litellm
 from jobrouter.providers.adapter import KEYLESS_API_KEY, Adapter, Answer
 from jobrouter.providers.base import CompletionRequest, Message
+from jobrouter.providers.bounded_body import answer_cap
 from jobrouter.providers.config import ProviderConfig
 from jobrouter.providers.http_wire import Sent
+
+if TYPE_CHECKING:
+    from jobrouter.providers.litellm_client import LiteLLMClients
 
 __all__ = ["KEYLESS_API_KEY", "LiteLLMProvider"]
 
@@ -32,6 +38,7 @@ class LiteLLMProvider(Adapter):
 
     def __init__(self, name: str, config: ProviderConfig) -> None:
         super().__init__(name, config)
+        self._litellm_clients: LiteLLMClients | None = None
         LiteLLMProvider._open += 1
 
     def _ready(self) -> None:
@@ -61,7 +68,25 @@ class LiteLLMProvider(Adapter):
         return kwargs
 
     async def _send(self, built: dict[str, Any], sent: Sent) -> Any:
-        return await _litellm.load().acompletion(**built)
+        from jobrouter.providers.litellm_client import ANSWER_CAP
+
+        litellm = _litellm.load()
+        client = self._clients().for_call(litellm, built["api_key"], built["timeout"])
+        call = {**built, "client": client} if client is not None else built
+        # the cap of this call's answer, read by the client's transport in this same task
+        token = ANSWER_CAP.set(answer_cap(self._config.max_answer_bytes, built.get("max_tokens")))
+        try:
+            return await litellm.acompletion(**call)
+        finally:
+            ANSWER_CAP.reset(token)
+
+    def _clients(self) -> LiteLLMClients:
+        if self._litellm_clients is None:
+            from jobrouter.providers.litellm_client import LiteLLMClients
+
+            cfg = self._config
+            self._litellm_clients = LiteLLMClients(self._name, cfg.model, cfg.api_base)
+        return self._litellm_clients
 
     def _read(self, response: Any) -> Answer:
         choices = getattr(response, "choices", None) or []
@@ -91,6 +116,8 @@ class LiteLLMProvider(Adapter):
         self._closed = True
         LiteLLMProvider._open -= 1
         await self._close_http()
+        if self._litellm_clients is not None:
+            await self._litellm_clients.close()
         if LiteLLMProvider._open == 0:
             await _litellm.close_clients()
 

@@ -13,7 +13,9 @@ that stops at its cap costs the server (and the machine) what it read, not gigab
 from __future__ import annotations
 
 import asyncio
+import struct
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 HOSTILE_KINDS = frozenset({"bomb", "huge"})
@@ -34,7 +36,7 @@ async def serve_hostile(writer: asyncio.StreamWriter, spec: dict[str, Any]) -> b
 async def _bomb(writer: asyncio.StreamWriter, spec: dict[str, Any]) -> None:
     status = int(spec.get("status", 200))
     encoding = str(spec.get("encoding", "gzip"))
-    remaining = int(spec.get("expands_to", 1 << 30))
+    blocks = max(2, int(spec.get("expands_to", 1 << 30)) // len(_PLAIN_BLOCK))
     head = [
         f"HTTP/1.1 {status} Bomb",
         "Content-Type: application/json",
@@ -43,14 +45,34 @@ async def _bomb(writer: asyncio.StreamWriter, spec: dict[str, Any]) -> None:
         "Connection: close",
     ]
     writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
-    squeeze = zlib.compressobj(9, zlib.DEFLATED, _WBITS[encoding])
-    while remaining > 0:
-        block = _PLAIN_BLOCK[: min(remaining, len(_PLAIN_BLOCK))]
-        remaining -= len(block)
-        await _chunk(writer, squeeze.compress(block))
-    await _chunk(writer, squeeze.flush())
+    for segment in _bomb_segments(encoding, blocks):
+        await _chunk(writer, segment)
     writer.write(b"0\r\n\r\n")
     await writer.drain()
+
+
+def _bomb_segments(encoding: str, blocks: int) -> Iterator[bytes]:
+    """The compressed stream of `blocks` plain blocks, compressed twice only: after a full
+    flush the compressor starts afresh, so one block's segment repeats byte for byte (compressing
+    a whole GiB would cost seconds of CPU beside the client under test). The trailer's checksum
+    is computed at the end, if a client reads that far."""
+    squeeze = zlib.compressobj(9, zlib.DEFLATED, _WBITS[encoding])
+    yield squeeze.compress(_PLAIN_BLOCK) + squeeze.flush(zlib.Z_FULL_FLUSH)
+    again = squeeze.compress(_PLAIN_BLOCK) + squeeze.flush(zlib.Z_FULL_FLUSH)
+    for _ in range(blocks - 1):
+        yield again
+    finish = squeeze.flush(zlib.Z_FINISH)
+    if encoding == "gzip":
+        crc = 0
+        for _ in range(blocks):
+            crc = zlib.crc32(_PLAIN_BLOCK, crc)
+        size = blocks * len(_PLAIN_BLOCK)
+        yield finish[:-8] + struct.pack("<II", crc, size & 0xFFFFFFFF)
+    else:
+        adler = 1
+        for _ in range(blocks):
+            adler = zlib.adler32(_PLAIN_BLOCK, adler)
+        yield finish[:-4] + struct.pack(">I", adler)
 
 
 async def _chunk(writer: asyncio.StreamWriter, data: bytes) -> None:

@@ -5,7 +5,8 @@ sets each shape's scenario on the fault server (its /control), makes one call, a
 JSON line per shape: the error's kind, class, status and message, the growth of the process's
 peak RSS over the call (VmHWM after, VmRSS before; the peak is reset through
 /proc/self/clear_refs first) and the longest the event loop went without running a 5 ms ticker.
-A first ordinary call warms the transport up (litellm's first-call setup is not what is measured).
+A first ordinary call, a first error answer and a first cut connection warm the transport up
+(litellm's lazy setup on its first call and on its first failures is not what is measured).
 """
 
 from __future__ import annotations
@@ -103,8 +104,11 @@ async def run(transport: str, server: FaultServer, shapes: dict[str, dict[str, A
     )
     async with provider:
         await provider.warm_up()
-        server.reset()
-        await _one(provider, 20.0)  # warm: connection made, litellm's first call done
+        # warm: a connection made, litellm's first call and first failure done (its lazy
+        # imports and setup on each are seconds of loop time no body causes)
+        for warm in ({"kind": "answer"}, {"kind": "status", "status": 500}, {"kind": "reset"}):
+            server.reset(default=warm)
+            await _one(provider, 20.0)
         for name, spec in shapes.items():
             server.reset(default=spec["scenario"])
             outcome = await _one(provider, float(spec.get("timeout", 20.0)))

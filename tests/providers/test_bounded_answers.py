@@ -42,7 +42,7 @@ SHAPES: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.fixture(scope="module", params=TRANSPORTS[1:])  # litellm: next commit
+@pytest.fixture(scope="module", params=TRANSPORTS)
 def outcomes(
     request: pytest.FixtureRequest, fault_server_process: FaultServer
 ) -> Iterator[dict[str, dict[str, Any]]]:

@@ -19,7 +19,7 @@ from jobrouter.providers.errors import Redirected
 from tests.providers.conftest import TRANSPORTS, MakeProvider
 from tests.providers.fault_server import FaultServer, start_fault_server
 
-pytestmark = pytest.mark.parametrize("transport", TRANSPORTS[1:])  # litellm: next commit
+pytestmark = pytest.mark.parametrize("transport", TRANSPORTS)
 
 REQUEST = CompletionRequest(messages=(Message(role="user", content="hi"),), timeout=10.0)
 
