@@ -26,6 +26,10 @@ class LosableLock:
         self.lost = False
         self._on_lost: Callable[[], None] = lambda: None
 
+    @property
+    def retry_in(self) -> float | None:
+        return self.lock.retry_in
+
     async def try_acquire(self) -> bool:
         return not self.lost and await self.lock.try_acquire()  # lost: another process has it
 
