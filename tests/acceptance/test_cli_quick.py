@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from jobrouter.exits import Exit
-from jobrouter.models import Attempt, AttemptUsage, Job
+from jobrouter.models import Attempt, Job
 from jobrouter.states import AttemptState, JobState
 from jobrouter.store import open_store
 from tests.acceptance.conftest import CONTRACT, ROOT
 from tests.support.backends import db_url
-from tests.support.store_jobs import create_job
+from tests.support.store_jobs import create_job, leave_unknown
 
 __all__ = ["db_url"]  # the fixture, imported by name
 
@@ -107,18 +107,7 @@ def unknown_attempt(url: str, task: str, key: str) -> tuple[Job, Attempt]:
                 claimed_by=None,
                 claim_s=1.0,
             )
-            _, attempt = await store.jobs.start_attempt(
-                job.id, provider="down", model=None, worker="w", lease_s=30, exclusive=True
-            )
-            await store.jobs.finish_attempt(
-                attempt.id,
-                AttemptState.UNKNOWN,
-                error_kind="unknown",
-                error="read timeout",
-                usage=AttemptUsage(),
-            )
-            job = await store.jobs.settle_job(job.id, JobState.UNKNOWN, error="needs attention")
-            return job, attempt
+            return await leave_unknown(store, job.id, provider="down")
         finally:
             await store.close()
 

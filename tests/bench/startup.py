@@ -32,9 +32,8 @@ from pathlib import Path
 
 import httpx
 
-from jobrouter.models import AttemptUsage
-from jobrouter.states import AttemptState, JobState
 from jobrouter.store import open_store
+from tests.support.store_jobs import leave_unknown
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "cassettes" / "jobrouter.toml"
@@ -126,17 +125,7 @@ class Fixtures:
             )
             if not unknown:
                 return job.id
-            _, attempt = await store.jobs.start_attempt(
-                job.id, provider="primary", model=None, worker="w", lease_s=30, exclusive=True
-            )
-            await store.jobs.finish_attempt(
-                attempt.id,
-                AttemptState.UNKNOWN,
-                error_kind="unknown",
-                error="read timeout",
-                usage=AttemptUsage(),
-            )
-            await store.jobs.settle_job(job.id, JobState.UNKNOWN, error="needs attention")
+            _, attempt = await leave_unknown(store, job.id, provider="primary")
             return attempt.id
         finally:
             await store.close()

@@ -1,10 +1,12 @@
 """Store shorthands the tests use and the product does not: a job submitted without a first
-attempt, and how many jobs the store holds (issue 17 took both out of `SqlStore`)."""
+attempt, an attempt left unknown, and how many jobs the store holds (issue 17 took them out of
+`SqlStore`)."""
 
 from __future__ import annotations
 
 from jobrouter.listing import JobFilter
-from jobrouter.models import Job, JsonObject
+from jobrouter.models import Attempt, AttemptUsage, Job, JsonObject
+from jobrouter.states import AttemptState, JobState
 from jobrouter.store import SqlStore
 
 
@@ -38,3 +40,20 @@ async def create_job(
 async def count_jobs(store: SqlStore) -> int:
     """Every job in the store, whatever its owner and state: the listing's counts summed."""
     return sum((await store.jobs.count_jobs_by_state(JobFilter())).values())
+
+
+async def leave_unknown(store: SqlStore, job_id: str, *, provider: str) -> tuple[Job, Attempt]:
+    """An exclusive attempt of `provider` whose call timed out, and the job settled `unknown`
+    waiting for an operator: what `resolve` acts on."""
+    _, attempt = await store.jobs.start_attempt(
+        job_id, provider=provider, model=None, worker="w", lease_s=30, exclusive=True
+    )
+    await store.jobs.finish_attempt(
+        attempt.id,
+        AttemptState.UNKNOWN,
+        error_kind="unknown",
+        error="read timeout",
+        usage=AttemptUsage(),
+    )
+    job = await store.jobs.settle_job(job_id, JobState.UNKNOWN, error="needs attention")
+    return job, attempt
