@@ -18,3 +18,17 @@ async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
             return await event.wait()
     except TimeoutError:
         return False
+
+
+def stop_if_cancelled() -> None:
+    """Raise `CancelledError` when the running task was told to stop but the request was lost.
+
+    On Python 3.11 `asyncio.wait_for` returns the inner result when the cancel comes in the
+    loop turn after the inner future finished, and so does every library built on it (nats-py's
+    `next_msg`, hence `fetch`, `request` and `ack_sync`): the `CancelledError` never reaches
+    the caller, but `Task.cancelling()` still counts the request. A loop that goes on after
+    errors calls this at its head, or it goes on after `cancel()` as well, and whoever awaits
+    it (a stopping router, a task group's end) waits forever."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

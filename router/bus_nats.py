@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from jobrouter.aio import stop_if_cancelled
 from jobrouter.metrics import record_delivery
 from jobrouter.outbox import (
     DeliverySettings,
@@ -176,6 +177,7 @@ class NatsDelivery:
         to end delivery silently."""
         delay = RECONNECT_WAIT_S
         while True:
+            stop_if_cancelled()
             began = time.monotonic()
             try:
                 await self._serve()
@@ -192,6 +194,7 @@ class NatsDelivery:
     async def _serve(self) -> None:
         js = await self._connect()
         sub = await self._subscribe(js)
+        stop_if_cancelled()  # the task group's tasks would not see a cancel lost before them
         self.ready.set()
         log.info(
             "delivery through NATS %s: stream %s, consumer %s",
@@ -252,6 +255,7 @@ class NatsDelivery:
 
     async def _relay(self, js: JetStreamContext) -> None:
         while True:
+            stop_if_cancelled()
             claimed = 0
             try:
                 events = await self.store.bus.claim_unpublished(
@@ -306,6 +310,7 @@ class NatsDelivery:
         import nats.errors
 
         while True:
+            stop_if_cancelled()
             try:
                 messages = await sub.fetch(self.settings.batch, timeout=self.settings.poll_s)
             except (nats.errors.TimeoutError, TimeoutError):  # nothing came within poll_s
@@ -314,6 +319,7 @@ class NatsDelivery:
                 log.warning("fetching from NATS failed (%s: %s)", type(exc).__name__, exc)
                 await asyncio.sleep(RECONNECT_WAIT_S)
                 continue
+            stop_if_cancelled()  # not acked: the stream redelivers them to whoever goes on
             await asyncio.gather(*(self._handle(message) for message in latest(messages)))
 
     async def _handle(self, msg: Msg) -> None:

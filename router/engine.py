@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from jobrouter.aio import wait_event
+from jobrouter.aio import stop_if_cancelled, wait_event
 from jobrouter.driver import JobDriver
 from jobrouter.health import ProviderHealth
 from jobrouter.models import Attempt, Job
@@ -293,6 +293,7 @@ class Engine:
         quiet = Pace.AWAIT if wait_s > 0 else Pace.POLL
         mode, rest = quiet, False
         while True:
+            stop_if_cancelled()
             await wait_event(self._wake, mode.timeout(self.settings.poll_s, rest))
             self._wake.clear()
             try:
@@ -369,6 +370,7 @@ class Engine:
     async def _heartbeat(self) -> None:
         interval = min(self.settings.claim_s, self.settings.lease_s) / 3
         while True:
+            stop_if_cancelled()
             await asyncio.sleep(interval)
             try:
                 await self.store.renew(

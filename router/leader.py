@@ -49,6 +49,7 @@ from typing import Protocol
 
 from prometheus_client import Counter, Gauge
 
+from jobrouter.aio import stop_if_cancelled
 from jobrouter.metrics import REGISTRY
 
 log = logging.getLogger("jobrouter.leader")
@@ -170,6 +171,7 @@ class Leader:
 
     async def _campaign(self) -> None:
         while True:
+            stop_if_cancelled()
             try:
                 if not self.is_leader:
                     sent = asyncio.get_running_loop().time()
@@ -261,6 +263,7 @@ class Leader:
 
     async def _repeat(self, task: PeriodicTask) -> None:
         while True:
+            stop_if_cancelled()
             if await self._fenced(task.name):
                 await run_periodic(task, self.worker_id)
             await asyncio.sleep(task.interval_s)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from jobrouter.aio import wait_event
+from jobrouter.aio import stop_if_cancelled, wait_event
 from jobrouter.config import RouterConfig, unset_secrets
 from jobrouter.engine import make_worker_id
 from jobrouter.metrics import record_delivery
@@ -254,6 +254,7 @@ class OutboxDeliverer:
 
     async def _run(self) -> None:
         while True:
+            stop_if_cancelled()
             claimed = 0
             try:
                 claimed = await self.deliver_due()
