@@ -126,7 +126,7 @@ class Router:
         try:
             engine, provider_map, gate = build_engine(store, settings, tasks, providers)
             deliverer = build_delivery(store, settings) if run_workers else None
-            leader = build_leader(store, settings, url, engine) if run_workers else None
+            leader = build_leader(store, settings, url, engine, gate) if run_workers else None
             if run_workers and not start_in_background:  # before the first claim
                 await warm_up(provider_map.values())
             exporting = telemetry.acquire(settings.telemetry)

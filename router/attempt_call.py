@@ -34,10 +34,11 @@ from jobrouter.providers import (
     Provider,
     ProviderError,
 )
-from jobrouter.providers.errors import CassetteMiss
+from jobrouter.providers.errors import CassetteMiss, InvalidOutput
 from jobrouter.providers.redact import scrub, scrub_output
 from jobrouter.states import AttemptState
 from jobrouter.store.jobstore import JobStore
+from jobrouter.store.live_watch import LiveVerdict
 from jobrouter.store.transient import is_transient
 from jobrouter.tasks import TaskRuntime
 from jobrouter.timing import Deadline
@@ -143,8 +144,14 @@ class AttemptCall:
         except ProviderError as exc:
             book.answered.add(attempt.id)
             await self.health.record(attempt.provider, exc)
+            broken = f"{exc.check}: {exc}" if isinstance(exc, InvalidOutput) else None
             await self._failed(
-                exc.kind, began, provider_failure(exc), output=exc.answer, detail=str(exc)
+                exc.kind,
+                began,
+                provider_failure(exc),
+                output=exc.answer,
+                detail=str(exc),
+                broken=broken,
             )
         except asyncio.CancelledError:
             await self._end_cancelled(began)
@@ -178,16 +185,21 @@ class AttemptCall:
         error: str,
         output: Any = None,
         detail: str | None = None,
+        broken: str | None = None,
     ) -> None:
         """A failed call, recorded as what it proves (`policy.ended_state`): `error` is its
-        summary, `detail` what the provider said (router/disclosure.py)."""
+        summary, `detail` what the provider said (router/disclosure.py); `broken`, for an
+        answer that broke the contract, how (live evidence of the provider, router/watch.py)."""
         state = ended_state(kind, exclusive=self.task.policy.exclusive)
         if kind is ErrorKind.REJECTED and state is AttemptState.UNKNOWN:
             error += (
                 "; the provider may have acted and the task is exclusive: check it, then "
                 "resolve this attempt (succeeded with the result, or failed)"
             )
-        await self._end(state, kind, began, error, output=output, detail=detail)
+        verdict = None
+        if broken is not None:
+            verdict = self.task.live_verdict(self.attempt.id, self.attempt.provider, broken)
+        await self._end(state, kind, began, error, output=output, detail=detail, verdict=verdict)
 
     async def _succeed(self, completion: Completion, began: float) -> None:
         attempt = self.attempt
@@ -203,6 +215,7 @@ class AttemptCall:
                 broken_contract(attempt.provider),
                 output=output,
                 detail="output breaks the contract: " + "; ".join(problems[:3]),
+                broken="; ".join(problems[:3]),
             )
             return
         usage = completion.usage
@@ -213,8 +226,11 @@ class AttemptCall:
             completion_tokens=usage.completion_tokens,
             cost_usd=usage.cost_usd,
         )
+        verdict = self.task.live_verdict(attempt.id, attempt.provider, None)
         try:
-            outcome = await persist(lambda: self.store.finish_attempt_cas(attempt.id, output, cost))
+            outcome = await persist(
+                lambda: self.store.finish_attempt_cas(attempt.id, output, cost, verdict=verdict)
+            )
         except Exception as exc:
             if not is_transient(exc):
                 raise
@@ -289,6 +305,7 @@ class AttemptCall:
         output: Any = None,
         detail: str | None = None,
         usage: AttemptUsage | None = None,
+        verdict: LiveVerdict | None = None,
     ) -> None:
         """Record an attempt's end: `error` is the summary anyone may read, `detail` the raw
         text behind it (operators only, router/disclosure.py), scrubbed here for every
@@ -306,6 +323,7 @@ class AttemptCall:
                 usage=usage,
                 output=output,
                 error_detail=None if detail is None else scrub(detail),
+                verdict=verdict,
             )
         )
         self.book.ended[attempt.id] = done

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from jobrouter.models import Job, canonical_json
 from jobrouter.policy import TaskPolicy
 from jobrouter.providers import CompletionRequest, Message
+from jobrouter.store.live_watch import LiveVerdict
 
 # Keys of a job's `params` that reach the provider request (the door refuses all others).
 ALLOWED_PARAMS = frozenset({"max_tokens"})
@@ -64,3 +65,19 @@ class TaskRuntime:
         problems = list(validate_output(self.contract, output))
         problems += [str(failure) for failure in run_checks(self.contract.checks, output)]
         return problems
+
+    def live_verdict(
+        self, attempt_id: str, provider: str, failure: str | None
+    ) -> LiveVerdict | None:
+        """What an answer shows of its provider for this task's contract (None: no contract to
+        hold it to): `failure` says which check broke and how, None for an answer that held.
+        The prompt count is not compared live yet (`rendering_off` None: not checked)."""
+        if self.contract is None:
+            return None
+        return LiveVerdict(
+            attempt_id=attempt_id,
+            provider=provider,
+            contract=self.contract.name,
+            failed=failure is not None,
+            failure=failure,
+        )
