@@ -115,7 +115,8 @@ def watch_tasks(
 
     tasks = [PeriodicTask("live-watch", watch.interval, live_watch)]
     if prober is not None and watch.probes_per_hour > 0:
-        tasks.append(PeriodicTask("golden-probe", HOUR_S / watch.probes_per_hour, prober.round))
+        interval = HOUR_S / watch.probes_per_hour
+        tasks.append(PeriodicTask("golden-probe", interval, prober.round, wait_first=True))
     return tasks
 
 

@@ -18,6 +18,7 @@ from jobrouter.config import (
 from jobrouter.contracts import CaseEvidence, Certification, RenderingEvidence
 from jobrouter.leader import PeriodicTask
 from jobrouter.periodic import CERT_EXPIRY, periodic_tasks, warn_expiring
+from jobrouter.probes import Prober
 from jobrouter.states import JobState
 from jobrouter.store import SqlStore
 from tests.support.outbox_jobs import DAY_S, age_jobs, event_of, job_in
@@ -110,6 +111,15 @@ def test_the_config_decides_which_tasks_run() -> None:
         "retention-purge",
     ]
     assert {t.name: t.interval_s for t in full}["live-watch"] == 2.0
+    probing = periodic_tasks(
+        None,  # type: ignore[arg-type]
+        RouterConfig(),
+        wake_engine=lambda: None,
+        prober=Prober(None, {}, {}),  # type: ignore[arg-type]
+    )
+    [probe] = [t for t in probing if t.name == "golden-probe"]
+    assert probe.interval_s == 1800.0  # 2 an hour
+    assert probe.wait_first  # not at every election (tests/acceptance/test_certified_routing)
     assert {t.name: t.interval_s for t in full}["retention-purge"] == 24 * 3600.0
 
 
