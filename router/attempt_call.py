@@ -144,14 +144,22 @@ class AttemptCall:
         except ProviderError as exc:
             book.answered.add(attempt.id)
             await self.health.record(attempt.provider, exc)
-            broken = f"{exc.check}: {exc}" if isinstance(exc, InvalidOutput) else None
+            verdict = None
+            if isinstance(exc, InvalidOutput):
+                verdict = self.task.live_verdict(
+                    attempt.id,
+                    attempt.provider,
+                    f"{exc.check}: {exc}",
+                    request=self.request,
+                    prompt_tokens=exc.prompt_tokens,
+                )
             await self._failed(
                 exc.kind,
                 began,
                 provider_failure(exc),
                 output=exc.answer,
                 detail=str(exc),
-                broken=broken,
+                verdict=verdict,
             )
         except asyncio.CancelledError:
             await self._end_cancelled(began)
@@ -185,10 +193,10 @@ class AttemptCall:
         error: str,
         output: Any = None,
         detail: str | None = None,
-        broken: str | None = None,
+        verdict: LiveVerdict | None = None,
     ) -> None:
         """A failed call, recorded as what it proves (`policy.ended_state`): `error` is its
-        summary, `detail` what the provider said (router/disclosure.py); `broken`, for an
+        summary, `detail` what the provider said (router/disclosure.py); `verdict`, for an
         answer that broke the contract, how (live evidence of the provider, router/watch.py)."""
         state = ended_state(kind, exclusive=self.task.policy.exclusive)
         if kind is ErrorKind.REJECTED and state is AttemptState.UNKNOWN:
@@ -196,9 +204,6 @@ class AttemptCall:
                 "; the provider may have acted and the task is exclusive: check it, then "
                 "resolve this attempt (succeeded with the result, or failed)"
             )
-        verdict = None
-        if broken is not None:
-            verdict = self.task.live_verdict(self.attempt.id, self.attempt.provider, broken)
         await self._end(state, kind, began, error, output=output, detail=detail, verdict=verdict)
 
     async def _succeed(self, completion: Completion, began: float) -> None:
@@ -208,6 +213,13 @@ class AttemptCall:
         # contract instead of reaching the owner (docs/operations.md, secrets in answers).
         output = scrub_output(completion.output)
         problems = self.task.output_problems(output)
+        verdict = self.task.live_verdict(
+            attempt.id,
+            attempt.provider,
+            "; ".join(problems[:3]) or None,
+            request=self.request,
+            prompt_tokens=completion.usage.prompt_tokens,
+        )
         if problems:
             await self._failed(
                 ErrorKind.REJECTED,
@@ -215,7 +227,7 @@ class AttemptCall:
                 broken_contract(attempt.provider),
                 output=output,
                 detail="output breaks the contract: " + "; ".join(problems[:3]),
-                broken="; ".join(problems[:3]),
+                verdict=verdict,
             )
             return
         usage = completion.usage
@@ -226,7 +238,6 @@ class AttemptCall:
             completion_tokens=usage.completion_tokens,
             cost_usd=usage.cost_usd,
         )
-        verdict = self.task.live_verdict(attempt.id, attempt.provider, None)
         try:
             outcome = await persist(
                 lambda: self.store.finish_attempt_cas(attempt.id, output, cost, verdict=verdict)

@@ -147,3 +147,60 @@ def verdict(rule: WatchRule, watch: Watch) -> Alarm | None:
                 ),
             )
     return None
+
+
+@dataclass(frozen=True)
+class PromptCalibration:
+    """What certification saw of a provider's prompt count: for each golden case, the
+    characters sent and the count the provider reported. A live answer's count is compared with
+    the count this predicts for its own characters: the nearest golden case's, moved by the
+    tokens per character the cases show (4 characters a token when they cannot show it).
+
+    The margin is the cases' own spread around that line plus a quarter of the moved part (a
+    live input's words need not tokenize like the golden ones), at least `min_margin` tokens: a
+    server that drops the system prompt, or renders another chat template, moves the count by
+    more than that on every answer, which the rendering run turns into a suspension; an odd
+    input that moves it once does not."""
+
+    points: tuple[tuple[int, int], ...]  # (characters sent, tokens reported)
+    tokens_per_char: float
+    spread: float
+    min_margin: int = 2
+
+    @classmethod
+    def from_points(cls, points: tuple[tuple[int, int], ...]) -> PromptCalibration | None:
+        if not points:
+            return None
+        slope = _slope(points)
+        ordered = tuple(sorted(set(points)))
+        spread = max(abs(tokens - _predicted(ordered, slope, chars)) for chars, tokens in points)
+        return cls(ordered, slope, spread)
+
+    def expected(self, chars: int) -> tuple[float, float]:
+        """(the count expected for `chars` characters, the margin around it)."""
+        near_chars, _ = min(self.points, key=lambda point: abs(point[0] - chars))
+        moved = abs(chars - near_chars) * self.tokens_per_char
+        margin = max(float(self.min_margin), self.spread + 0.25 * moved + 1)
+        return _predicted(self.points, self.tokens_per_char, chars), margin
+
+    def off(self, chars: int, tokens: int) -> bool:
+        expected, margin = self.expected(chars)
+        return abs(tokens - expected) > margin
+
+
+def _predicted(points: tuple[tuple[int, int], ...], slope: float, chars: int) -> float:
+    near_chars, near_tokens = min(points, key=lambda point: abs(point[0] - chars))
+    return near_tokens + (chars - near_chars) * slope
+
+
+def _slope(points: tuple[tuple[int, int], ...]) -> float:
+    """Tokens per character by least squares over the cases, when their lengths differ by
+    enough to say (20 characters); else 4 characters a token. Kept within 0.05-1."""
+    xs = [float(chars) for chars, _ in points]
+    if max(xs) - min(xs) < 20:
+        return 0.25
+    mean_x = sum(xs) / len(xs)
+    mean_y = sum(tokens for _, tokens in points) / len(points)
+    covariance = sum((x - mean_x) * (y - mean_y) for x, (_, y) in zip(xs, points, strict=True))
+    variance = sum((x - mean_x) ** 2 for x in xs)
+    return min(max(covariance / variance, 0.05), 1.0)

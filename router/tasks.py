@@ -67,17 +67,27 @@ class TaskRuntime:
         return problems
 
     def live_verdict(
-        self, attempt_id: str, provider: str, failure: str | None
+        self,
+        attempt_id: str,
+        provider: str,
+        failure: str | None,
+        *,
+        request: CompletionRequest | None,
+        prompt_tokens: int | None,
     ) -> LiveVerdict | None:
         """What an answer shows of its provider for this task's contract (None: no contract to
-        hold it to): `failure` says which check broke and how, None for an answer that held.
-        The prompt count is not compared live yet (`rendering_off` None: not checked)."""
+        hold it to): `failure` says which check broke and how, None for an answer that held;
+        the size of what was sent and the provider's count of it, which the leader's fold
+        compares with what certification saw (router/watch.py)."""
         if self.contract is None:
             return None
+        chars = None if request is None else sum(len(m.content) for m in request.messages)
         return LiveVerdict(
             attempt_id=attempt_id,
             provider=provider,
             contract=self.contract.name,
             failed=failure is not None,
             failure=failure,
+            prompt_tokens=prompt_tokens,
+            prompt_chars=chars,
         )

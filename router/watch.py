@@ -24,7 +24,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from jobrouter.config import WatchConfig
-from jobrouter.drift import Watch, WatchRule, certified_baseline, observe, verdict
+from jobrouter.drift import (
+    PromptCalibration,
+    Watch,
+    WatchRule,
+    certified_baseline,
+    observe,
+    verdict,
+)
 from jobrouter.errors import JobRouterError
 from jobrouter.metrics import LIVE_VERDICTS
 from jobrouter.store.certifications import CertificationStore
@@ -50,6 +57,14 @@ class ReinstateRefused(JobRouterError):
         super().__init__(f"reinstate: {field}: {reason}")
         self.field = field
         self.reason = reason
+
+
+@dataclass(frozen=True)
+class Certified:
+    """What a pair's passed certification says the live answers are compared with."""
+
+    baseline: float
+    calibration: PromptCalibration | None  # None: no counts to compare the live ones with
 
 
 @dataclass(frozen=True)
@@ -86,7 +101,7 @@ async def fold_verdicts(store: CertificationStore, rule: WatchRule, batch: int) 
     pending = await store.live.pending(batch)
     if not pending:
         return Fold(0)
-    baselines = await certified_baselines(store, rule)
+    certified = await certified_pairs(store, rule)
     fired: list[WatchRow] = []
 
     def decide(watches: Watches) -> Iterable[WatchRow]:
@@ -96,7 +111,7 @@ async def fold_verdicts(store: CertificationStore, rule: WatchRule, batch: int) 
         for stored in pending:
             key = (stored.verdict.provider, stored.verdict.contract)
             row = changed.get(key) or watches.get(key) or WatchRow(*key)
-            row, suspended = counted(rule, row, baselines.get(key), stored, now)
+            row, suspended = counted(rule, row, certified.get(key), stored, now)
             changed[key] = row
             if suspended:
                 fired.append(row)
@@ -122,13 +137,14 @@ async def fold_verdicts(store: CertificationStore, rule: WatchRule, batch: int) 
 
 
 def counted(
-    rule: WatchRule, row: WatchRow, baseline: float | None, stored: StoredVerdict, now: float
+    rule: WatchRule, row: WatchRow, certified: Certified | None, stored: StoredVerdict, now: float
 ) -> tuple[WatchRow, bool]:
-    """`row` with one more verdict, and whether that suspended the pair (`baseline` None: the
-    pair holds no passed certification, so it is counted and never suspended)."""
+    """`row` with one more verdict, and whether that suspended the pair (`certified` None:
+    the pair holds no passed certification, so it is counted and never suspended)."""
     seen = stored.verdict
     if seen.probe:
-        return probed(row, baseline, seen, now)
+        return probed(row, certified, seen, now)
+    seen = replace(seen, rendering_off=rendering_off(seen, certified))
     recent = row.recent_failures
     if seen.failed:
         recent = (*recent, (seen.attempt_id, seen.failure or ""))[-RECENT_FAILURES:]
@@ -140,10 +156,12 @@ def counted(
         rendering_off=row.rendering_off + int(bool(seen.rendering_off)),
         recent_failures=recent,
     )
-    if baseline is None or row.suspension is not None:
+    if certified is None or row.suspension is not None:
         return row, False
     state = Watch.from_json(row.state) if row.state else Watch()
-    state = observe(rule, state, baseline, failed=seen.failed, rendering_off=seen.rendering_off)
+    state = observe(
+        rule, state, certified.baseline, failed=seen.failed, rendering_off=seen.rendering_off
+    )
     row = replace(row, state=state.to_json())
     alarm = verdict(rule, state)
     if alarm is None:
@@ -159,13 +177,25 @@ def counted(
     return replace(row, suspension=suspension), True
 
 
+def rendering_off(seen: LiveVerdict, certified: Certified | None) -> bool | None:
+    """Whether the answer's prompt count is out of what certification saw (None: not
+    compared, for want of a count on either side)."""
+    if seen.rendering_off is not None:
+        return seen.rendering_off
+    if certified is None or certified.calibration is None:
+        return None
+    if seen.prompt_tokens is None or seen.prompt_chars is None:
+        return None
+    return certified.calibration.off(seen.prompt_chars, seen.prompt_tokens)
+
+
 def probed(
-    row: WatchRow, baseline: float | None, seen: LiveVerdict, now: float
+    row: WatchRow, certified: Certified | None, seen: LiveVerdict, now: float
 ) -> tuple[WatchRow, bool]:
     """A golden probe (router/probes.py): a wrong answer to a case certification passed
     suspends at once, since a valid JSON with a wrong value passes every live check. Probes
     are not live traffic: they are not counted as answers."""
-    if not seen.failed or baseline is None or row.suspension is not None:
+    if not seen.failed or certified is None or row.suspension is not None:
         return row, False
     suspension = Suspension(
         at=now,
@@ -178,19 +208,32 @@ def probed(
     return replace(row, suspension=suspension), True
 
 
-async def certified_baselines(
+async def certified_pairs(
     store: CertificationStore, rule: WatchRule
-) -> dict[tuple[str, str], float]:
-    """Each passed certification's failure rate over its golden runs, floored by the rule."""
+) -> dict[tuple[str, str], Certified]:
+    """Each passed certification's failure rate over its golden runs (floored by the rule)
+    and the prompt counts its provider reported."""
     from jobrouter.contracts import Certification
 
-    baselines = {}
+    pairs = {}
     for row in await store.list_certifications():
         cert = Certification.parse_stored(row.record)
         if cert is not None and cert.passed:
             runs, failures = golden_runs(cert)
-            baselines[(row.provider, row.contract)] = certified_baseline(rule, runs, failures)
-    return baselines
+            pairs[(row.provider, row.contract)] = Certified(
+                certified_baseline(rule, runs, failures), calibration(cert)
+            )
+    return pairs
+
+
+def calibration(cert: Certification) -> PromptCalibration | None:
+    """(characters sent, tokens reported) of every golden run that reported its usage."""
+    points = []
+    for case in cert.cases:
+        chars = sum(len(message.content) for message in case.rendering.messages)
+        if chars:
+            points += [(chars, n) for n in case.rendering.reported_prompt_tokens if n is not None]
+    return PromptCalibration.from_points(tuple(points))
 
 
 def golden_runs(cert: Certification) -> tuple[int, int]:

@@ -33,6 +33,8 @@ class LiveVerdict:
     failure: str | None = None
     rendering_off: bool | None = None
     probe: bool = False  # a golden case the leader sent, not an owner's job
+    prompt_tokens: int | None = None  # the provider's count of what it read (its usage)
+    prompt_chars: int | None = None  # the characters of the messages sent
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,8 @@ async def record_verdict(
             "failed": int(verdict.failed),
             "failure": verdict.failure,
             "rendering_off": None if verdict.rendering_off is None else int(verdict.rendering_off),
+            "prompt_tokens": verdict.prompt_tokens,
+            "prompt_chars": verdict.prompt_chars,
             "now": now,
         },
     )
@@ -206,6 +210,8 @@ def _stored(row: Row) -> StoredVerdict:
         failure=row["failure"],
         rendering_off=None if off is None else bool(off),
         probe=row["source"] == "probe",
+        prompt_tokens=row["prompt_tokens"],
+        prompt_chars=row["prompt_chars"],
     )
     return StoredVerdict(int(row["id"]), verdict)
 

@@ -415,8 +415,9 @@ AND id < :id_ceiling AND created_at < :created_before
 -- name: insert_live_verdict
 -- In the transaction that ends an answered attempt (router/store/live_watch.py).
 INSERT INTO live_verdicts (attempt_id, provider, contract, source, failed, failure,
-                           rendering_off, at)
-VALUES (:attempt_id, :provider, :contract, :source, :failed, :failure, :rendering_off, :now)
+                           rendering_off, prompt_tokens, prompt_chars, at)
+VALUES (:attempt_id, :provider, :contract, :source, :failed, :failure, :rendering_off,
+        :prompt_tokens, :prompt_chars, :now)
 
 -- name: pending_live_verdicts
 SELECT * FROM live_verdicts ORDER BY id LIMIT :limit

@@ -49,6 +49,12 @@ cases:
     input: {product: Blue ceramic mug}
     expect: [{type: contains, path: title, value: mug}]
 """
+SYSTEM = (
+    "You write product titles for a small shop that sells kitchenware, tea and gifts. "
+    "Keep every title under eight words, name the product plainly, never invent a brand, "
+    "never use exclamation marks, and answer with the JSON object the schema asks for only."
+)
+SYSTEM_CONTRACT = CONTRACT.replace("prompt:\n", f'prompt:\n  system: "{SYSTEM}"\n')
 GOOD = '{"title": "Blue mug"}'
 BROKEN = '{"title": "Blue mug"'  # cut short: not JSON
 SETTLE_S = 30.0
@@ -69,10 +75,14 @@ async def _close_litellm_clients() -> AsyncIterator[None]:
 
 @pytest.fixture
 def config(tmp_path: Path, servers: dict[str, FaultServer]) -> RouterConfig:
+    return make_config(tmp_path, servers, CONTRACT)
+
+
+def make_config(tmp_path: Path, servers: dict[str, FaultServer], text: str) -> RouterConfig:
     for server in servers.values():
         server.reset(content=GOOD)
     contract = tmp_path / "titles.yaml"
-    contract.write_text(CONTRACT)
+    contract.write_text(text)
     providers = {
         name: ProviderConfig(
             model="openai/fault-model", api_base=server.api_base, context_window=2048
@@ -158,3 +168,28 @@ async def test_a_healthy_provider_is_not_suspended(
         winners = await run_jobs(router, "healthy", 200)
         assert await suspension_of(router, "A") is None
     assert winners.count("A") >= 190  # the 2% broken answers failed over to B
+
+
+async def test_a_server_that_drops_the_system_prompt_is_suspended_within_5_answers(
+    tmp_path: Path, servers: dict[str, FaultServer]
+) -> None:
+    """A restarted with a chat template that drops the system text: every answer still holds
+    the contract, only its prompt count (the provider's usage) shows the model read less.
+    mutant: the fold does not compare the counts (rendering_off left None): never suspended."""
+    config = make_config(tmp_path, servers, SYSTEM_CONTRACT)
+    await certify_all(config)
+    servers["A"].control(reset=True, content=GOOD, default={"kind": "answer", "system_read": False})
+    async with Router.open(config=config) as router:
+        suspension = None
+        jobs = 0
+        while suspension is None:
+            assert jobs < 50, "A was never suspended"
+            assert await run_jobs(router, f"template-{jobs}", 1) == ["A"]  # the answers hold
+            jobs += 1
+            suspension = await suspension_of(router, "A")
+        assert suspension.rule == "rendering", suspension
+        assert suspension.answered <= 5, suspension
+        await run_jobs(router, "settle", 3)
+        before = int(servers["A"].stats()["total"])
+        assert await run_jobs(router, "after", 10) == ["B"] * 10
+        assert int(servers["A"].stats()["total"]) == before

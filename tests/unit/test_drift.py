@@ -16,7 +16,15 @@ from __future__ import annotations
 import math
 import random
 
-from jobrouter.drift import Watch, WatchRule, certified_baseline, observe, step, verdict
+from jobrouter.drift import (
+    PromptCalibration,
+    Watch,
+    WatchRule,
+    certified_baseline,
+    observe,
+    step,
+    verdict,
+)
 
 RULE = WatchRule()
 BASELINE = 0.02
@@ -149,3 +157,28 @@ def test_the_baseline_is_what_certification_saw_but_never_below_the_floor() -> N
 def test_the_state_survives_its_json() -> None:
     watch = Watch(fast=1.5, slow=2.25, rendering_run=2, answered=7, failed=3, baseline=0.04)
     assert Watch.from_json(watch.to_json()) == watch
+
+
+def test_the_prompt_count_is_expected_from_the_nearest_golden_case() -> None:
+    """Two cases 400 characters apart, the provider counting 1 token per 4 characters: a live
+    prompt between them is expected at their line, a count 30 tokens short (the system text
+    dropped) is off, one a token away is not. mutant: the margin without the moved part: a
+    live prompt far from every case is off on its word choice alone."""
+    calibration = PromptCalibration.from_points(((400, 110), (400, 110), (800, 210)))
+    assert calibration is not None
+    assert math.isclose(calibration.tokens_per_char, 0.25)
+    expected, margin = calibration.expected(500)
+    assert math.isclose(expected, 135.0)
+    assert margin == 0.25 * 25 + 1
+    assert not calibration.off(500, 136)
+    assert calibration.off(500, 105)
+    assert not calibration.off(1200, 310 + 20)  # 100 tokens moved: a margin of 26
+
+
+def test_cases_of_one_length_assume_4_characters_a_token() -> None:
+    """mutant: the slope fitted from equal lengths (a division by zero)."""
+    calibration = PromptCalibration.from_points(((300, 80), (300, 81)))
+    assert calibration is not None
+    assert calibration.tokens_per_char == 0.25
+    assert calibration.spread == 1.0  # the repeats' own difference
+    assert PromptCalibration.from_points(()) is None

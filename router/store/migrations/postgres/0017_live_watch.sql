@@ -18,6 +18,8 @@ CREATE TABLE live_verdicts (
     failed        INTEGER NOT NULL,      -- 1: the answer broke the contract
     failure       TEXT,                  -- which check, and how, when it did
     rendering_off INTEGER,               -- 1 out of tolerance, 0 within, NULL not compared
+    prompt_tokens INTEGER,               -- what the provider reported it read
+    prompt_chars  INTEGER,               -- what was sent: the messages' characters
     at            DOUBLE PRECISION NOT NULL
 );
 
