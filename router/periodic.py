@@ -111,7 +111,8 @@ def watch_tasks(
     async def live_watch() -> int:
         from jobrouter.watch import fold_backlog
 
-        return await fold_backlog(store.certifications, watch, forget)
+        # every owner with a webhook hears of a suspension: its jobs route elsewhere now
+        return await fold_backlog(store.certifications, watch, forget, sorted(config.webhooks))
 
     tasks = [PeriodicTask("live-watch", watch.interval, live_watch)]
     if prober is not None and watch.probes_per_hour > 0:

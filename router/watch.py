@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -81,13 +81,16 @@ def watch_rule(config: WatchConfig) -> WatchRule:
 
 
 async def fold_backlog(
-    store: CertificationStore, config: WatchConfig, suspended: Callable[[], None]
+    store: CertificationStore,
+    config: WatchConfig,
+    suspended: Callable[[], None],
+    notify: Sequence[str] = (),
 ) -> int:
     """Fold until fewer than a batch are left (a leader that was away catches up at once);
     `suspended()` after a fold that suspended a pair."""
     rule, total = watch_rule(config), 0
     while True:
-        folded = await fold_verdicts(store, rule, config.batch)
+        folded = await fold_verdicts(store, rule, config.batch, notify)
         if folded.suspended:
             suspended()
         total += folded.counted
@@ -95,9 +98,12 @@ async def fold_backlog(
             return total
 
 
-async def fold_verdicts(store: CertificationStore, rule: WatchRule, batch: int) -> Fold:
+async def fold_verdicts(
+    store: CertificationStore, rule: WatchRule, batch: int, notify: Sequence[str] = ()
+) -> Fold:
     """Count the oldest `batch` verdicts into their pairs' watches, in one transaction with
-    their deletion; nothing counted when another fold took them first."""
+    their deletion (and, for a pair suspended, the event to each owner of `notify`); nothing
+    counted when another fold took them first."""
     pending = await store.live.pending(batch)
     if not pending:
         return Fold(0)
@@ -117,7 +123,7 @@ async def fold_verdicts(store: CertificationStore, rule: WatchRule, batch: int) 
                 fired.append(row)
         return changed.values()
 
-    if not await store.live.fold([s.id for s in pending], decide):
+    if not await store.live.fold([s.id for s in pending], decide, notify):
         return Fold(0)
     for stored in pending:
         seen = stored.verdict

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from jobrouter.models import new_id
 from jobrouter.store.connector import Connector, Row, Tx
 
 RECENT_FAILURES = 5  # failed attempts a watch keeps as its sample of evidence
@@ -143,11 +144,16 @@ class LiveWatchStore:
         return {(row["provider"], row["contract"]): _watch(row) for row in rows}
 
     async def fold(
-        self, consumed: Sequence[int], decide: Callable[[Watches], Iterable[WatchRow]]
+        self,
+        consumed: Sequence[int],
+        decide: Callable[[Watches], Iterable[WatchRow]],
+        notify: Sequence[str] = (),
     ) -> bool:
         """In one transaction: the watches as they are (locked), `decide(watches)` the ones
-        that counted `consumed`, written, those verdicts deleted. False (nothing written) when
-        some were gone: another fold counted them."""
+        that counted `consumed`, written, those verdicts deleted, and for each pair it newly
+        suspended an outbox event `provider.suspended` to each owner of `notify` (I8: the
+        event exactly when the suspension). False (nothing written) when some verdicts were
+        gone: another fold counted them."""
         try:
             async with self.connector.write() as tx:
                 ids = json.dumps([str(i) for i in consumed])
@@ -159,6 +165,9 @@ class LiveWatchStore:
                 now = time.time()
                 for watch in decide(current):
                     await save_watch(self._q, tx, watch, now)
+                    before = current.get(watch.key)
+                    if watch.suspension is not None and (before is None or not before.suspension):
+                        await _announce(self._q, tx, watch, watch.suspension, notify, now)
         except _Raced:
             return False
         return True
@@ -198,6 +207,45 @@ async def save_watch(queries: Mapping[str, str], tx: Tx, watch: WatchRow, now: f
             "now": now,
         },
     )
+
+
+SUSPENDED_EVENT = "provider.suspended"
+
+
+async def _announce(
+    queries: Mapping[str, str],
+    tx: Tx,
+    watch: WatchRow,
+    suspension: Suspension,
+    owners: Sequence[str],
+    now: float,
+) -> None:
+    """The operators' event of a suspension, one outbox row per owner with a webhook. The
+    row's `job_id` (one event per job elsewhere) is the suspension's own id."""
+    payload = {
+        "event": SUSPENDED_EVENT,
+        "provider": watch.provider,
+        "contract": watch.contract,
+        "rule": suspension.rule,
+        "reason": suspension.reason,
+        "answered": suspension.answered,
+        "failed": suspension.failed,
+        "sample_attempts": list(suspension.sample_attempts),
+        "suspended_at": suspension.at,
+    }
+    suspension_id = new_id()
+    for owner in owners:
+        await tx.execute(
+            queries["insert_outbox"],
+            {
+                "id": new_id(),
+                "job_id": f"suspension:{suspension_id}:{owner}",
+                "owner": owner,
+                "kind": SUSPENDED_EVENT,
+                "payload": json.dumps({**payload, "owner": owner}),
+                "now": now,
+            },
+        )
 
 
 def _stored(row: Row) -> StoredVerdict:

@@ -4,6 +4,7 @@ the gate and the matrix read, lifted only by a new certification or an operator'
 
 from __future__ import annotations
 
+import json
 import time
 
 from jobrouter.breaker import Breakers, BreakerSettings
@@ -165,3 +166,33 @@ async def test_a_new_certification_starts_a_fresh_watch(store: SqlStore) -> None
     await certify(store, provider, "c")
     assert await store.live_watch.watches() == {}
     assert await store.certifications.list_suspensions() == {}
+
+
+async def suspension_events(store: SqlStore) -> list[tuple[str, dict[str, object]]]:
+    rows = await store.connector.fetchall(
+        "SELECT owner, payload FROM outbox WHERE kind = 'provider.suspended' ORDER BY owner", {}
+    )
+    return [(row["owner"], json.loads(row["payload"])) for row in rows]
+
+
+async def test_a_suspension_reaches_each_owner_once_through_the_outbox(store: SqlStore) -> None:
+    """In the fold's transaction, one event per owner with a webhook; a fold that finds the
+    pair suspended already writes none. mutant: announced whenever the row is suspended: four
+    events."""
+    for round_ in range(2):
+        attempt_id = await started(store, f"k{round_}")
+        await store.jobs.finish_attempt_cas(
+            attempt_id, {}, AttemptUsage(), verdict=verdict(attempt_id)
+        )
+        consumed = [s.id for s in await store.live_watch.pending(10)]
+        suspended = WatchRow("a", "caption", answered=round_ + 1, suspension=SUSPENSION)
+        assert await store.live_watch.fold(
+            consumed, lambda _, row=suspended: [row], ["ops", "shop"]
+        )
+    events = await suspension_events(store)
+    assert [owner for owner, _ in events] == ["ops", "shop"]
+    _, payload = events[0]
+    assert payload["event"] == "provider.suspended"
+    assert (payload["provider"], payload["contract"], payload["owner"]) == ("a", "caption", "ops")
+    assert payload["reason"] == SUSPENSION.reason
+    assert payload["sample_attempts"] == ["att-1", "att-2"]
