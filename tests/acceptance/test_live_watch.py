@@ -14,6 +14,7 @@ import random
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,12 +27,14 @@ from jobrouter.config import (
     RouterConfig,
     TaskConfig,
     WatchConfig,
+    WebhookConfig,
 )
 from jobrouter.providers import _litellm
 from jobrouter.providers.config import ProviderConfig
 from jobrouter.states import JobState
 from jobrouter.store.live_watch import Suspension
 from tests.providers.fault_server import FaultServer, start_fault_server
+from tests.support.webhook_receiver import WebhookReceiver
 
 CONTRACT = """\
 name: titles
@@ -171,12 +174,37 @@ async def test_a_healthy_provider_is_not_suspended(
 
 
 async def test_a_server_that_drops_the_system_prompt_is_suspended_within_5_answers(
-    tmp_path: Path, servers: dict[str, FaultServer]
+    tmp_path: Path, servers: dict[str, FaultServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A restarted with a chat template that drops the system text: every answer still holds
-    the contract, only its prompt count (the provider's usage) shows the model read less.
+    the contract, only its prompt count (the provider's usage) shows the model read less. The
+    shop's webhook hears of the suspension.
     mutant: the fold does not compare the counts (rendering_off left None): never suspended."""
-    config = make_config(tmp_path, servers, SYSTEM_CONTRACT)
+    monkeypatch.setenv("JR_TEST_HOOK_SECRET", "s3cret")
+    async with WebhookReceiver().running() as receiver:
+        hook = WebhookConfig(url=receiver.url, secret_env="JR_TEST_HOOK_SECRET")
+        config = make_config(tmp_path, servers, SYSTEM_CONTRACT)
+        config = config.model_copy(update={"webhooks": {"shop": hook}})
+        event = await dropped_system_prompt(config, servers, receiver)
+    assert event["data"]["provider"] == "A" and event["data"]["contract"] == "titles"
+    assert event["data"]["rule"] == "rendering"
+
+
+async def announced(receiver: WebhookReceiver) -> dict[str, Any]:
+    """The first `provider.suspended` event the receiver gets (a guard against a hang only)."""
+    seen = 0
+    while True:
+        for request in (await receiver.wait_for(seen + 1, within=SETTLE_S))[seen:]:
+            if request.headers.get("x-jobrouter-event") == "provider.suspended":
+                found: dict[str, Any] = request.json
+                return found
+            seen += 1
+
+
+async def dropped_system_prompt(
+    config: RouterConfig, servers: dict[str, FaultServer], receiver: WebhookReceiver
+) -> dict[str, Any]:
+    """Run jobs until A is suspended, check it then gets nothing; the event the hook got."""
     await certify_all(config)
     servers["A"].control(reset=True, content=GOOD, default={"kind": "answer", "system_read": False})
     async with Router.open(config=config) as router:
@@ -193,3 +221,4 @@ async def test_a_server_that_drops_the_system_prompt_is_suspended_within_5_answe
         before = int(servers["A"].stats()["total"])
         assert await run_jobs(router, "after", 10) == ["B"] * 10
         assert int(servers["A"].stats()["total"]) == before
+        return await announced(receiver)  # delivered by this router's outbox
