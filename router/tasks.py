@@ -28,6 +28,7 @@ class TaskRuntime:
     attempt_timeout_s: float | None
     contract: Contract | None = None
     contract_fingerprint: str | None = None
+    watched: bool = True  # `[certification.watch] enabled`: answers kept as live evidence
 
     def build_request(
         self, input: Mapping[str, Any], params: Mapping[str, Any]
@@ -78,8 +79,9 @@ class TaskRuntime:
         """What an answer shows of its provider for this task's contract (None: no contract to
         hold it to): `failure` says which check broke and how, None for an answer that held;
         the size of what was sent and the provider's count of it, which the leader's fold
-        compares with what certification saw (router/watch.py)."""
-        if self.contract is None:
+        compares with what certification saw (router/watch.py). None as well when nobody
+        folds them (`[certification.watch] enabled = false`): they would only pile up."""
+        if self.contract is None or not self.watched:
             return None
         chars = None if request is None else sum(len(m.content) for m in request.messages)
         return LiveVerdict(

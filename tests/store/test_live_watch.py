@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 from jobrouter.breaker import Breakers, BreakerSettings
 from jobrouter.certifier import Pair, matrix
@@ -196,3 +197,12 @@ async def test_a_suspension_reaches_each_owner_once_through_the_outbox(store: Sq
     assert (payload["provider"], payload["contract"], payload["owner"]) == ("a", "caption", "ops")
     assert payload["reason"] == SUSPENSION.reason
     assert payload["sample_attempts"] == ["att-1", "att-2"]
+
+
+def test_no_verdict_is_kept_when_nobody_watches() -> None:
+    """`[certification.watch] enabled = false`: no fold would ever delete them.
+    mutant: the `watched` check removed: a verdict."""
+    task = replace(caption_task(), watched=False)
+    assert task.live_verdict("att", "a", None, request=None, prompt_tokens=None) is None
+    seen = caption_task().live_verdict("att", "a", "schema: x", request=None, prompt_tokens=3)
+    assert seen is not None and seen.failed and seen.prompt_tokens == 3

@@ -6,12 +6,14 @@ provider is not probed."""
 from __future__ import annotations
 
 from jobrouter.contracts import load_contract
+from jobrouter.drift import WatchRule
 from jobrouter.policy import TaskPolicy
 from jobrouter.probes import PROBES, Prober
 from jobrouter.providers.errors import NotSent
 from jobrouter.store import SqlStore
 from jobrouter.store.live_watch import WatchRow
 from jobrouter.tasks import TaskRuntime
+from jobrouter.watch import fold_verdicts
 from tests.store.test_gate_forget import certify
 from tests.store.test_live_watch import SUSPENSION
 from tests.support.fakes import FakeProvider, Step
@@ -72,3 +74,24 @@ async def test_suspended_and_uncertified_providers_are_not_probed(store: SqlStor
     await store.live_watch.save(WatchRow("a", "caption", suspension=SUSPENSION))
     assert await prober(store, provider).round() == 0
     assert provider.calls == []
+
+
+async def test_a_wrong_probe_suspends_at_the_next_fold_and_a_right_one_does_not(
+    store: SqlStore,
+) -> None:
+    """mutant: probes folded as live answers (the CUSUM, one failure far from its
+    threshold): not suspended."""
+    wrong = FakeProvider(name="a", default=Step(output={"text": "Warm saffron tea"}))
+    await certify(store, wrong, "c")
+    probes = prober(store, wrong)
+    await probes.round()
+    assert (await fold_verdicts(store.certifications, WatchRule(), 100)).suspended == ()
+    wrong.default = Step(output={"text": "A warm cup of coffee"})
+    await probes.round()
+    folded = await fold_verdicts(store.certifications, WatchRule(), 100)
+    [row] = folded.suspended
+    assert row.suspension is not None and row.suspension.rule == "golden probe"
+    assert row.suspension.reason.startswith("a golden case answered wrong: tea: ")
+    assert row.suspension.sample_attempts == ("probe:tea",)
+    assert row.answered == 0  # probes are not live traffic
+    assert ("a", "caption") in await store.certifications.list_suspensions()
