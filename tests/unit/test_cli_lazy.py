@@ -9,6 +9,7 @@ import inspect
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -100,6 +101,31 @@ def test_a_command_imports_its_own_module_alone() -> None:
     )
     commands = {m for m in seen if m.startswith("jobrouter.cli.")}
     assert commands == {"jobrouter.cli.jobs", "jobrouter.cli.common"}, sorted(commands)
+
+
+def test_submit_imports_neither_the_engine_nor_a_transport(tmp_path: Path) -> None:
+    """A job submitted through the CLI (the door, the store) loads none of what runs jobs:
+    the engine, the outbox delivery, the leader, the metrics, a provider transport.
+
+    mutant: `jobrouter.api` importing `jobrouter.fleet` at its top, seen failing."""
+    config = Path(__file__).resolve().parents[2] / "cassettes" / "jobrouter.toml"
+    seen = imported_after(
+        "import os\n"
+        f"os.environ['JOBROUTER_CONFIG'] = {str(config)!r}\n"
+        "from jobrouter.cli import app\n"
+        "app(['submit', '-t', 'title', '-k', 'k1', '-i', '{\"listing\": \"tea\"}', "
+        f"'--wait', '0', '-d', 'sqlite:///{tmp_path}/jobs.db'], prog_name='jobrouter')"
+    )
+    assert "jobrouter.door" in seen and "jobrouter.contracts.render" in seen  # it did submit
+    heavy = {
+        "jobrouter.engine",
+        "jobrouter.fleet",
+        "jobrouter.outbox",
+        "jobrouter.leader",
+        "jobrouter.metrics",
+        "jobrouter.providers.transports",
+    }
+    assert not heavy & seen, sorted(heavy & seen)
 
 
 def test_a_mistyped_command_is_still_suggested() -> None:
