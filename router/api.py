@@ -15,23 +15,27 @@ import time
 from collections.abc import AsyncIterator, Generator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobrouter import telemetry
 from jobrouter.aio import wait_event
-from jobrouter.build import build_engine, build_tasks, resolve_config, warm_up
+from jobrouter.build import (
+    ProvidersOnUse,
+    TasksOnUse,
+    build_gate,
+    build_tasks,
+    resolve_config,
+    warm_up,
+)
 from jobrouter.config import RouterConfig
 from jobrouter.door import DoorLimits, admit
-from jobrouter.engine import Engine, OnCreated
 from jobrouter.errors import (
     AttemptNotFound,
     ConfigError,
     JobNotFound,
     RouterClosed,
 )
-from jobrouter.fleet import Delivery, build_delivery, build_leader
 from jobrouter.gate import Gate
-from jobrouter.leader import Leader
 from jobrouter.listing import JobFilter
 from jobrouter.models import Attempt, Job, JobEvent, JsonObject
 from jobrouter.persist import persist
@@ -42,6 +46,11 @@ from jobrouter.store import SqlStore, open_store
 from jobrouter.store.claims import AttemptStart
 from jobrouter.store.transient import is_transient
 from jobrouter.tasks import TaskRuntime
+
+if TYPE_CHECKING:  # built by jobrouter.fleet, imported only by a router that runs workers
+    from jobrouter.engine import Engine, OnCreated
+    from jobrouter.fleet import Delivery
+    from jobrouter.leader import Leader
 
 log = logging.getLogger("jobrouter.router")
 MAX_KEY_LENGTH = 255
@@ -59,16 +68,18 @@ class Router:
         config: RouterConfig,
         tasks: Mapping[str, TaskRuntime],
         engine: Engine | None,
-        providers: Mapping[str, Provider],
+        providers: ProvidersOnUse,
         gate: Gate,
         deliverer: Delivery | None = None,
         leader: Leader | None = None,
     ) -> None:
         self.store = store
         self.config = config
-        self.tasks = dict(tasks)
+        self.tasks: Mapping[str, TaskRuntime] = (
+            tasks if isinstance(tasks, TasksOnUse) else dict(tasks)
+        )
         self.engine = engine
-        self.providers = dict(providers)
+        self.providers = providers  # built when first read (`warm_up` reads them all)
         self.gate = gate
         self.deliverer = deliverer  # sends completion events to [webhooks.<owner>], if any
         self.leader = leader  # elects this process (or not) to run the periodic work
@@ -88,6 +99,7 @@ class Router:
         providers: Mapping[str, Provider] | None = None,
         run_workers: bool = True,
         start_in_background: bool = False,
+        tasks_on_use: bool = False,
     ) -> _Opening:
         """Open a router: `router = await Router.open(...)` or `async with Router.open(...) as r`.
 
@@ -101,9 +113,14 @@ class Router:
         `start_in_background` the router is returned before its providers are warmed up
         (litellm's import: seconds): a server answers at once; jobs submitted meanwhile are
         accepted queued, and no attempt starts until the workers start, after the warm-up.
+        With `tasks_on_use` a task's contract is loaded when the task is first used (a submit,
+        a resolve), not at open: a command that touches one task loads one contract, and a
+        broken contract of another task is not reported here (`jobrouter config check` does).
         """
         return _Opening(
-            cls._open(database_url, config, providers, run_workers, start_in_background)
+            cls._open(
+                database_url, config, providers, run_workers, start_in_background, tasks_on_use
+            )
         )
 
     @classmethod
@@ -114,35 +131,35 @@ class Router:
         providers: Mapping[str, Provider] | None,
         run_workers: bool,
         start_in_background: bool = False,
+        tasks_on_use: bool = False,
     ) -> Router:
         settings = resolve_config(config)
-        tasks = build_tasks(settings)
+        tasks = TasksOnUse(settings) if tasks_on_use else build_tasks(settings)
         url = database_url or settings.database.url
         store = await open_store(
             url,
             command_timeout=settings.database.command_timeout,
             acquire_timeout=settings.database.acquire_timeout,
         )
+        engine: Engine | None = None
+        deliverer: Delivery | None = None
+        leader: Leader | None = None
         try:
-            engine, provider_map, gate = build_engine(store, settings, tasks, providers)
-            deliverer = build_delivery(store, settings) if run_workers else None
-            leader = build_leader(store, settings, url, engine, gate) if run_workers else None
-            if run_workers and not start_in_background:  # before the first claim
-                await warm_up(provider_map.values())
+            provider_map = ProvidersOnUse(settings, providers)
+            gate, breakers = build_gate(store, settings, provider_map)
+            if run_workers:
+                from jobrouter import fleet  # the engine and what runs beside it: only to run
+
+                engine = fleet.build_engine(store, settings, tasks, provider_map, gate, breakers)
+                deliverer = fleet.build_delivery(store, settings)
+                leader = fleet.build_leader(store, settings, url, engine, gate)
+                if not start_in_background:  # before the first claim
+                    await warm_up(provider_map.values())
             exporting = telemetry.acquire(settings.telemetry)
         except BaseException:
             await store.close()
             raise
-        router = cls(
-            store,
-            settings,
-            tasks,
-            engine if run_workers else None,
-            provider_map,
-            gate,
-            deliverer,
-            leader,
-        )
+        router = cls(store, settings, tasks, engine, provider_map, gate, deliverer, leader)
         router._telemetry = exporting
         if run_workers and start_in_background:
             router._starting = asyncio.create_task(
@@ -194,7 +211,7 @@ class Router:
             await self.deliverer.stop()
         if self.leader is not None:
             await self.leader.stop()
-        for provider in self.providers.values():
+        for provider in self.providers.built():
             await provider.close()
         await self.store.close()
         if self._telemetry:  # the last flush is blocking HTTP: not on the event loop

@@ -1,23 +1,21 @@
-"""Assembly: configuration -> task runtimes, providers, eligibility gate, engine.
+"""Assembly: configuration -> task runtimes, providers, eligibility gate (the engine and what
+runs beside it: `jobrouter.fleet`).
 
 This is where the layers meet: contracts are loaded, litellm providers are built (lazily), and
-the engine is wired to the gate that refuses uncertified providers.
+the gate that refuses uncertified providers is put over them.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobrouter.breaker import Breakers, BreakerSettings
 from jobrouter.config import RouterConfig, TaskConfig, load_config
-from jobrouter.engine import Engine, EngineSettings
 from jobrouter.errors import ConfigError
 from jobrouter.gate import Gate
-from jobrouter.health import ProviderHealth
-from jobrouter.metrics import record_attempt
 from jobrouter.policy import TaskPolicy
 from jobrouter.providers import Provider
 from jobrouter.store.sqlstore import SqlStore
@@ -45,6 +43,29 @@ def resolve_config(config: RouterConfig | str | Path | None) -> RouterConfig:
 
 def build_tasks(config: RouterConfig) -> dict[str, TaskRuntime]:
     return {name: _task_runtime(name, task, config) for name, task in config.tasks.items()}
+
+
+class TasksOnUse(Mapping[str, TaskRuntime]):
+    """Every configured task, each runtime built (its contract loaded) when first read, as
+    `build_tasks` builds it: a command that touches one task loads one contract. Its names are
+    the config's, so `in`, `sorted` and "configured tasks: ..." read no contract."""
+
+    def __init__(self, config: RouterConfig) -> None:
+        self._config = config
+        self._built: dict[str, TaskRuntime] = {}
+
+    def __getitem__(self, name: str) -> TaskRuntime:
+        runtime = self._built.get(name)
+        if runtime is None:
+            runtime = _task_runtime(name, self._config.tasks[name], self._config)
+            self._built[name] = runtime
+        return runtime
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._config.tasks)
+
+    def __len__(self) -> int:
+        return len(self._config.tasks)
 
 
 def _task_runtime(name: str, task: TaskConfig, config: RouterConfig) -> TaskRuntime:
@@ -122,13 +143,41 @@ def build_providers(
     return providers
 
 
-def build_engine(
-    store: SqlStore,
-    config: RouterConfig,
-    tasks: Mapping[str, TaskRuntime],
-    given: Mapping[str, Provider] | None,
-) -> tuple[Engine, dict[str, Provider], Gate]:
-    providers = build_providers(config, given)
+class ProvidersOnUse(Mapping[str, Provider]):
+    """The configured providers by name (and the `given` ones, which replace configured ones of
+    the same name), each configured one built when first read: a router that calls none (the
+    CLI's quick commands) imports no transport. `built` is what there is to close."""
+
+    def __init__(self, config: RouterConfig, given: Mapping[str, Provider] | None) -> None:
+        self._config = config
+        self._built: dict[str, Provider] = dict(given or {})
+        self._names = [*self._built, *(n for n in config.providers if n not in self._built)]
+
+    def __getitem__(self, name: str) -> Provider:
+        provider = self._built.get(name)
+        if provider is None:
+            if name not in self._config.providers:
+                raise KeyError(name)
+            from jobrouter.providers.transports import build_provider
+
+            provider = self._built[name] = build_provider(name, self._config.providers[name])
+        return provider
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def built(self) -> list[Provider]:
+        return list(self._built.values())
+
+
+def build_gate(
+    store: SqlStore, config: RouterConfig, providers: Mapping[str, Provider]
+) -> tuple[Gate, Breakers]:
+    """The eligibility gate over `providers`, and the circuit breakers it consults (an engine
+    records its outcomes in the same breakers: `jobrouter.fleet.build_engine`)."""
     breakers = Breakers(
         store.circuits,
         BreakerSettings(
@@ -144,21 +193,4 @@ def build_engine(
         required=config.certification.required,
         config_file=config.config_file,
     )
-    settings = EngineSettings(
-        workers=config.engine.workers,
-        claim_s=config.engine.claim,
-        lease_s=config.engine.lease,
-        poll_s=config.engine.poll_interval,
-    )
-    timeouts = {name: cfg.timeout.read for name, cfg in config.providers.items()}
-    health = ProviderHealth(gate.eligibility, breakers.acquire, breakers.record)
-    engine = Engine(
-        store.jobs,
-        tasks,
-        providers,
-        settings=settings,
-        health=health,
-        provider_timeouts=timeouts,
-        metric=record_attempt,
-    )
-    return engine, providers, gate
+    return gate, breakers

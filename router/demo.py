@@ -13,6 +13,7 @@ printed after the matrix is derived from the matrix itself, never written in adv
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -306,7 +307,7 @@ def _final_table(jobs: list[Job], attempts: dict[str, list[Any]]) -> None:
     print_fitted(console, columns, rows)
 
 
-def demo_fingerprint(providers: dict[str, Provider]) -> str:
+def demo_fingerprint(providers: Mapping[str, Provider]) -> str:
     """What the demo's job cassette depends on: every provider's fingerprint."""
     import hashlib
 

