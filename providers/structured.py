@@ -30,6 +30,10 @@ from jobrouter.providers.errors import InvalidOutput
 
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*[ \t]*\r?\n?(.*?)\r?\n?```\s*$", re.DOTALL)
 _VALIDATORS: dict[str, Any] = {}
+# The same schema object comes with every request of a contract: found by identity first, so
+# a job does not pay for encoding its schema as the key (the entry keeps the schema alive,
+# so its id is not reused). A schema is a contract's and never changed in place.
+_BY_IDENTITY: dict[int, tuple[dict[str, Any], Any]] = {}
 _MAX_VALIDATORS = 256
 
 
@@ -74,6 +78,17 @@ def strip_fence(text: str) -> str:
 
 
 def _validator(schema: dict[str, Any]) -> Any:
+    known = _BY_IDENTITY.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    validator = _validator_by_text(schema)
+    if len(_BY_IDENTITY) >= _MAX_VALIDATORS:
+        _BY_IDENTITY.clear()
+    _BY_IDENTITY[id(schema)] = (schema, validator)
+    return validator
+
+
+def _validator_by_text(schema: dict[str, Any]) -> Any:
     key = json.dumps(schema, sort_keys=True)
     validator = _VALIDATORS.get(key)
     if validator is None:
