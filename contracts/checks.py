@@ -34,6 +34,7 @@ from jobrouter.contracts.model import (
     RegexCheck,
 )
 from jobrouter.contracts.paths import MISSING, resolve, show
+from jobrouter.providers.simple_schema import compile_simple as simple
 
 
 class CheckFailure(BaseModel):
@@ -209,6 +210,9 @@ def _schema_errors(validator: Any, instance: Any) -> list[str]:
 
 def validate_output(contract: Contract, output: Any) -> list[str]:
     """Schema errors of `output` against `contract.output_schema` (empty when valid)."""
+    quick = derived(contract, "schema.output.simple", lambda: simple(contract.output_schema))
+    if quick is not None and quick(output):
+        return []  # a yes of the plain-keyword check is jsonschema's (providers/simple_schema.py)
     validator = derived(contract, "schema.output", lambda: _validator(contract.output_schema))
     return _schema_errors(validator, output)
 
@@ -217,6 +221,9 @@ def validate_input(contract: Contract, input: Any) -> list[str]:
     """Schema errors of a job input against `contract.input_schema` (empty when valid or none)."""
     schema = contract.input_schema
     if schema is None:
+        return []
+    quick = derived(contract, "schema.input.simple", lambda: simple(schema))
+    if quick is not None and quick(input):
         return []
     validator = derived(contract, "schema.input", lambda: _validator(schema))
     return _schema_errors(validator, input)

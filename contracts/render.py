@@ -64,20 +64,37 @@ class _Part:
     role: Role
     label: str  # "system", "user", "examples[0]"
     template: jinja2.Template
+    fixed: str | None  # the text of a template without Jinja syntax, rendered once
+
+
+def _part(role: Role, label: str, source: str) -> _Part:
+    """A compiled template. One without any Jinja syntax (a system prompt, most examples)
+    renders the same for every input: its text is kept, and no job renders it again."""
+    template = _ENV.from_string(source)
+    delimiters = (
+        _ENV.block_start_string,
+        _ENV.variable_start_string,
+        _ENV.comment_start_string,
+        *(p for p in (_ENV.line_statement_prefix, _ENV.line_comment_prefix) if p),
+    )
+    fixed = None if any(d in source for d in delimiters) else template.render({})
+    return _Part(role, label, template, fixed)
 
 
 def _compile(contract: Contract) -> tuple[_Part, ...]:
     prompt = contract.prompt
     parts: list[_Part] = []
     if prompt.system is not None:
-        parts.append(_Part("system", "system", _ENV.from_string(prompt.system)))
+        parts.append(_part("system", "system", prompt.system))
     for index, example in enumerate(prompt.examples):
-        parts.append(_Part(example.role, f"examples[{index}]", _ENV.from_string(example.content)))
-    parts.append(_Part("user", "user", _ENV.from_string(prompt.user)))
+        parts.append(_part(example.role, f"examples[{index}]", example.content))
+    parts.append(_part("user", "user", prompt.user))
     return tuple(parts)
 
 
 def _render_part(contract: Contract, part: _Part, variables: Mapping[str, Any]) -> str:
+    if part.fixed is not None:
+        return part.fixed
     try:
         return part.template.render(variables)
     except _MissingVariable as exc:

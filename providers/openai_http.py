@@ -43,6 +43,9 @@ from jobrouter.providers.classify import malformed_answer
 from jobrouter.providers.config import OPENAI_PREFIX
 from jobrouter.providers.http_wire import Sent
 
+# Built once: json.dumps with an option builds a new encoder on every call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
 
 @dataclass(frozen=True)
 class _Request:
@@ -81,7 +84,7 @@ class OpenAIHttpProvider(Adapter):
         body.update({k: v for k, v in optional.items() if v is not None})
         return _Request(
             url=cfg.api_base.rstrip("/") + "/chat/completions",
-            body=json.dumps(body, ensure_ascii=False).encode("utf-8"),
+            body=_ENCODER.encode(body).encode("utf-8"),
             headers={
                 "Authorization": f"Bearer {self._api_key()}",
                 "Content-Type": "application/json",

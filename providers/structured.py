@@ -27,9 +27,15 @@ from jsonschema.exceptions import best_match
 from jobrouter.providers.base import Message
 from jobrouter.providers.config import StructuredOutput
 from jobrouter.providers.errors import InvalidOutput
+from jobrouter.providers.simple_schema import Check, compile_simple
 
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*[ \t]*\r?\n?(.*?)\r?\n?```\s*$", re.DOTALL)
 _VALIDATORS: dict[str, Any] = {}
+# The same schema object comes with every request of a contract: found by identity first, so
+# a job does not pay for encoding its schema as the key (the entry keeps the schema alive,
+# so its id is not reused). A schema is a contract's and never changed in place.
+_BY_IDENTITY: dict[int, tuple[dict[str, Any], Any]] = {}
+_SIMPLE: dict[int, tuple[dict[str, Any], Check | None]] = {}
 _MAX_VALIDATORS = 256
 
 
@@ -73,7 +79,32 @@ def strip_fence(text: str) -> str:
     return match.group(1) if match else text
 
 
+def _simple(schema: dict[str, Any]) -> Check | None:
+    """The plain-keyword check of `schema` (None: it has other keywords), by identity as
+    `_validator` finds validators."""
+    known = _SIMPLE.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    _validator(schema)  # a broken schema is refused as before, by jsonschema's own check
+    check = compile_simple(schema)
+    if len(_SIMPLE) >= _MAX_VALIDATORS:
+        _SIMPLE.clear()
+    _SIMPLE[id(schema)] = (schema, check)
+    return check
+
+
 def _validator(schema: dict[str, Any]) -> Any:
+    known = _BY_IDENTITY.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    validator = _validator_by_text(schema)
+    if len(_BY_IDENTITY) >= _MAX_VALIDATORS:
+        _BY_IDENTITY.clear()
+    _BY_IDENTITY[id(schema)] = (schema, validator)
+    return validator
+
+
+def _validator_by_text(schema: dict[str, Any]) -> Any:
     key = json.dumps(schema, sort_keys=True)
     validator = _VALIDATORS.get(key)
     if validator is None:
@@ -103,6 +134,9 @@ def parse_output(
             text=text,
             prompt_tokens=prompt_tokens,
         ) from exc
+    quick = _simple(schema)
+    if quick is not None and quick(value):
+        return value  # a yes of the plain-keyword check is jsonschema's (simple_schema.py)
     error = best_match(_validator(schema).iter_errors(value))
     if error is not None:
         raise InvalidOutput(

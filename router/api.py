@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from jobrouter import telemetry
+from jobrouter import heap, telemetry
 from jobrouter.aio import wait_event
 from jobrouter.build import (
     ProvidersOnUse,
@@ -179,6 +179,8 @@ class Router:
         log.info("providers warmed up in %.2fs; workers started", time.perf_counter() - began)
 
     def _start_workers(self) -> None:
+        if self.engine is not None and self.config.engine.freeze_startup_heap:
+            heap.freeze_once()
         if self.engine is not None:
             self.engine.start()
         if self.leader is not None:

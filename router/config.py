@@ -69,6 +69,7 @@ class EngineConfig(_Strict):
     lease: float = Field(default=30.0, gt=0)
     poll_interval: float = Field(default=0.5, gt=0)
     sweep_interval: float = Field(default=5.0, gt=0)
+    freeze_startup_heap: bool = True
 
 
 class BreakerConfig(_Strict):

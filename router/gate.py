@@ -74,9 +74,9 @@ class Gate:
         if task.contract is None or not self.required:
             return Eligibility(True)
         contract = task.contract.name
-        command = certify_command(name, contract, self.config_file)
         certification = (await self._certifications()).get((name, contract))
         if certification is None:
+            command = certify_command(name, contract, self.config_file)
             return Eligibility(
                 False, f"not certified for contract {contract!r}; certify it: {command}"
             )
@@ -88,6 +88,8 @@ class Gate:
             return Eligibility(False, suspended_reason(contract, suspension, command))
         if validity.valid:
             return Eligibility(True)
+        # Made only for a refusal: quoting it costs more than the rest of a valid verdict.
+        command = certify_command(name, contract, self.config_file)
         return Eligibility(
             False,
             f"certification for {contract!r} {reason}; {_fix(validity, certification, command)}",

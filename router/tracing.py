@@ -26,12 +26,30 @@ class _NoSpan:
         return None
 
 
+def _tracer() -> Any:
+    """The tracer of the configured provider; None while none is (OpenTelemetry's proxy
+    provider: its spans do not record, and making one cost about 15 us a span, two a job).
+    A provider set later is seen at the next span; one tracer per provider."""
+    if _trace is None:
+        return None
+    provider = _trace.get_tracer_provider()
+    if isinstance(provider, _trace.ProxyTracerProvider):
+        return None
+    tracer = _TRACERS.get(id(provider))
+    if tracer is None or tracer[0] is not provider:
+        tracer = _TRACERS[id(provider)] = (provider, provider.get_tracer("jobrouter"))
+    return tracer[1]
+
+
+_TRACERS: dict[int, tuple[Any, Any]] = {}
+
+
 @contextmanager
 def job_span(job: Job) -> Iterator[Any]:
-    if _trace is None:
+    tracer = _tracer()
+    if tracer is None:
         yield _NoSpan()
         return
-    tracer = _trace.get_tracer("jobrouter")
     with tracer.start_as_current_span(
         "jobrouter.job",
         attributes={
@@ -45,10 +63,10 @@ def job_span(job: Job) -> Iterator[Any]:
 
 @contextmanager
 def attempt_span(attempt: Attempt) -> Iterator[Any]:
-    if _trace is None:
+    tracer = _tracer()
+    if tracer is None:
         yield _NoSpan()
         return
-    tracer = _trace.get_tracer("jobrouter")
     with tracer.start_as_current_span(
         "jobrouter.attempt",
         attributes={

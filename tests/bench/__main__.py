@@ -25,6 +25,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+HEAD_BEGIN, HEAD_END = "<!-- headline:begin -->", "<!-- headline:end -->"
+# Each jobrouter scenario's peer: the same transport called directly, no router.
+PEERS = {"openai": "openai_http", "litellm": "litellm"}
 
 
 def free_port() -> int:
@@ -196,6 +199,55 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def all_cpu_ms(r: dict[str, Any]) -> float:
+    """CPU per job of every process of the run but the stub: the submitter, each worker
+    (weighted by the jobs it ran) and PostgreSQL's."""
+    jobs = max(1, int(r.get("jobs", 1)))
+    workers = zip(r.get("worker_cpu_ms_per_job", []), r.get("worker_jobs", []), strict=False)
+    worker_ms = sum(ms * ran for ms, ran in workers) / jobs
+    return float(r["cpu_ms_per_job"]) + worker_ms + float(r.get("pg_cpu_ms_per_job") or 0.0)
+
+
+def peer_of(scenario: str) -> str | None:
+    if scenario in DIRECT:
+        return None
+    return PEERS["openai" if scenario.endswith("_openai") else "litellm"]
+
+
+def headline(results: list[dict[str, Any]]) -> str:
+    """The opening table of docs/benchmarks.md: per scenario and concurrency, jobs/s (range
+    over the rounds), CPU per job of all its processes, and the router's own CPU per job:
+    that less the same transport's CPU per call when called directly (`PEERS`)."""
+    by_key = {(r["scenario"], r["concurrency"]): r for r in results}
+    lines = [
+        "| scenario | task | c | jobs/s (range over rounds) | CPU ms / job (range) | "
+        "own CPU ms / job (vs the peer) | rounds | load avg |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        peer = by_key.get((peer_of(r["scenario"]) or "", r["concurrency"]))
+        own = (
+            f"{all_cpu_ms(r) - all_cpu_ms(peer):.2f} (vs {peer['scenario']})"
+            if peer is not None
+            else ("" if r["scenario"] in DIRECT else "no peer run")
+        )
+        lines.append(
+            f"| {r['scenario']} | {r.get('task', '')} | {r['concurrency']} | {_rate(r)} "
+            f"| {_cpu(r)} | {own} | {r.get('runs', 1)} "
+            f"| {r.get('load_average', 0):.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def _cpu(r: dict[str, Any]) -> str:
+    low, high = r.get("all_cpu_ms_range", [all_cpu_ms(r)] * 2)
+    return (
+        f"{all_cpu_ms(r):.2f}"
+        if r.get("runs", 1) <= 1
+        else f"{all_cpu_ms(r):.2f} ({low:.2f} to {high:.2f})"
+    )
+
+
 def median_run(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The run with the median jobs/s (a real run, not a blend of figures), with the range."""
     ordered = sorted(rows, key=lambda r: float(r["jobs_per_s"]))
@@ -205,6 +257,7 @@ def median_run(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "runs": len(rows),
             "jobs_per_s_min": ordered[0]["jobs_per_s"],
             "jobs_per_s_max": ordered[-1]["jobs_per_s"],
+            "all_cpu_ms_range": [min(map(all_cpu_ms, rows)), max(map(all_cpu_ms, rows))],
         }
     )
     return chosen
@@ -231,7 +284,16 @@ def write_docs(results: list[dict[str, Any]], command: str) -> None:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     body = f"{BEGIN}\nMeasured {when} with `{command}` (2 cores):\n\n{table(results)}\n{END}"
     start, end = text.index(BEGIN), text.index(END) + len(END)
-    doc.write_text(text[:start] + body + text[end:])
+    text = text[:start] + body + text[end:]
+    if HEAD_BEGIN in text:
+        loads = [float(r.get("load_average", 0)) for r in results]
+        head = (
+            f"{HEAD_BEGIN}\nMeasured {when} with `{command}` (2 cores; load average at the end "
+            f"of each run {min(loads):.1f} to {max(loads):.1f}):\n\n{headline(results)}\n{HEAD_END}"
+        )
+        start, end = text.index(HEAD_BEGIN), text.index(HEAD_END) + len(HEAD_END)
+        text = text[:start] + head + text[end:]
+    doc.write_text(text)
 
 
 def main() -> None:
@@ -314,6 +376,7 @@ def main() -> None:
         + "\n"
     )
     print(table(results))
+    print(headline(results))
     if not args.quick and not args.profile:
         write_docs(results, " ".join(["python -m tests.bench", *sys.argv[1:]]))
 

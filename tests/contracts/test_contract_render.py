@@ -135,3 +135,37 @@ def test_build_request_params_override_sampling(contract: Contract) -> None:
         contract, {"review": "ok"}, params={"temperature": 0.7, "max_tokens": 10, "other": 1}
     )
     assert (request.temperature, request.max_tokens) == (0.7, 10)
+
+
+def test_a_part_without_jinja_syntax_is_rendered_once_and_says_the_same(
+    contract: Contract, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fixed text (no Jinja syntax) is rendered at compile time, as Jinja renders it (its one
+    trailing newline dropped); a part with syntax is still rendered for each input."""
+    fixed = with_prompt(
+        contract,
+        system="Fixed text, {braces} and % kept.\n",
+        examples=[ExampleMessage(role="user", content="Say {{ 'hi' }}")],
+        user="Review: {{ review }}",
+    )
+    first = render_messages(fixed, {"review": "one"})
+    renders: list[str] = []
+    real = render_module._ENV.from_string("").__class__.render
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> str:
+        renders.append(self.name or "?")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(render_module._ENV.from_string("").__class__, "render", counted)
+    second = render_messages(fixed, {"review": "two"})
+    assert [m.content for m in first] == [
+        "Fixed text, {braces} and % kept.",
+        "Say hi",
+        "Review: one",
+    ]
+    assert [m.content for m in second] == [
+        "Fixed text, {braces} and % kept.",
+        "Say hi",
+        "Review: two",
+    ]
+    assert len(renders) == 2  # the example and the user part; the system text not again

@@ -251,3 +251,19 @@ async def test_an_extra_property_is_rejected_where_the_schema_closes_the_object(
     assert "('note' was unexpected)" in caught.value.message
     fault.control(content='{"text": "Warm tea."}')
     assert (await make_provider().complete(request)).output == {"text": "Warm tea."}
+
+
+def test_a_schema_is_judged_by_its_content_whichever_object_carries_it() -> None:
+    """The validator cache finds a schema by identity first: an equal schema in another object
+    is judged the same, and a different schema is never judged by a cached one."""
+    from jobrouter.providers.structured import parse_output
+
+    first = {"type": "object", "required": ["text"]}
+    assert parse_output('{"text": "a"}', first, provider="p") == {"text": "a"}
+    equal = {"type": "object", "required": ["text"]}
+    assert parse_output('{"text": "b"}', equal, provider="p") == {"text": "b"}
+    other = {"type": "object", "required": ["title"]}
+    with pytest.raises(InvalidOutput):
+        parse_output('{"text": "a"}', other, provider="p")
+    with pytest.raises(InvalidOutput):
+        parse_output("{}", first, provider="p")

@@ -65,3 +65,24 @@ async def test_a_hedged_job_is_one_job_span_with_two_attempt_spans(tmp_path: Pat
     assert attempts["slow"].attributes["attempt.state"] == "cancelled"
     for span in attempts.values():
         assert span.parent is not None and span.parent.span_id == job_span.context.span_id
+
+
+def test_spans_follow_the_provider_configured_at_the_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No provider configured (OpenTelemetry's proxy): no span is made at all. The provider
+    set by the application is used from the next span on."""
+    from jobrouter import tracing
+    from jobrouter.models import Job
+
+    job = Job.model_construct(id="j", task="t", owner="o")
+    configured = trace.get_tracer_provider()
+    assert isinstance(configured, TracerProvider)
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)
+    with tracing.job_span(job) as span:
+        assert isinstance(span, tracing._NoSpan)
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: configured)
+    EXPORTER.clear()
+    with tracing.job_span(job) as span:
+        assert span.is_recording()
+    assert [s.name for s in EXPORTER.get_finished_spans()] == ["jobrouter.job"]
