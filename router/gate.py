@@ -85,6 +85,7 @@ class Gate:
         )
         suspension = self._suspended.get((name, contract))
         if validity.valid and suspension is not None:
+            command = certify_command(name, contract, self.config_file)
             return Eligibility(False, suspended_reason(contract, suspension, command))
         if validity.valid:
             return Eligibility(True)
