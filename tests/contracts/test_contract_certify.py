@@ -470,7 +470,10 @@ async def test_validity_is_data_not_read_back_from_the_reason(contract: Contract
         Validity.EXPIRED,
         Validity.MISSING,
     }
+    # suspended: a record's own validity is never that; the live watch's is (router/watch.py)
+    assert not Validity.SUSPENDED.valid and not Validity.SUSPENDED.outdated
     assert {v.value for v in Validity} == {
+        "suspended",
         "pass",
         "fail",
         "unverified",
