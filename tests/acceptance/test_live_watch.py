@@ -30,7 +30,7 @@ from jobrouter.config import (
     WebhookConfig,
 )
 from jobrouter.providers import _litellm
-from jobrouter.providers.config import ProviderConfig
+from jobrouter.providers.config import ProviderConfig, Transport
 from jobrouter.states import JobState
 from jobrouter.store.live_watch import Suspension
 from tests.providers.fault_server import FaultServer, start_fault_server
@@ -81,14 +81,24 @@ def config(tmp_path: Path, servers: dict[str, FaultServer]) -> RouterConfig:
     return make_config(tmp_path, servers, CONTRACT)
 
 
-def make_config(tmp_path: Path, servers: dict[str, FaultServer], text: str) -> RouterConfig:
+def make_config(
+    tmp_path: Path,
+    servers: dict[str, FaultServer],
+    text: str,
+    transport: Transport = "litellm",
+    fold_every: float = 0.05,
+) -> RouterConfig:
+    """A and B on their fault servers (reset to answer well), the task routing [A, B]."""
     for server in servers.values():
         server.reset(content=GOOD)
     contract = tmp_path / "titles.yaml"
     contract.write_text(text)
     providers = {
         name: ProviderConfig(
-            model="openai/fault-model", api_base=server.api_base, context_window=2048
+            model="openai/fault-model",
+            api_base=server.api_base,
+            context_window=2048,
+            transport=transport,
         )
         for name, server in servers.items()
     }
@@ -97,7 +107,7 @@ def make_config(tmp_path: Path, servers: dict[str, FaultServer], text: str) -> R
         providers=providers,
         tasks={"title": TaskConfig(contract=str(contract), providers=["A", "B"])},
         engine=EngineConfig(poll_interval=0.05, sweep_interval=0.2),
-        certification=CertificationConfig(watch=WatchConfig(interval=0.05)),
+        certification=CertificationConfig(watch=WatchConfig(interval=fold_every)),
     )
 
 

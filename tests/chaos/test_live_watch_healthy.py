@@ -15,15 +15,6 @@ from pathlib import Path
 import pytest
 
 from jobrouter import Router
-from jobrouter.config import (
-    CertificationConfig,
-    DatabaseConfig,
-    EngineConfig,
-    RouterConfig,
-    TaskConfig,
-    WatchConfig,
-)
-from jobrouter.providers.config import ProviderConfig
 from jobrouter.states import JobState
 from tests.acceptance.test_live_watch import (
     GOOD,
@@ -31,6 +22,7 @@ from tests.acceptance.test_live_watch import (
     SYSTEM_CONTRACT,
     certify_all,
     drifting,
+    make_config,
 )
 from tests.providers.fault_server import FaultServer, start_fault_server
 
@@ -45,27 +37,6 @@ def servers() -> Iterator[dict[str, FaultServer]]:
         yield {name: stack.enter_context(start_fault_server()) for name in ("A", "B")}
 
 
-def config(tmp_path: Path, servers: dict[str, FaultServer]) -> RouterConfig:
-    contract = tmp_path / "titles.yaml"
-    contract.write_text(SYSTEM_CONTRACT)
-    providers = {
-        name: ProviderConfig(
-            model="openai/fault-model",
-            api_base=server.api_base,
-            context_window=2048,
-            transport="openai",
-        )
-        for name, server in servers.items()
-    }
-    return RouterConfig(
-        database=DatabaseConfig(url=f"sqlite:///{tmp_path / 'jobs.db'}"),
-        providers=providers,
-        tasks={"title": TaskConfig(contract=str(contract), providers=["A", "B"])},
-        engine=EngineConfig(poll_interval=0.05, sweep_interval=0.5),
-        certification=CertificationConfig(watch=WatchConfig(interval=0.2)),
-    )
-
-
 def product(rng: random.Random) -> str:
     return "Blue " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12)))
 
@@ -73,9 +44,7 @@ def product(rng: random.Random) -> str:
 async def test_a_provider_at_its_baseline_runs_5000_jobs_unsuspended(
     tmp_path: Path, servers: dict[str, FaultServer]
 ) -> None:
-    for server in servers.values():
-        server.reset(content=GOOD)
-    cfg = config(tmp_path, servers)
+    cfg = make_config(tmp_path, servers, SYSTEM_CONTRACT, transport="openai", fold_every=0.2)
     await certify_all(cfg)
     servers["A"].control(reset=True, content=GOOD, sequence=drifting(0.02, JOBS + 500, seed=5))
     rng = random.Random(9)
