@@ -254,6 +254,7 @@ def page_document(page: JobPage, counts: dict[JobState, int] | None) -> dict[str
 _STYLE = {
     "pass": "green",
     "fail": "red",
+    "suspended": "red",
     "unverified": "yellow",
     "stale": "yellow",
     "expired": "yellow",

@@ -14,6 +14,7 @@ from jobrouter.contracts import Validity, load_contract
 from jobrouter.gate import Gate
 from jobrouter.models import AttemptUsage
 from jobrouter.policy import TaskPolicy
+from jobrouter.printing import render_matrix
 from jobrouter.states import AttemptState
 from jobrouter.store import SqlStore
 from jobrouter.store.live_watch import LiveVerdict, Suspension, WatchRow
@@ -132,6 +133,9 @@ async def test_the_matrix_shows_a_suspended_pair(store: SqlStore) -> None:
     assert cell.status is Validity.SUSPENDED
     assert not cell.status.valid
     assert cell.watch is not None and cell.watch.suspension == SUSPENSION
+    printed = render_matrix([cell], width=200)  # `contracts status` as text
+    assert "suspended (live answers)" in printed
+    assert "live failure rate 40% over 10 answers" in printed
 
 
 async def test_reinstating_lifts_the_suspension_and_keeps_who_and_why(store: SqlStore) -> None:

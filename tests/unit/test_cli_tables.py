@@ -175,3 +175,12 @@ def test_a_demo_scene_title_too_long_for_its_rule_is_printed_whole(
     out = screen.file.getvalue()  # type: ignore[attr-defined]
     assert "…" not in out and f"5. {title}" in " ".join(out.split())
     assert "8. Jobs and their attempts" in out
+
+
+def test_every_certification_status_has_a_colour_in_the_matrix() -> None:
+    """A status the matrix cannot colour is a KeyError in `contracts status` (it was, for
+    `suspended`, until tests/store/test_live_watch.py printed one)."""
+    from jobrouter.contracts import Validity
+    from jobrouter.printing import _STYLE
+
+    assert set(_STYLE) == {validity.value for validity in Validity}
