@@ -1,80 +1,103 @@
-"""The sequential rule that suspends a drifting provider (issue 27): pure, no I/O.
+"""Issue 27's sequential rule: is a certified provider's live traffic drifting? Pure, stdlib only.
 
-Two Bernoulli CUSUMs over a pair's live answers, each the log-likelihood ratio of "the failure
-rate rose by `shift`" against "it is the certified baseline", summed answer by answer and held
-at 0 from below (Page's CUSUM); either reaching its threshold fires:
+Two rules run side by side over the answered attempts of one provider x contract, from the
+moment its certification (or reinstatement) reset the `Watch`:
 
-    S <- max(0, S + log(p1/p0))              for a failed answer
-    S <- max(0, S + log((1-p1)/(1-p0)))      for a good one       p1 = min(p0 + shift, 0.99)
+- **failure rate**: two Bernoulli CUSUMs (Page's log-likelihood ratio, floored at 0) against
+  the certified baseline p0, one designed for a large rise (p0 + `large_rise`), one for a small
+  one (p0 + `small_rise`). A failed answer adds ln(p1 / p0), a passed one subtracts
+  ln((1 - p0) / (1 - p1)); the rule fires when either statistic reaches its threshold (nats).
+  The large one catches a broken provider fast, the small one a slow leak; a single CUSUM
+  cannot do both at this false-alarm rate (docs/certification.md has the measured figures).
+- **rendering**: `rendering_run` answers in a row whose reported prompt tokens were out of
+  tolerance. A run, not a rate: a template or a dropped system prompt is off on every answer,
+  while one odd count is noise. An answer that could not be checked (None) neither extends nor
+  breaks the run.
 
-- `fast`: designed for a large rise (+20 points), caught in a few dozen answers;
-- `slow`: designed for a small one (+5 points), caught in a few hundred.
+The statistics are kept as integers, in hundredths of a nat (`SCALE`): the state is exact in
+JSON, and the simulation test computes the false-alarm probability exactly over these integers
+(a Markov chain), so the figures are those of this code, not of an idealized CUSUM.
 
-A single CUSUM cannot do both at a false-alarm rate this low: tuned for +5 it takes ~50 answers
-for +20, tuned for +20 it misses +5 for thousands. The thresholds are set so that a provider at
-its baseline is suspended falsely in fewer than 1 of 10,000 windows of 1,000 answers (computed
-exactly: tests/unit/test_drift.py, `python -m tests.bench.drift`; the figures are in
-docs/certification.md).
-
-Rendering drift is not noise (an exact prompt count does not wander): `rendering_run` answers
-out of tolerance in a row fire; one within tolerance starts the run again, one not compared
-(None) neither breaks nor extends it.
-
-Why not a library: the two CUSUMs are six lines of arithmetic, and the state must be a few
-numbers kept as JSON in the database between the leader's folds.
+Once a rule has fired, the watch is latched: later answers are counted but the statistics stay
+where they fired, so the verdict cannot fall back to None before the suspension is recorded.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from functools import lru_cache
+
+__all__ = ["SCALE", "Alarm", "Watch", "WatchRule", "certified_baseline", "observe", "verdict"]
+
+SCALE = 100  # statistic units per nat
+# A baseline above this is not a certified provider; clamped so that p0 < p1 < 1 always holds.
+MAX_BASELINE = 0.5
+MAX_RISEN = 0.99
 
 
 @dataclass(frozen=True)
 class WatchRule:
-    """`[certification.watch]`'s rule parameters (docs/certification.md has the measured
-    figures for the defaults)."""
+    """The parameters of the rule; the defaults are the ones docs/certification.md measures."""
 
-    baseline_floor: float = 0.02  # a provider that passed every golden run is not perfect
-    fast_shift: float = 0.20
-    fast_threshold: float = 14.0
-    slow_shift: float = 0.05
-    slow_threshold: float = 13.5
-    rendering_run: int = 3
+    baseline_floor: float = 0.02  # no provider is assumed better than 2% failures
+    large_rise: float = 0.20  # the large CUSUM is designed for baseline + 20 points
+    large_threshold: float = 14.0  # nats
+    small_rise: float = 0.05  # the small CUSUM is designed for baseline + 5 points
+    small_threshold: float = 13.5  # nats
+    rendering_run: int = 5  # answers in a row out of tolerance
+
+    def __post_init__(self) -> None:
+        # The config model validates what an operator writes; this guards code that builds one.
+        if not 0 < self.baseline_floor <= MAX_BASELINE:
+            raise ValueError(f"baseline_floor {self.baseline_floor} is not in (0, {MAX_BASELINE}]")
+        for rise in (self.large_rise, self.small_rise):
+            if not 0 < rise < 1:
+                raise ValueError(f"a rise of {rise} is not in (0, 1)")
+        if min(self.large_threshold, self.small_threshold) <= 0 or self.rendering_run < 1:
+            raise ValueError("thresholds must be > 0 and rendering_run >= 1")
 
 
 @dataclass(frozen=True)
 class Watch:
-    """A pair's state between folds: both statistics, the rendering run, the counts."""
+    """What is kept per provider x contract since the last reset (a fresh `Watch()`)."""
 
-    fast: float = 0.0
-    slow: float = 0.0
-    rendering_run: int = 0
     answered: int = 0
     failed: int = 0
-    baseline: float = 0.0  # the baseline the statistics were last computed against
+    large: int = 0  # the large-rise CUSUM, in 1/SCALE nats
+    small: int = 0  # the small-rise CUSUM, in 1/SCALE nats
+    rendering_run: int = 0  # current run of answers out of tolerance
+    rendering_off: int = 0  # answers out of tolerance since the reset
+    baseline: float = 0.0  # the baseline the last answer was weighed against (for the reason)
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+    def to_json(self) -> dict[str, int | float]:
+        return asdict(self)
 
     @classmethod
-    def from_json(cls, text: str) -> Watch:
-        data = json.loads(text)
-        return cls(
-            fast=float(data["fast"]),
-            slow=float(data["slow"]),
-            rendering_run=int(data["rendering_run"]),
-            answered=int(data["answered"]),
-            failed=int(data["failed"]),
-            baseline=float(data["baseline"]),
-        )
+    def from_json(cls, data: Mapping[str, object]) -> Watch:
+        """The inverse of `to_json`; a missing key takes its default (a state written before
+        the key existed), a key of the wrong type is an error (a corrupt row is not zero)."""
+        counts = {f.name: _count(data, f.name) for f in fields(cls) if f.name != "baseline"}
+        baseline = data.get("baseline", 0.0)
+        if isinstance(baseline, bool) or not isinstance(baseline, int | float):
+            raise ValueError(f"watch field baseline: {baseline!r} is not a number")
+        return cls(**counts, baseline=float(baseline))
+
+
+def _count(data: Mapping[str, object], name: str) -> int:
+    value = data.get(name, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"watch field {name}: {value!r} is not a count")
+    return value
 
 
 @dataclass(frozen=True)
 class Alarm:
-    rule: str  # "failure rate" or "rendering"
-    statistic: float
+    """A rule that fired: what to record as the suspension's evidence."""
+
+    rule: str  # "failure rate" | "rendering"
+    statistic: float  # nats for the failure rate, answers in a row for rendering
     threshold: float
     answered: int
     failed: int
@@ -82,40 +105,61 @@ class Alarm:
 
 
 def certified_baseline(rule: WatchRule, runs: int, failures: int) -> float:
-    """The failure rate certification saw over its golden runs, at least `baseline_floor`."""
-    seen = failures / runs if runs > 0 else 0.0
-    return min(max(seen, rule.baseline_floor), 0.5)
+    """The failure rate certification's golden runs showed, floored by `rule.baseline_floor`:
+    15 passes out of 15 runs say little about a 1-in-50 failure, so 0% is never assumed."""
+    if runs <= 0:
+        return rule.baseline_floor
+    return min(max(failures / runs, rule.baseline_floor), MAX_BASELINE)
 
 
-def step(statistic: float, baseline: float, shift: float, failed: bool) -> float:
-    """One answer's step of a CUSUM designed for a rise of `shift` above `baseline`."""
-    p1 = min(baseline + shift, 0.99)
-    if failed:
-        return max(0.0, statistic + math.log(p1 / baseline))
-    return max(0.0, statistic + math.log((1 - p1) / (1 - baseline)))
+@lru_cache(maxsize=256)
+def steps(p0: float, rise: float) -> tuple[int, int]:
+    """(up on a failure, down on a pass) in 1/SCALE nats for baseline p0 and the designed rise."""
+    p1 = min(p0 + rise, MAX_RISEN)
+    up = round(SCALE * math.log(p1 / p0))
+    down = round(SCALE * math.log((1 - p0) / (1 - p1)))
+    # A zero step would make the statistic never move; one unit is the smallest honest weight.
+    return max(up, 1), max(down, 1)
+
+
+def _clamp(rule: WatchRule, baseline: float) -> float:
+    return min(max(baseline, rule.baseline_floor), MAX_BASELINE)
+
+
+def _units(threshold: float) -> int:
+    return round(threshold * SCALE)
+
+
+def _cusum(value: int, step: tuple[int, int], failed: bool) -> int:
+    up, down = step
+    return value + up if failed else max(0, value - down)
 
 
 def observe(
     rule: WatchRule, watch: Watch, baseline: float, *, failed: bool, rendering_off: bool | None
 ) -> Watch:
-    """`watch` after one more answer."""
-    if rendering_off is None:
-        run = watch.rendering_run
-    else:
-        run = watch.rendering_run + 1 if rendering_off else 0
+    """The watch after one more answered attempt. `failed`: it failed a live verdict (JSON,
+    schema, a check); `rendering_off`: its reported prompt tokens were out of
+    tolerance (None: not checkable, which counts neither way)."""
+    counted = replace(watch, answered=watch.answered + 1, failed=watch.failed + failed)
+    if verdict(rule, watch) is not None:
+        return counted  # latched: the evidence stays as it was when the rule fired
+    p0 = _clamp(rule, baseline)
+    run = watch.rendering_run
+    if rendering_off is not None:
+        run = run + 1 if rendering_off else 0
     return replace(
-        watch,
-        fast=step(watch.fast, baseline, rule.fast_shift, failed),
-        slow=step(watch.slow, baseline, rule.slow_shift, failed),
+        counted,
+        large=_cusum(watch.large, steps(p0, rule.large_rise), failed),
+        small=_cusum(watch.small, steps(p0, rule.small_rise), failed),
         rendering_run=run,
-        answered=watch.answered + 1,
-        failed=watch.failed + int(failed),
-        baseline=baseline,
+        rendering_off=watch.rendering_off + (rendering_off is True),
+        baseline=p0,
     )
 
 
 def verdict(rule: WatchRule, watch: Watch) -> Alarm | None:
-    """The alarm `watch` raises, if any (rendering first: it needs the fewest answers)."""
+    """The rule that fires on this watch, or None. Rendering first: it names the cause."""
     if watch.rendering_run >= rule.rendering_run:
         return Alarm(
             rule="rendering",
@@ -124,29 +168,27 @@ def verdict(rule: WatchRule, watch: Watch) -> Alarm | None:
             answered=watch.answered,
             failed=watch.failed,
             reason=(
-                f"the provider's prompt token count was out of tolerance on "
-                f"{watch.rendering_run} answers in a row (the prompt it reads changed)"
+                f"{watch.rendering_run} answers in a row reported prompt tokens out of"
+                f" tolerance ({watch.rendering_off} of {watch.answered} answers since the reset)"
             ),
         )
-    for name, statistic, threshold in (
-        ("fast", watch.fast, rule.fast_threshold),
-        ("slow", watch.slow, rule.slow_threshold),
+    for name, value, rise, threshold in (
+        ("large", watch.large, rule.large_rise, rule.large_threshold),
+        ("small", watch.small, rule.small_rise, rule.small_threshold),
     ):
-        if statistic >= threshold:
-            share = watch.failed / watch.answered if watch.answered else 0.0
-            return Alarm(
-                rule="failure rate",
-                statistic=statistic,
-                threshold=threshold,
-                answered=watch.answered,
-                failed=watch.failed,
-                reason=(
-                    f"live failure rate {share:.0%} ({watch.failed} of {watch.answered} "
-                    f"answers) against a certified baseline of {watch.baseline:.0%} "
-                    f"({name} CUSUM {statistic:.1f} >= {threshold:.1f})"
-                ),
-            )
+        if value >= _units(threshold):
+            return _rate_alarm(watch, name, value / SCALE, rise, threshold)
     return None
+
+
+def _rate_alarm(watch: Watch, name: str, statistic: float, rise: float, threshold: float) -> Alarm:
+    rate = watch.failed / watch.answered if watch.answered else 0.0
+    reason = (
+        f"live failure rate {rate:.0%} over {watch.answered} answers against a certified"
+        f" baseline of {watch.baseline:.0%} ({name}-rise CUSUM for +{rise * 100:.0f} points"
+        f" {statistic:.1f} >= {threshold:.1f})"
+    )
+    return Alarm("failure rate", statistic, threshold, watch.answered, watch.failed, reason)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ followed by a second one, suspended provider or not).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -164,11 +165,11 @@ def counted(
     )
     if certified is None or row.suspension is not None:
         return row, False
-    state = Watch.from_json(row.state) if row.state else Watch()
+    state = Watch.from_json(json.loads(row.state)) if row.state else Watch()
     state = observe(
         rule, state, certified.baseline, failed=seen.failed, rendering_off=seen.rendering_off
     )
-    row = replace(row, state=state.to_json())
+    row = replace(row, state=json.dumps(state.to_json(), separators=(",", ":")))
     alarm = verdict(rule, state)
     if alarm is None:
         return row, False
