@@ -44,6 +44,7 @@ class Validity(StrEnum):
     STALE = "stale"  # the contract or the provider changed since, or an older jobrouter's record
     EXPIRED = "expired"
     MISSING = "missing"  # never certified
+    SUSPENDED = "suspended"  # passed, then taken out of the pool by its live answers
 
     @property
     def valid(self) -> bool:

@@ -152,7 +152,7 @@ class Router:
 
                 engine = fleet.build_engine(store, settings, tasks, provider_map, gate, breakers)
                 deliverer = fleet.build_delivery(store, settings)
-                leader = fleet.build_leader(store, settings, url, engine)
+                leader = fleet.build_leader(store, settings, url, engine, gate)
                 if not start_in_background:  # before the first claim
                     await warm_up(provider_map.values())
             exporting = telemetry.acquire(settings.telemetry)

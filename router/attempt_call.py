@@ -34,10 +34,11 @@ from jobrouter.providers import (
     Provider,
     ProviderError,
 )
-from jobrouter.providers.errors import CassetteMiss
+from jobrouter.providers.errors import CassetteMiss, InvalidOutput
 from jobrouter.providers.redact import scrub, scrub_output
 from jobrouter.states import AttemptState
 from jobrouter.store.jobstore import JobStore
+from jobrouter.store.live_watch import LiveVerdict
 from jobrouter.store.transient import is_transient
 from jobrouter.tasks import TaskRuntime
 from jobrouter.timing import Deadline
@@ -143,8 +144,22 @@ class AttemptCall:
         except ProviderError as exc:
             book.answered.add(attempt.id)
             await self.health.record(attempt.provider, exc)
+            verdict = None
+            if isinstance(exc, InvalidOutput):
+                verdict = self.task.live_verdict(
+                    attempt.id,
+                    attempt.provider,
+                    f"{exc.check}: {exc}",
+                    request=self.request,
+                    prompt_tokens=exc.prompt_tokens,
+                )
             await self._failed(
-                exc.kind, began, provider_failure(exc), output=exc.answer, detail=str(exc)
+                exc.kind,
+                began,
+                provider_failure(exc),
+                output=exc.answer,
+                detail=str(exc),
+                verdict=verdict,
             )
         except asyncio.CancelledError:
             await self._end_cancelled(began)
@@ -178,16 +193,18 @@ class AttemptCall:
         error: str,
         output: Any = None,
         detail: str | None = None,
+        verdict: LiveVerdict | None = None,
     ) -> None:
         """A failed call, recorded as what it proves (`policy.ended_state`): `error` is its
-        summary, `detail` what the provider said (router/disclosure.py)."""
+        summary, `detail` what the provider said (router/disclosure.py); `verdict`, for an
+        answer that broke the contract, how (live evidence of the provider, router/watch.py)."""
         state = ended_state(kind, exclusive=self.task.policy.exclusive)
         if kind is ErrorKind.REJECTED and state is AttemptState.UNKNOWN:
             error += (
                 "; the provider may have acted and the task is exclusive: check it, then "
                 "resolve this attempt (succeeded with the result, or failed)"
             )
-        await self._end(state, kind, began, error, output=output, detail=detail)
+        await self._end(state, kind, began, error, output=output, detail=detail, verdict=verdict)
 
     async def _succeed(self, completion: Completion, began: float) -> None:
         attempt = self.attempt
@@ -196,6 +213,13 @@ class AttemptCall:
         # contract instead of reaching the owner (docs/operations.md, secrets in answers).
         output = scrub_output(completion.output)
         problems = self.task.output_problems(output)
+        verdict = self.task.live_verdict(
+            attempt.id,
+            attempt.provider,
+            "; ".join(problems[:3]) or None,
+            request=self.request,
+            prompt_tokens=completion.usage.prompt_tokens,
+        )
         if problems:
             await self._failed(
                 ErrorKind.REJECTED,
@@ -203,6 +227,7 @@ class AttemptCall:
                 broken_contract(attempt.provider),
                 output=output,
                 detail="output breaks the contract: " + "; ".join(problems[:3]),
+                verdict=verdict,
             )
             return
         usage = completion.usage
@@ -214,7 +239,9 @@ class AttemptCall:
             cost_usd=usage.cost_usd,
         )
         try:
-            outcome = await persist(lambda: self.store.finish_attempt_cas(attempt.id, output, cost))
+            outcome = await persist(
+                lambda: self.store.finish_attempt_cas(attempt.id, output, cost, verdict=verdict)
+            )
         except Exception as exc:
             if not is_transient(exc):
                 raise
@@ -289,6 +316,7 @@ class AttemptCall:
         output: Any = None,
         detail: str | None = None,
         usage: AttemptUsage | None = None,
+        verdict: LiveVerdict | None = None,
     ) -> None:
         """Record an attempt's end: `error` is the summary anyone may read, `detail` the raw
         text behind it (operators only, router/disclosure.py), scrubbed here for every
@@ -306,6 +334,7 @@ class AttemptCall:
                 usage=usage,
                 output=output,
                 error_detail=None if detail is None else scrub(detail),
+                verdict=verdict,
             )
         )
         self.book.ended[attempt.id] = done

@@ -89,6 +89,7 @@ def _task_runtime(name: str, task: TaskConfig, config: RouterConfig) -> TaskRunt
         attempt_timeout_s=task.attempt_timeout,
         contract=contract,
         contract_fingerprint=fingerprint,
+        watched=config.certification.watch.enabled,
     )
 
 

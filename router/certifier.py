@@ -15,6 +15,7 @@ from jobrouter.config import RouterConfig
 from jobrouter.errors import ConfigError
 from jobrouter.providers import Provider
 from jobrouter.store.certifications import CertificationStore
+from jobrouter.store.live_watch import WatchRow
 from jobrouter.tasks import TaskRuntime
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ class Cell:
     status: Validity
     detail: str
     certification: Certification | None = None
+    watch: WatchRow | None = None  # what its live answers showed since (router/watch.py)
 
 
 def pairs_to_certify(
@@ -121,13 +123,22 @@ async def matrix(
     from jobrouter.contracts import Certification, Validity
 
     records = {(r.provider, r.contract): r.record for r in await store.list_certifications()}
+    watches = await store.live.watches()
     when = now or datetime.now(UTC)
     cells = []
     for pair in pairs:
         record = records.get((pair.provider, pair.contract.name))
+        watch = watches.get((pair.provider, pair.contract.name))
         if record is None:
             cells.append(
-                Cell(pair.provider, pair.contract.name, Validity.MISSING, "never certified")
+                Cell(
+                    pair.provider,
+                    pair.contract.name,
+                    Validity.MISSING,
+                    "never certified",
+                    None,
+                    watch,
+                )
             )
             continue
         cert = Certification.parse_stored(record)
@@ -138,11 +149,15 @@ async def matrix(
                     pair.contract.name,
                     Validity.STALE,
                     "stale: recorded by an older jobrouter; certify again",
+                    None,
+                    watch,
                 )
             )
             continue
         validity, reason = cert.validity_for(
             pair.contract_fingerprint, providers[pair.provider].fingerprint, when
         )
-        cells.append(Cell(pair.provider, pair.contract.name, validity, reason, cert))
+        if validity.valid and watch is not None and watch.suspension is not None:
+            validity, reason = Validity.SUSPENDED, f"suspended: {watch.suspension.reason}"
+        cells.append(Cell(pair.provider, pair.contract.name, validity, reason, cert, watch))
     return cells

@@ -77,12 +77,32 @@ class BreakerConfig(_Strict):
     probe_timeout: float = Field(default=60.0, gt=0, description="a silent probe counts as lost")
 
 
+class WatchConfig(_Strict):
+    """How live answers re-check certified providers (router/watch.py, docs/certification.md)."""
+
+    enabled: bool = Field(
+        default=True,
+        description="the leader folds live verdicts and suspends a pair whose answers drift",
+    )
+    interval: float = Field(
+        default=2.0, gt=0, description="seconds between the leader's folds of live verdicts"
+    )
+    batch: int = Field(default=1000, ge=1, le=100_000, description="verdicts folded at a time")
+    probes_per_hour: float = Field(
+        default=2.0,
+        ge=0,
+        description="golden cases the leader sends each certified provider an hour, fleet-wide "
+        "(0: no probes); each is judged as certification did, and a wrong answer suspends",
+    )
+
+
 class CertificationConfig(_Strict):
     required: bool = Field(default=True, description="fail over only to certified providers")
     ttl_days: float = Field(default=7.0, gt=0)
     warn_before_days: float = Field(
         default=2.0, gt=0, description="the leader warns this long before a certification expires"
     )
+    watch: WatchConfig = Field(default_factory=WatchConfig)
 
 
 class SubmitConfig(_Strict):

@@ -57,6 +57,8 @@ NOTES: dict[str, str] = {
     "contract's, never loosen it",
     "tasks.NAME.certification": "`none`: the task has no contract and runs uncertified on "
     "purpose (needed when `[certification] required = true`; `contracts status` lists it)",
+    "certification.watch": "live answers re-check each certified provider; a drifting one is "
+    "suspended for the contract until certified again (docs/certification.md)",
     "submit": "what `submit` refuses before anything is written, on every path (docs/failures.md)",
     "engine": "the workers of a process (`jobrouter serve`, `jobrouter worker`)",
     "engine.workers": "jobs run at once by this process",

@@ -20,6 +20,7 @@ from jobrouter.leader import Leader
 from jobrouter.metrics import record_attempt
 from jobrouter.outbox import DeliverySettings, OutboxDeliverer, webhooks_from_config
 from jobrouter.periodic import periodic_tasks
+from jobrouter.probes import Prober
 from jobrouter.providers import Provider
 from jobrouter.store.leader_lock import leader_lock
 from jobrouter.store.sqlstore import SqlStore
@@ -101,10 +102,15 @@ def build_delivery(store: SqlStore, config: RouterConfig) -> Delivery | None:
     return NatsDelivery(store.outbox, hooks, settings, bus)
 
 
-def build_leader(store: SqlStore, config: RouterConfig, dsn: str, engine: Engine) -> Leader:
+def build_leader(
+    store: SqlStore, config: RouterConfig, dsn: str, engine: Engine, gate: Gate
+) -> Leader:
     """The leader election of this process (PostgreSQL: advisory lock and lease; SQLite:
     itself)."""
     heartbeat = config.leader.heartbeat
     lock = leader_lock(store.connector, dsn, engine.worker_id, heartbeat_s=heartbeat)
-    tasks = periodic_tasks(store, config, wake_engine=engine.wake)
+    prober = Prober(store.certifications, engine.tasks, engine.providers)
+    tasks = periodic_tasks(
+        store, config, wake_engine=engine.wake, forget=gate.forget, prober=prober
+    )
     return Leader(lock, engine.worker_id, tasks, heartbeat_s=heartbeat)

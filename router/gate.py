@@ -20,6 +20,7 @@ from jobrouter.breaker import Breakers
 from jobrouter.policy import Eligibility
 from jobrouter.providers import Provider
 from jobrouter.store.certifications import CertificationStore
+from jobrouter.store.live_watch import Suspension
 from jobrouter.tasks import TaskRuntime
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class Gate:
         self.breakers = breakers
         self.required = required
         self._records: dict[tuple[str, str], Certification] = {}
+        self._suspended: dict[tuple[str, str], Suspension] = {}
         self._read_at = float("-inf")
         self._reading: asyncio.Future[None] | None = None
         self._reading_after = 0  # the `_forgotten` count the read in flight started after
@@ -80,6 +82,9 @@ class Gate:
         validity, reason = certification.validity_for(
             task.contract_fingerprint or "", provider.fingerprint, datetime.now(UTC)
         )
+        suspension = self._suspended.get((name, contract))
+        if validity.valid and suspension is not None:
+            return Eligibility(False, suspended_reason(contract, suspension, command))
         if validity.valid:
             return Eligibility(True)
         return Eligibility(
@@ -106,6 +111,15 @@ class Gate:
             parsed = {
                 (row.provider, row.contract): Certification.parse_stored(row.record) for row in rows
             }
+            suspended = await self.store.list_suspensions()
+            # Imported here: a router that never decides (the CLI's) loads no metrics registry.
+            from jobrouter.metrics import SUSPENDED
+
+            for provider, contract in self._suspended.keys() | suspended.keys():
+                SUSPENDED.labels(provider=provider, contract=contract).set(
+                    int((provider, contract) in suspended)
+                )
+            self._suspended = suspended
             self._records = {key: cert for key, cert in parsed.items() if cert is not None}
             if forgotten == self._forgotten:  # else a change here came after: read again
                 self._read_at = time.monotonic()
@@ -122,6 +136,17 @@ def certify_command(provider: str, contract: str, config_file: Path | None) -> s
     if config_file is not None:
         command += f" --config {shlex.quote(str(config_file))}"
     return command
+
+
+def suspended_reason(contract: str, suspension: Suspension, command: str) -> str:
+    """Why a certified provider gets no attempt, and the two ways back: a passing run, or an
+    operator's recorded word."""
+    reinstate = command.replace("contracts run", "contracts reinstate", 1)
+    return (
+        f"suspended for contract {contract!r} by its live answers: {suspension.reason}; "
+        f"fix the provider, then certify it again: {command} "
+        f"(or, checked by hand: {reinstate} --reason TEXT)"
+    )
 
 
 def _fix(validity: Validity, certification: Certification, command: str) -> str:

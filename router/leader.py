@@ -124,6 +124,10 @@ class PeriodicTask:
     name: str
     interval_s: float
     run: Callable[[], Awaitable[object]]
+    # Wait a whole interval before the first run: work that costs provider calls (the golden
+    # probes) must not run again at every election, or a leader that changes often would
+    # multiply its cap.
+    wait_first: bool = False
 
 
 class Leader:
@@ -262,6 +266,8 @@ class Leader:
             self.changed.set()
 
     async def _repeat(self, task: PeriodicTask) -> None:
+        if task.wait_first:
+            await asyncio.sleep(task.interval_s)
         while True:
             stop_if_cancelled()
             if await self._fenced(task.name):

@@ -54,6 +54,20 @@ TIMEOUTS = Counter(
     ["provider"],
     registry=REGISTRY,
 )
+LIVE_VERDICTS = Counter(
+    "jobrouter_live_verdicts",
+    "Answers judged against their contract, by provider, contract and verdict (counted by the "
+    "leader's fold: each answer of the fleet once).",
+    ["provider", "contract", "verdict"],
+    registry=REGISTRY,
+)
+SUSPENDED = Gauge(
+    "jobrouter_certification_suspended",
+    "1 while live answers keep a provider suspended for a contract, as this process's gate "
+    "last read it.",
+    ["provider", "contract"],
+    registry=REGISTRY,
+)
 ATTEMPT_LATENCY = Histogram(
     "jobrouter_attempt_duration_seconds",
     "Time from an attempt's start to its end.",

@@ -8,6 +8,10 @@ retention-purge       `jobrouter purge` with the configured retention; every [re
                       purge_interval hours (off unless set)
 certification-expiry  a warning before a passed certification expires (within [certification]
                       warn_before_days); hourly
+live-watch            live verdicts folded into each pair's watch; a drifting pair suspended
+                      (router/watch.py); every [certification.watch] interval (unless disabled)
+golden-probe          a golden case to each certified provider (router/probes.py); every
+                      3600 / [certification.watch] probes_per_hour seconds (0: never)
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from jobrouter import retention
 from jobrouter.config import RouterConfig
 from jobrouter.leader import PeriodicTask
 from jobrouter.metrics import REGISTRY
+from jobrouter.probes import Prober
 from jobrouter.store.certifications import CertificationStore
 from jobrouter.store.sqlstore import SqlStore
 
@@ -44,7 +49,12 @@ def periodic_tasks(
     config: RouterConfig,
     *,
     wake_engine: Callable[[], None],
+    forget: Callable[[], None] = lambda: None,
+    prober: Prober | None = None,
 ) -> list[PeriodicTask]:
+    """`forget`: the gate of this process reads certification states again (a suspension
+    made here decides this process's next attempt; the others' within their refresh)."""
+
     async def sweep() -> int:
         expired = await store.jobs.expire_attempts()
         if expired:
@@ -80,12 +90,34 @@ def periodic_tasks(
         PeriodicTask("sweep", config.engine.sweep_interval, sweep),
         PeriodicTask("certification-expiry", CERT_CHECK_S, certifications),
     ]
+    tasks += watch_tasks(store, config, forget, prober)
     if config.webhooks:  # only delivery claims outbox events
         tasks.append(PeriodicTask("outbox-reclaim", config.outbox.claim / 2, reclaim))
     if config.retention.purge_interval is not None:
         tasks.append(
             PeriodicTask("retention-purge", config.retention.purge_interval * HOUR_S, purge)
         )
+    return tasks
+
+
+def watch_tasks(
+    store: SqlStore, config: RouterConfig, forget: Callable[[], None], prober: Prober | None
+) -> list[PeriodicTask]:
+    """The fold of live verdicts and the golden probes (`[certification.watch]`)."""
+    watch = config.certification.watch
+    if not watch.enabled:
+        return []
+
+    async def live_watch() -> int:
+        from jobrouter.watch import fold_backlog
+
+        # every owner with a webhook hears of a suspension: its jobs route elsewhere now
+        return await fold_backlog(store.certifications, watch, forget, sorted(config.webhooks))
+
+    tasks = [PeriodicTask("live-watch", watch.interval, live_watch)]
+    if prober is not None and watch.probes_per_hour > 0:
+        interval = HOUR_S / watch.probes_per_hour
+        tasks.append(PeriodicTask("golden-probe", interval, prober.round, wait_first=True))
     return tasks
 
 

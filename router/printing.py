@@ -333,6 +333,8 @@ def cell_text(cell: Cell) -> tuple[str, str]:
         return f"fail: {', '.join(cert.failed_checks)}", _short(
             f"{cases}; {cert.first_failure or cell.detail}"
         )
+    if cell.status is Validity.SUSPENDED:
+        return "suspended (live answers)", _short(cell.detail)
     if cell.status is Validity.UNVERIFIED:
         return f"unverified: {', '.join(cert.unverified_checks)}", _short(
             f"{cases}; no waiver; {cert.first_failure or cell.detail}"

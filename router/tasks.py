@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from jobrouter.models import Job, canonical_json
 from jobrouter.policy import TaskPolicy
 from jobrouter.providers import CompletionRequest, Message
+from jobrouter.store.live_watch import LiveVerdict
 
 # Keys of a job's `params` that reach the provider request (the door refuses all others).
 ALLOWED_PARAMS = frozenset({"max_tokens"})
@@ -27,6 +28,7 @@ class TaskRuntime:
     attempt_timeout_s: float | None
     contract: Contract | None = None
     contract_fingerprint: str | None = None
+    watched: bool = True  # `[certification.watch] enabled`: answers kept as live evidence
 
     def build_request(
         self, input: Mapping[str, Any], params: Mapping[str, Any]
@@ -64,3 +66,30 @@ class TaskRuntime:
         problems = list(validate_output(self.contract, output))
         problems += [str(failure) for failure in run_checks(self.contract.checks, output)]
         return problems
+
+    def live_verdict(
+        self,
+        attempt_id: str,
+        provider: str,
+        failure: str | None,
+        *,
+        request: CompletionRequest | None,
+        prompt_tokens: int | None,
+    ) -> LiveVerdict | None:
+        """What an answer shows of its provider for this task's contract (None: no contract to
+        hold it to): `failure` says which check broke and how, None for an answer that held;
+        the size of what was sent and the provider's count of it, which the leader's fold
+        compares with what certification saw (router/watch.py). None as well when nobody
+        folds them (`[certification.watch] enabled = false`): they would only pile up."""
+        if self.contract is None or not self.watched:
+            return None
+        chars = None if request is None else sum(len(m.content) for m in request.messages)
+        return LiveVerdict(
+            attempt_id=attempt_id,
+            provider=provider,
+            contract=self.contract.name,
+            failed=failure is not None,
+            failure=failure,
+            prompt_tokens=prompt_tokens,
+            prompt_chars=chars,
+        )

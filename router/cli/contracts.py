@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from jobrouter.cli.common import ConfigOpt, DatabaseOpt, run, settings
 from jobrouter.config import RouterConfig
 from jobrouter.printing import matrix_width, render_matrix
 from jobrouter.recordings import LIVE_RECORD, recording
+from jobrouter.store.live_watch import WatchRow
 
 if TYPE_CHECKING:
     from jobrouter.contracts import CaseEvidence
@@ -122,6 +124,44 @@ def status(
         print(line)
 
 
+@contracts_app.command("reinstate")
+def reinstate_pair(
+    provider: Annotated[str, typer.Option(help="the suspended provider")],
+    contract: Annotated[str, typer.Option(help="the contract it was suspended for")],
+    reason: Annotated[
+        str, typer.Option(help="what you checked (kept with the reinstatement, and who you are)")
+    ],
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+) -> None:
+    """Bring back a provider its live answers suspended, without certifying it again: on your
+    word, recorded (who, why, when); its live watch starts from zero. Prefer `contracts run`,
+    which proves the provider is fixed."""
+    from jobrouter.resolution import by_os_user
+    from jobrouter.watch import reinstate
+
+    cfg = run(lambda: _settings(config))
+
+    async def step() -> None:
+        async with Router.open(database, cfg, run_workers=False) as router:
+            routed = [(p.provider, p.contract.name) for p in pairs_to_certify(cfg, router.tasks)]
+            await reinstate(
+                router.store.certifications,
+                routed,
+                provider=provider,
+                contract=contract,
+                reason=reason,
+                by=by_os_user(),
+            )
+
+    run(step)  # a refusal (not suspended, not routed, no reason): one red line, exit 1
+    print(f"provider {provider} reinstated for contract {contract}: {reason}")
+
+
+async def _settings(config: Path | None) -> RouterConfig:
+    return settings(config)  # a config error becomes one line and exit code 2
+
+
 def uncertified_tasks(cfg: RouterConfig) -> list[str]:
     """One line per task that runs without certification, and why (the matrix omits them)."""
     lines = []
@@ -164,9 +204,25 @@ def report(cells: Sequence[Cell]) -> dict[str, object]:
                 "certification": c.certification.model_dump(mode="json")
                 if c.certification
                 else None,
+                "live": live_report(c.watch),
             }
             for c in cells
         ],
+    }
+
+
+def live_report(watch: WatchRow | None) -> dict[str, object]:
+    """What the pair's live answers showed since its certification (or reinstatement)."""
+    if watch is None:
+        return {"answered": 0, "failed": 0, "suspension": None, "reinstated": None}
+    return {
+        "answered": watch.answered,
+        "failed": watch.failed,
+        "rendering_checked": watch.rendering_checked,
+        "rendering_off": watch.rendering_off,
+        "recent_failures": [{"attempt_id": a, "failure": f} for a, f in watch.recent_failures],
+        "suspension": None if watch.suspension is None else dataclasses.asdict(watch.suspension),
+        "reinstated": None if watch.reinstated is None else dataclasses.asdict(watch.reinstated),
     }
 
 

@@ -16,6 +16,7 @@ from jobrouter.states import AttemptState, EventKind, JobState
 from jobrouter.store.changes import Changes
 from jobrouter.store.claims import AttemptStart
 from jobrouter.store.connector import Connector, Tx
+from jobrouter.store.live_watch import LiveVerdict, record_verdict
 from jobrouter.store.outbox import OutboxWritten
 from jobrouter.store.rows import attempt_from_row, dumps, job_from_row
 from jobrouter.store.transitions import (
@@ -66,10 +67,11 @@ class AttemptWrites:
         usage: AttemptUsage,
         *,
         only_from: AttemptState | None = None,
+        verdict: LiveVerdict | None = None,
     ) -> FinishOutcome:
         """The compare-and-swap of I2: the first finisher wins, later ones are recorded `lost`.
         `only_from`: refuse (InvalidTransition) unless the attempt is in that state, under the
-        job's lock."""
+        job's lock. `verdict`: what the router judged of the answer, kept with the end."""
         now = time.time()
         async with self.connector.write() as tx:
             job, attempt = await lock_attempt(self._q, tx, attempt_id)
@@ -81,6 +83,8 @@ class AttemptWrites:
                     won=job.winner_attempt_id == attempt_id, job=job, attempt=attempt
                 )
             outcome = await self._cas_in(tx, job, attempt, output, usage, now)
+            if verdict is not None:
+                await record_verdict(self._q, tx, verdict, now)
         self._changes.notify(attempt.job_id, outcome.job if outcome.won else None)
         return outcome
 
@@ -185,6 +189,7 @@ class AttemptWrites:
         output: Any = None,
         only_from: AttemptState | None = None,
         error_detail: str | None = None,
+        verdict: LiveVerdict | None = None,
     ) -> Attempt:
         """An attempt ends without a result: failed, unknown or cancelled. `output` keeps an
         answer that did not win (an exclusive task's unusable answer, an answer whose result
@@ -216,6 +221,8 @@ class AttemptWrites:
                 [NewEvent(kind=EventKind.attempt_ended(state), data=data)],
                 now,
             )
+            if verdict is not None:  # an answer that broke the contract
+                await record_verdict(self._q, tx, verdict, now)
         self._changes.notify(attempt.job_id)
         return done
 

@@ -4,9 +4,11 @@ used by the certifier, the gate and the expiry warning)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from jobrouter.store.connector import Connector
+from jobrouter.store.live_watch import LiveWatchStore, Suspension
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,7 @@ class CertificationStore:
     def __init__(self, connector: Connector) -> None:
         self.connector = connector
         self._q = connector.queries
+        self.live = LiveWatchStore(connector)  # the watch of each pair's live answers
 
     async def save_certification(
         self,
@@ -49,7 +52,31 @@ class CertificationStore:
                     "expires_at": expires_at,
                 },
             )
+            # a new certification starts a fresh live watch (router/watch.py): whatever was
+            # seen or suspended before speaks of what was certified before
+            await tx.execute(
+                self._q["delete_live_watch"], {"provider": provider, "contract": contract}
+            )
 
     async def list_certifications(self) -> list[CertificationRow]:
         rows = await self.connector.fetchall(self._q["list_certifications"], {})
         return [CertificationRow(row["provider"], row["contract"], row["record"]) for row in rows]
+
+    async def list_suspensions(self) -> dict[tuple[str, str], Suspension]:
+        """The pairs live traffic suspended (router/watch.py), read with the certifications:
+        a suspension is a state of the certification, seen by every process within a refresh."""
+        rows = await self.connector.fetchall(self._q["list_suspensions"], {})
+        return {
+            (row["provider"], row["contract"]): Suspension.from_row(
+                float(row["suspended_at"]), row["suspension"]
+            )
+            for row in rows
+        }
+
+    async def reinstate(self, *, provider: str, contract: str, by: str, reason: str) -> bool:
+        """Lift a suspension on an operator's word (kept: who, why, when). False: the pair was
+        not suspended."""
+        params = {"provider": provider, "contract": contract, "by": by, "reason": reason}
+        async with self.connector.write() as tx:
+            changed = await tx.execute(self._q["reinstate_watch"], {**params, "now": time.time()})
+        return changed > 0

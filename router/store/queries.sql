@@ -411,3 +411,53 @@ AND id >= :id_floor AND created_at >= :created_after
 
 -- name: list_jobs_before
 AND id < :id_ceiling AND created_at < :created_before
+
+-- name: insert_live_verdict
+-- In the transaction that ends an answered attempt (router/store/live_watch.py).
+INSERT INTO live_verdicts (attempt_id, provider, contract, source, failed, failure,
+                           rendering_off, prompt_tokens, prompt_chars, at)
+VALUES (:attempt_id, :provider, :contract, :source, :failed, :failure, :rendering_off,
+        :prompt_tokens, :prompt_chars, :now)
+
+-- name: pending_live_verdicts
+SELECT * FROM live_verdicts ORDER BY id LIMIT :limit
+
+-- name: consume_live_verdicts
+-- The ids as text: one spelling for both dialects' JSON lists (the table holds one fold's rows).
+DELETE FROM live_verdicts WHERE CAST(id AS TEXT) IN ({json_list(:ids)})
+
+-- name: list_live_watch
+SELECT * FROM live_watch ORDER BY contract, provider
+
+-- name: lock_live_watch
+-- The fold's read, in its transaction (SQLite's BEGIN IMMEDIATE holds the write lock already).
+SELECT * FROM live_watch ORDER BY contract, provider
+
+-- name: upsert_live_watch
+INSERT INTO live_watch (provider, contract, state, answered, failed, rendering_checked,
+                        rendering_off, recent_failures, suspended_at, suspension, reinstated_at,
+                        reinstated_by, reinstate_reason, updated_at)
+VALUES (:provider, :contract, :state, :answered, :failed, :rendering_checked, :rendering_off,
+        :recent_failures, :suspended_at, :suspension, :reinstated_at, :reinstated_by,
+        :reinstate_reason, :now)
+ON CONFLICT (provider, contract) DO UPDATE SET
+    state = excluded.state, answered = excluded.answered, failed = excluded.failed,
+    rendering_checked = excluded.rendering_checked, rendering_off = excluded.rendering_off,
+    recent_failures = excluded.recent_failures, suspended_at = excluded.suspended_at,
+    suspension = excluded.suspension, reinstated_at = excluded.reinstated_at,
+    reinstated_by = excluded.reinstated_by, reinstate_reason = excluded.reinstate_reason,
+    updated_at = excluded.updated_at
+
+-- name: delete_live_watch
+DELETE FROM live_watch WHERE provider = :provider AND contract = :contract
+
+-- name: list_suspensions
+SELECT provider, contract, suspended_at, suspension FROM live_watch
+WHERE suspended_at IS NOT NULL ORDER BY contract, provider
+
+-- name: reinstate_watch
+-- An operator's word against the rule's: a fresh watch, the counts from now, who and why kept.
+UPDATE live_watch SET suspended_at = NULL, suspension = NULL, state = '', answered = 0,
+    failed = 0, rendering_checked = 0, rendering_off = 0, recent_failures = '[]',
+    reinstated_at = :now, reinstated_by = :by, reinstate_reason = :reason, updated_at = :now
+WHERE provider = :provider AND contract = :contract AND suspended_at IS NOT NULL

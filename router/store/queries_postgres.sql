@@ -78,3 +78,8 @@ INSERT INTO job_events (job_id, seq, kind, job_state, data, at)
 SELECT r.job_id, r.seq, r.kind, r.job_state, r.data, CAST(:at AS DOUBLE PRECISION)
 FROM json_to_recordset(CAST(:rows AS json))
      AS r(job_id TEXT, seq BIGINT, kind TEXT, job_state TEXT, data TEXT)
+
+-- name: lock_live_watch
+-- The fold's read, in its transaction: an operator's reinstatement (an UPDATE of a row) waits
+-- for the fold, or the fold for it; neither overwrites the other.
+SELECT * FROM live_watch ORDER BY contract, provider FOR UPDATE

@@ -6,6 +6,7 @@
       │                  the retention, `jobrouter outbox`
       ├─ circuits        CircuitStore (circuits.py): the breakers
       ├─ certifications  CertificationStore (certifications.py): certifier, gate, expiry warning
+      ├─ live_watch      LiveWatchStore (live_watch.py): the watch of live answers, suspensions
       ├─ tokens          TokenStore (tokens.py): the HTTP API's authentication, `jobrouter token`
       └─ health          HealthReads (health.py): `/health/ready` and `/metrics`
 
@@ -36,6 +37,7 @@ class SqlStore:
         self.outbox = OutboxStore(connector, written, BusOutbox(connector))
         self.circuits = CircuitStore(connector)
         self.certifications = CertificationStore(connector)
+        self.live_watch = self.certifications.live
         self.tokens = TokenStore(connector)
         self.health = HealthReads(connector)
 

@@ -24,7 +24,9 @@ A SCENARIO is a kind name or a dict {"kind": ..., params}. The next request take
 or JSON) overrides both for that one request.
 
     answer        200 with a chat completion whose content is `content`; `"usage": false` leaves
-                  the `usage` field out (a server that does not report it)
+                  the `usage` field out (a server that does not report it); `"system_read":
+                  false` counts the prompt without its system messages (a server whose chat
+                  template drops them)
     delay         sleep `seconds`, then answer
     hang          never answer (until the client goes away)
     status        answer HTTP `status` with an OpenAI error body; `retry_after` sets Retry-After;
@@ -152,8 +154,11 @@ def _control(body: dict[str, Any]) -> None:
         STATE.ordinary = tuple(body["tokenizer_ordinary"])
 
 
-def _completion_body(request: dict[str, Any], content: str, *, usage: bool = True) -> bytes:
-    prompt_chars = sum(len(str(m.get("content", ""))) for m in request.get("messages", []))
+def _completion_body(
+    request: dict[str, Any], content: str, *, usage: bool = True, system_read: bool = True
+) -> bytes:
+    read = [m for m in request.get("messages", []) if system_read or m.get("role") != "system"]
+    prompt_chars = sum(len(str(m.get("content", ""))) for m in read)
     body: dict[str, Any] = {
         "id": "chatcmpl-fault",
         "object": "chat.completion",
@@ -306,7 +311,10 @@ async def _chat(
         await _send(writer, 200, str(spec.get("body", "<html>bad gateway</html>")).encode())
         return True
     answer = _completion_body(
-        parsed, str(spec.get("content", STATE.content)), usage=bool(spec.get("usage", True))
+        parsed,
+        str(spec.get("content", STATE.content)),
+        usage=bool(spec.get("usage", True)),
+        system_read=bool(spec.get("system_read", True)),
     )
     STATE.completed += 1
     if kind == "drop_after":

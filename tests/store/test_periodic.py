@@ -8,10 +8,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobrouter.config import RetentionConfig, RouterConfig, WebhookConfig
+from jobrouter.config import (
+    CertificationConfig,
+    RetentionConfig,
+    RouterConfig,
+    WatchConfig,
+    WebhookConfig,
+)
 from jobrouter.contracts import CaseEvidence, Certification, RenderingEvidence
 from jobrouter.leader import PeriodicTask
 from jobrouter.periodic import CERT_EXPIRY, periodic_tasks, warn_expiring
+from jobrouter.probes import Prober
 from jobrouter.states import JobState
 from jobrouter.store import SqlStore
 from tests.support.outbox_jobs import DAY_S, age_jobs, event_of, job_in
@@ -89,13 +96,30 @@ def test_the_config_decides_which_tasks_run() -> None:
         ),
         wake_engine=lambda: None,
     )
-    assert [t.name for t in plain] == ["sweep", "certification-expiry"]
+    unwatched = periodic_tasks(
+        None,  # type: ignore[arg-type]
+        RouterConfig(certification=CertificationConfig(watch=WatchConfig(enabled=False))),
+        wake_engine=lambda: None,
+    )
+    assert [t.name for t in plain] == ["sweep", "certification-expiry", "live-watch"]
+    assert [t.name for t in unwatched] == ["sweep", "certification-expiry"]
     assert [t.name for t in full] == [
         "sweep",
         "certification-expiry",
+        "live-watch",
         "outbox-reclaim",
         "retention-purge",
     ]
+    assert {t.name: t.interval_s for t in full}["live-watch"] == 2.0
+    probing = periodic_tasks(
+        None,  # type: ignore[arg-type]
+        RouterConfig(),
+        wake_engine=lambda: None,
+        prober=Prober(None, {}, {}),  # type: ignore[arg-type]
+    )
+    [probe] = [t for t in probing if t.name == "golden-probe"]
+    assert probe.interval_s == 1800.0  # 2 an hour
+    assert probe.wait_first  # not at every election (tests/acceptance/test_certified_routing)
     assert {t.name: t.interval_s for t in full}["retention-purge"] == 24 * 3600.0
 
 

@@ -4,14 +4,19 @@ owner's job, the matrix shows a failing check, and a cross-site POST is refused.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from jobrouter.config import load_config
+from jobrouter.store import SqlStore, open_store
+from jobrouter.store.live_watch import Suspension, WatchRow
 from tests.ui.conftest import Console, shoot, signed_in
 
 
@@ -162,3 +167,48 @@ def test_a_post_without_the_csrf_field_is_refused(page: Page, console: Console) 
         headers={"Authorization": f"Bearer {console.alice}"},
     ).json()["state"]
     assert state != "cancelled"
+
+
+def test_matrix_shows_the_live_answers_and_a_suspension(page: Page, console: Console) -> None:
+    """What the pair's live answers showed since its certification, and why it is suspended,
+    with the two ways back (the cell stays `fail`: its certification failed first)."""
+    suspension = Suspension(
+        at=1.0,
+        rule="failure rate",
+        reason="live failure rate 25% (10 of 40 answers) against a certified baseline of 2%",
+        answered=40,
+        failed=10,
+        sample_attempts=("att-7",),
+    )
+    watch = WatchRow(
+        "fast",
+        "quote",
+        answered=40,
+        failed=10,
+        rendering_checked=40,
+        recent_failures=(("att-7", "schema: answer does not match the output schema"),),
+        suspension=suspension,
+    )
+    in_store(console, lambda store: store.live_watch.save(watch))
+    page.goto(f"{console.url}/ui/matrix")
+    live = page.locator("#cell-fast-quote section.live")
+    expect(live).to_contain_text("40 answered, 10 broke the contract")
+    expect(live.locator("meter.live-failures")).to_have_attribute("value", "0.2500")
+    expect(live).to_contain_text('Suspended 1970-01-01 00:00:01 by the rule "failure rate"')
+    expect(live).to_contain_text("jobrouter contracts reinstate --provider fast --contract quote")
+    expect(live.locator(".recent-failures")).to_contain_text("att-7")
+
+
+def in_store(console: Console, write: Callable[[SqlStore], Awaitable[None]]) -> None:
+    """`write(store)` on the console's database, on a thread of its own (Playwright's sync API
+    keeps an event loop running on this one)."""
+
+    async def go() -> None:
+        store = await open_store(load_config(console.server.config).database.url)
+        try:
+            await write(store)
+        finally:
+            await store.close()
+
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, go()).result()

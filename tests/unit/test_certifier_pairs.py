@@ -69,7 +69,14 @@ class Row:
     record: str
 
 
+class NoWatches:
+    async def watches(self) -> dict[tuple[str, str], object]:
+        return {}
+
+
 class OldStore:
+    live = NoWatches()
+
     async def list_certifications(self) -> list[Row]:
         return [Row("hosted", "product_title", OLD_RECORD)]
 

@@ -85,6 +85,9 @@ class SlowCertifications:
         self.release = asyncio.Event()
         self.rows: list[CertificationRow] = []
 
+    async def list_suspensions(self) -> dict[tuple[str, str], object]:
+        return {}  # read with the certifications, in the same refresh
+
     async def list_certifications(self) -> list[CertificationRow]:
         self.reads += 1
         self.read.set()

@@ -1,0 +1,287 @@
+"""Live evidence in the store (issue 27): a verdict per answered attempt, written in the
+transaction that ends the attempt, and per provider x contract the watch the leader folds them
+into, with its suspension. `LiveWatchStore` is `SqlStore.live_watch`; the decisions are
+router/watch.py's (and jobrouter.drift's), the store only keeps what they need exactly once:
+a fold reads the watches and deletes the verdicts it counts in the transaction that writes
+the new watches (an operator's reinstatement cannot slip between), and a fold that finds its
+verdicts gone (another leader's, during a takeover) writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from jobrouter.models import new_id
+from jobrouter.store.connector import Connector, Row, Tx
+
+RECENT_FAILURES = 5  # failed attempts a watch keeps as its sample of evidence
+Watches = dict[tuple[str, str], "WatchRow"]
+
+
+@dataclass(frozen=True)
+class LiveVerdict:
+    """What the router judged of one answer (no extra call: the checks it runs anyway).
+    `rendering_off`: the provider's prompt count against ours, out of tolerance (True), within
+    (False), or not compared (None: no count of ours, or no usage reported)."""
+
+    attempt_id: str  # a probe's: "probe:<case>" (it has no attempt row)
+    provider: str
+    contract: str
+    failed: bool
+    failure: str | None = None
+    rendering_off: bool | None = None
+    probe: bool = False  # a golden case the leader sent, not an owner's job
+    prompt_tokens: int | None = None  # the provider's count of what it read (its usage)
+    prompt_chars: int | None = None  # the characters of the messages sent
+
+
+@dataclass(frozen=True)
+class StoredVerdict:
+    id: int
+    verdict: LiveVerdict
+
+
+@dataclass(frozen=True)
+class Suspension:
+    """Why a provider lost a contract's traffic: the rule that fired and its evidence."""
+
+    at: float
+    rule: str
+    reason: str
+    answered: int
+    failed: int
+    sample_attempts: tuple[str, ...]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "rule": self.rule,
+                "reason": self.reason,
+                "answered": self.answered,
+                "failed": self.failed,
+                "sample_attempts": list(self.sample_attempts),
+            }
+        )
+
+    @classmethod
+    def from_row(cls, at: float, text: str) -> Suspension:
+        data = json.loads(text)
+        return cls(
+            at=at,
+            rule=data["rule"],
+            reason=data["reason"],
+            answered=int(data["answered"]),
+            failed=int(data["failed"]),
+            sample_attempts=tuple(data["sample_attempts"]),
+        )
+
+
+@dataclass(frozen=True)
+class Reinstatement:
+    at: float
+    by: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class WatchRow:
+    """A pair's watch: the rule's state (JSON of jobrouter.drift.Watch, "" for a fresh one), the
+    counts since its certification or reinstatement, and its suspension if any."""
+
+    provider: str
+    contract: str
+    state: str = ""
+    answered: int = 0
+    failed: int = 0
+    rendering_checked: int = 0
+    rendering_off: int = 0
+    recent_failures: tuple[tuple[str, str], ...] = field(default=())
+    suspension: Suspension | None = None
+    reinstated: Reinstatement | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.provider, self.contract)
+
+
+async def record_verdict(
+    queries: Mapping[str, str], tx: Tx, verdict: LiveVerdict, now: float
+) -> None:
+    """Inside the transaction that ends the attempt: the verdict is kept exactly when the end
+    is."""
+    await tx.execute(
+        queries["insert_live_verdict"],
+        {
+            "attempt_id": verdict.attempt_id,
+            "provider": verdict.provider,
+            "contract": verdict.contract,
+            "source": "probe" if verdict.probe else "live",
+            "failed": int(verdict.failed),
+            "failure": verdict.failure,
+            "rendering_off": None if verdict.rendering_off is None else int(verdict.rendering_off),
+            "prompt_tokens": verdict.prompt_tokens,
+            "prompt_chars": verdict.prompt_chars,
+            "now": now,
+        },
+    )
+
+
+class LiveWatchStore:
+    def __init__(self, connector: Connector) -> None:
+        self.connector = connector
+        self._q = connector.queries
+
+    async def pending(self, limit: int) -> list[StoredVerdict]:
+        """The oldest verdicts not folded yet, in the order they were written."""
+        rows = await self.connector.fetchall(self._q["pending_live_verdicts"], {"limit": limit})
+        return [_stored(row) for row in rows]
+
+    async def watches(self) -> dict[tuple[str, str], WatchRow]:
+        rows = await self.connector.fetchall(self._q["list_live_watch"], {})
+        return {(row["provider"], row["contract"]): _watch(row) for row in rows}
+
+    async def fold(
+        self,
+        consumed: Sequence[int],
+        decide: Callable[[Watches], Iterable[WatchRow]],
+        notify: Sequence[str] = (),
+    ) -> bool:
+        """In one transaction: the watches as they are (locked), `decide(watches)` the ones
+        that counted `consumed`, written, those verdicts deleted, and for each pair it newly
+        suspended an outbox event `provider.suspended` to each owner of `notify` (I8: the
+        event exactly when the suspension). False (nothing written) when some verdicts were
+        gone: another fold counted them."""
+        try:
+            async with self.connector.write() as tx:
+                ids = json.dumps([str(i) for i in consumed])
+                deleted = await tx.execute(self._q["consume_live_verdicts"], {"ids": ids})
+                if deleted != len(consumed):
+                    raise _Raced
+                rows = await tx.fetchall(self._q["lock_live_watch"], {})
+                current = {(row["provider"], row["contract"]): _watch(row) for row in rows}
+                now = time.time()
+                for watch in decide(current):
+                    await save_watch(self._q, tx, watch, now)
+                    before = current.get(watch.key)
+                    if watch.suspension is not None and (before is None or not before.suspension):
+                        await _announce(self._q, tx, watch, watch.suspension, notify, now)
+        except _Raced:
+            return False
+        return True
+
+    async def record_probe(self, verdict: LiveVerdict) -> None:
+        """A golden probe's verdict (router/probes.py), folded like a live one."""
+        async with self.connector.write() as tx:
+            await record_verdict(self._q, tx, verdict, time.time())
+
+    async def save(self, watch: WatchRow) -> None:
+        async with self.connector.write() as tx:
+            await save_watch(self._q, tx, watch, time.time())
+
+
+class _Raced(Exception):
+    """Rolls a fold back: its verdicts were counted by another."""
+
+
+async def save_watch(queries: Mapping[str, str], tx: Tx, watch: WatchRow, now: float) -> None:
+    suspension, reinstated = watch.suspension, watch.reinstated
+    await tx.execute(
+        queries["upsert_live_watch"],
+        {
+            "provider": watch.provider,
+            "contract": watch.contract,
+            "state": watch.state,
+            "answered": watch.answered,
+            "failed": watch.failed,
+            "rendering_checked": watch.rendering_checked,
+            "rendering_off": watch.rendering_off,
+            "recent_failures": json.dumps([list(pair) for pair in watch.recent_failures]),
+            "suspended_at": None if suspension is None else suspension.at,
+            "suspension": None if suspension is None else suspension.to_json(),
+            "reinstated_at": None if reinstated is None else reinstated.at,
+            "reinstated_by": None if reinstated is None else reinstated.by,
+            "reinstate_reason": None if reinstated is None else reinstated.reason,
+            "now": now,
+        },
+    )
+
+
+SUSPENDED_EVENT = "provider.suspended"
+
+
+async def _announce(
+    queries: Mapping[str, str],
+    tx: Tx,
+    watch: WatchRow,
+    suspension: Suspension,
+    owners: Sequence[str],
+    now: float,
+) -> None:
+    """The operators' event of a suspension, one outbox row per owner with a webhook. The
+    row's `job_id` (one event per job elsewhere) is the suspension's own id."""
+    payload = {
+        "event": SUSPENDED_EVENT,
+        "provider": watch.provider,
+        "contract": watch.contract,
+        "rule": suspension.rule,
+        "reason": suspension.reason,
+        "answered": suspension.answered,
+        "failed": suspension.failed,
+        "sample_attempts": list(suspension.sample_attempts),
+        "suspended_at": suspension.at,
+    }
+    suspension_id = new_id()
+    for owner in owners:
+        await tx.execute(
+            queries["insert_outbox"],
+            {
+                "id": new_id(),
+                "job_id": f"suspension:{suspension_id}:{owner}",
+                "owner": owner,
+                "kind": SUSPENDED_EVENT,
+                "payload": json.dumps({**payload, "owner": owner}),
+                "now": now,
+            },
+        )
+
+
+def _stored(row: Row) -> StoredVerdict:
+    off = row["rendering_off"]
+    verdict = LiveVerdict(
+        attempt_id=row["attempt_id"],
+        provider=row["provider"],
+        contract=row["contract"],
+        failed=bool(row["failed"]),
+        failure=row["failure"],
+        rendering_off=None if off is None else bool(off),
+        probe=row["source"] == "probe",
+        prompt_tokens=row["prompt_tokens"],
+        prompt_chars=row["prompt_chars"],
+    )
+    return StoredVerdict(int(row["id"]), verdict)
+
+
+def _watch(row: Row) -> WatchRow:
+    suspension = None
+    if row["suspended_at"] is not None:
+        suspension = Suspension.from_row(float(row["suspended_at"]), row["suspension"])
+    reinstated = None
+    if row["reinstated_at"] is not None:
+        reinstated = Reinstatement(
+            float(row["reinstated_at"]), row["reinstated_by"] or "", row["reinstate_reason"] or ""
+        )
+    return WatchRow(
+        provider=row["provider"],
+        contract=row["contract"],
+        state=row["state"],
+        answered=int(row["answered"]),
+        failed=int(row["failed"]),
+        rendering_checked=int(row["rendering_checked"]),
+        rendering_off=int(row["rendering_off"]),
+        recent_failures=tuple((a, f) for a, f in json.loads(row["recent_failures"])),
+        suspension=suspension,
+        reinstated=reinstated,
+    )
