@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobrouter.breaker import Breakers
-from jobrouter.metrics import SUSPENDED
 from jobrouter.policy import Eligibility
 from jobrouter.providers import Provider
 from jobrouter.store.certifications import CertificationStore
@@ -116,6 +115,9 @@ class Gate:
                 (row.provider, row.contract): Certification.parse_stored(row.record) for row in rows
             }
             suspended = await self.store.list_suspensions()
+            # Imported here: a router that never decides (the CLI's) loads no metrics registry.
+            from jobrouter.metrics import SUSPENDED
+
             for provider, contract in self._suspended.keys() | suspended.keys():
                 SUSPENDED.labels(provider=provider, contract=contract).set(
                     int((provider, contract) in suspended)
