@@ -89,6 +89,28 @@ class WatchConfig(_Strict):
         default=2.0, gt=0, description="seconds between the leader's folds of live verdicts"
     )
     batch: int = Field(default=1000, ge=1, le=100_000, description="verdicts folded at a time")
+    baseline_floor: float = Field(
+        default=0.02,
+        gt=0,
+        le=0.5,
+        description="the lowest failure rate a certified provider is assumed to have, whatever "
+        "its golden runs showed",
+    )
+    large_rise: float = Field(
+        default=0.20, gt=0, lt=1, description="the rise (absolute) the fast CUSUM is designed for"
+    )
+    large_threshold: float = Field(
+        default=14.0, gt=0, description="the fast CUSUM's threshold, in nats"
+    )
+    small_rise: float = Field(
+        default=0.05, gt=0, lt=1, description="the rise (absolute) the slow CUSUM is designed for"
+    )
+    small_threshold: float = Field(
+        default=13.5, gt=0, description="the slow CUSUM's threshold, in nats"
+    )
+    rendering_run: int = Field(
+        default=5, ge=1, description="answers in a row with the prompt count out of tolerance"
+    )
     probes_per_hour: float = Field(
         default=2.0,
         ge=0,

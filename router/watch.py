@@ -77,8 +77,16 @@ class Fold:
 
 
 def watch_rule(config: WatchConfig) -> WatchRule:
-    """The sequential rule as `[certification.watch]` sets it."""
-    return WatchRule()
+    """The sequential rule as `[certification.watch]` sets it (docs/certification.md has
+    the figures measured for the defaults)."""
+    return WatchRule(
+        baseline_floor=config.baseline_floor,
+        large_rise=config.large_rise,
+        large_threshold=config.large_threshold,
+        small_rise=config.small_rise,
+        small_threshold=config.small_threshold,
+        rendering_run=config.rendering_run,
+    )
 
 
 async def fold_backlog(

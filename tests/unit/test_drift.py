@@ -81,3 +81,14 @@ def test_json_round_trip_and_a_corrupt_field_is_refused() -> None:
         Watch.from_json({**watch.to_json(), "large": 1.5})
     with pytest.raises(ValueError, match="baseline"):
         Watch.from_json({**watch.to_json(), "baseline": True})
+
+
+def test_the_config_sets_the_rule_and_its_defaults_are_the_rules() -> None:
+    """`[certification.watch]` keys map onto WatchRule one to one; the defaults agree (the
+    figures of docs/certification.md are the defaults')."""
+    from jobrouter.config import WatchConfig
+    from jobrouter.watch import watch_rule
+
+    assert watch_rule(WatchConfig()) == WatchRule()
+    tuned = watch_rule(WatchConfig(large_threshold=10.0, rendering_run=7, baseline_floor=0.05))
+    assert (tuned.large_threshold, tuned.rendering_run, tuned.baseline_floor) == (10.0, 7, 0.05)
