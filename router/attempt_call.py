@@ -245,7 +245,7 @@ class AttemptCall:
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            await self._unrecorded(output, cost, began, exc)
+            await self._unrecorded(output, cost, began, exc, verdict)
             return
         if outcome.won:
             self.on_won(outcome.job)
@@ -260,11 +260,17 @@ class AttemptCall:
         self.worker.metric(outcome.attempt, False)
 
     async def _unrecorded(
-        self, output: Any, usage: AttemptUsage, began: float, error: BaseException
+        self,
+        output: Any,
+        usage: AttemptUsage,
+        began: float,
+        error: BaseException,
+        verdict: LiveVerdict | None,
     ) -> None:
         """The answer's result could not be recorded: keep the answer on its attempt, marked
-        unknown ("answered; result could not be recorded") for an operator to resolve with it;
-        if even that cannot be written, the answer goes to the log, whole, at CRITICAL."""
+        unknown ("answered; result could not be recorded") for an operator to resolve with it,
+        and its verdict (it answered; a CAS that did commit makes this end a no-op); if even
+        that cannot be written, the answer goes to the log, whole, at CRITICAL."""
         attempt = self.attempt
         summary = (
             "answered; the result could not be recorded: resolve this attempt as "
@@ -283,6 +289,7 @@ class AttemptCall:
                 output=output,
                 detail=message,
                 usage=usage,
+                verdict=verdict,
             )
         except Exception:
             log.critical(

@@ -74,7 +74,12 @@ class Prober:
             self._turns[provider] = turn + 1
             target = choices[turn % len(choices)]
             case = target.cases[(turn // len(choices)) % len(target.cases)]
-            verdict = await probe(self.providers[provider], target.contract, case)
+            try:
+                verdict = await probe(self.providers[provider], target.contract, case)
+            except Exception:  # a provider's bug must not keep the others from their probe
+                PROBES.labels(provider, target.contract.name, "unchecked").inc()
+                log.exception("golden probe %s of %s failed unexpectedly", case.name, provider)
+                continue
             if verdict is not None:
                 await self.store.live.record_probe(verdict)
             sent += 1

@@ -54,9 +54,9 @@ class CertificationStore:
             )
             # a new certification starts a fresh live watch (router/watch.py): whatever was
             # seen or suspended before speaks of what was certified before
-            await tx.execute(
-                self._q["delete_live_watch"], {"provider": provider, "contract": contract}
-            )
+            pair = {"provider": provider, "contract": contract}
+            await tx.execute(self._q["delete_live_verdicts_of_pair"], pair)
+            await tx.execute(self._q["delete_live_watch"], pair)
 
     async def list_certifications(self) -> list[CertificationRow]:
         rows = await self.connector.fetchall(self._q["list_certifications"], {})
@@ -79,4 +79,7 @@ class CertificationStore:
         params = {"provider": provider, "contract": contract, "by": by, "reason": reason}
         async with self.connector.write() as tx:
             changed = await tx.execute(self._q["reinstate_watch"], {**params, "now": time.time()})
+            if changed:  # the watch starts from zero: answers not folded yet came before
+                pair = {"provider": provider, "contract": contract}
+                await tx.execute(self._q["delete_live_verdicts_of_pair"], pair)
         return changed > 0

@@ -451,6 +451,13 @@ ON CONFLICT (provider, contract) DO UPDATE SET
 -- name: delete_live_watch
 DELETE FROM live_watch WHERE provider = :provider AND contract = :contract
 
+-- name: delete_live_verdicts_of_pair
+-- Before a fresh watch (a new certification, a reinstatement): answers not folded yet speak of
+-- what came before. A fold that counted them meanwhile finds them gone and writes nothing; on
+-- PostgreSQL this DELETE waits for a fold in flight, and the watch's DELETE after it sees the
+-- fold's row.
+DELETE FROM live_verdicts WHERE provider = :provider AND contract = :contract
+
 -- name: list_suspensions
 SELECT provider, contract, suspended_at, suspension FROM live_watch
 WHERE suspended_at IS NOT NULL ORDER BY contract, provider

@@ -34,6 +34,7 @@ from jobrouter.providers.config import ProviderConfig, Transport
 from jobrouter.states import JobState
 from jobrouter.store.live_watch import Suspension
 from tests.providers.fault_server import FaultServer, start_fault_server
+from tests.support.waiting import until
 from tests.support.webhook_receiver import WebhookReceiver
 
 CONTRACT = """\
@@ -180,6 +181,9 @@ async def test_a_healthy_provider_is_not_suspended(
     async with Router.open(config=config) as router:
         winners = await run_jobs(router, "healthy", 200)
         assert await suspension_of(router, "A") is None
+        await until(lambda: all_folded(router), "the fold of every verdict")
+        watch = (await router.store.live_watch.watches())[("A", "titles")]
+    assert watch.answered == 200 and 0 < watch.failed < 20  # the fold ran, and counted them
     assert winners.count("A") >= 190  # the 2% broken answers failed over to B
 
 
@@ -232,3 +236,7 @@ async def dropped_system_prompt(
         assert await run_jobs(router, "after", 10) == ["B"] * 10
         assert int(servers["A"].stats()["total"]) == before
         return await announced(receiver)  # delivered by this router's outbox
+
+
+async def all_folded(router: Router) -> bool:
+    return await router.store.live_watch.pending(1) == []

@@ -210,3 +210,28 @@ def test_no_verdict_is_kept_when_nobody_watches() -> None:
     assert task.live_verdict("att", "a", None, request=None, prompt_tokens=None) is None
     seen = caption_task().live_verdict("att", "a", "schema: x", request=None, prompt_tokens=3)
     assert seen is not None and seen.failed and seen.prompt_tokens == 3
+
+
+async def test_answers_not_yet_folded_do_not_outlive_a_new_certification(store: SqlStore) -> None:
+    """Failed answers from before a new certification (the leader away, or its fold later)
+    are not counted into the fresh watch, and a fold that read them before finds them gone.
+    mutant: save_certification keeps the pending verdicts: the fresh watch counts 3 failures."""
+    provider = FakeProvider(name="a")
+    await certify(store, provider, "c")
+    for i in range(3):
+        attempt_id = await started(store, f"k{i}")
+        await store.jobs.finish_attempt(
+            attempt_id,
+            AttemptState.FAILED,
+            error_kind="rejected",
+            error="broke the contract",
+            usage=AttemptUsage(),
+            verdict=verdict(attempt_id, failed=True),
+        )
+    read_before = [s.id for s in await store.live_watch.pending(10)]
+    await certify(store, provider, "c")  # the provider fixed, certified again
+    assert await store.live_watch.pending(10) == []
+    assert not await store.live_watch.fold(
+        read_before, lambda _: [WatchRow("a", "caption", failed=3)]
+    )
+    assert await store.live_watch.watches() == {}
