@@ -33,6 +33,16 @@ if TYPE_CHECKING:
 console = Console()
 err = Console(stderr=True)
 
+
+def follow_terminal_width() -> None:
+    """Print at the width of now: rich reads $COLUMNS once, when a Console is made (this module's
+    import), so a second command in the same process (an embedding service, a test's CliRunner)
+    would print at the first one's width."""
+    width = Console().width
+    console.width = width
+    err.width = width
+
+
 _ISO = TypeAdapter(datetime)
 _COLOR = {JobState.SUCCEEDED: "green", JobState.FAILED: "red", JobState.UNKNOWN: "yellow"}
 

@@ -114,6 +114,10 @@ def _options(
         ),
     ] = None,
 ) -> None:
+    # Not imported here when not yet imported: a module imported later reads the width anew.
+    printing = sys.modules.get("jobrouter.printing")
+    if printing is not None:
+        printing.follow_terminal_width()
     if log_level is None:
         return  # each command keeps its own default
     level = logging.getLevelName(log_level.upper())

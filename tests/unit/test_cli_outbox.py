@@ -56,8 +56,8 @@ days = 7
     return file
 
 
-def invoke(*args: str) -> tuple[int, str]:
-    result = runner.invoke(app, list(args), env={"COLUMNS": "200"})
+def invoke(*args: str, columns: int = 200) -> tuple[int, str]:
+    result = runner.invoke(app, list(args), env={"COLUMNS": str(columns)})
     return result.exit_code, result.output
 
 
@@ -89,6 +89,23 @@ def test_outbox_shows_depth_by_owner_parked_owners_and_dead_letters(
     assert re.search(r"nohook\s.*PARKED: no \[webhooks\.nohook\] configured", out)
     assert re.search(r"shop\s+│\s+1\s.*https://hooks\.example/jobrouter", out)
     assert dead_id in out and "HTTP 500: receiver down" in out
+
+
+def test_a_second_command_in_one_process_prints_at_its_own_width(
+    tmp_path: Path, config: Path
+) -> None:
+    """rich reads $COLUMNS when its Console is made, at the first command's import of
+    jobrouter.printing; the next command, run at 200 columns in the same process, still shows
+    what fits in 200 (mutant: follow_terminal_width not called by the CLI's callback, the second
+    command printed at 80 with the owner's parked reason left out, seen failing)."""
+    with_store(tmp_path, fill)
+    code, narrow = invoke("outbox", "--config", str(config), columns=80)
+    assert code == 0, narrow
+    assert "left out at 80 columns" in narrow
+    code, wide = invoke("outbox", "--config", str(config), columns=200)
+    assert code == 0, wide
+    assert "left out at" not in wide
+    assert re.search(r"nohook\s.*PARKED: no \[webhooks\.nohook\] configured", wide)
 
 
 def test_outbox_json_for_scripts(tmp_path: Path, config: Path) -> None:
