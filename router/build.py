@@ -12,17 +12,17 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobrouter.breaker import Breakers, BreakerSettings
 from jobrouter.config import RouterConfig, TaskConfig, load_config
 from jobrouter.errors import ConfigError
-from jobrouter.gate import Gate
 from jobrouter.policy import TaskPolicy
 from jobrouter.providers import Provider
-from jobrouter.store.sqlstore import SqlStore
 from jobrouter.tasks import TaskRuntime
 
 if TYPE_CHECKING:
+    from jobrouter.breaker import Breakers
     from jobrouter.contracts import Contract
+    from jobrouter.gate import Gate
+    from jobrouter.store.sqlstore import SqlStore
 
 
 async def warm_up(providers: Iterable[Provider]) -> None:
@@ -178,6 +178,10 @@ def build_gate(
 ) -> tuple[Gate, Breakers]:
     """The eligibility gate over `providers`, and the circuit breakers it consults (an engine
     records its outcomes in the same breakers: `jobrouter.fleet.build_engine`)."""
+    # Imported here: `config check` builds tasks from this module and opens no store.
+    from jobrouter.breaker import Breakers, BreakerSettings
+    from jobrouter.gate import Gate
+
     breakers = Breakers(
         store.circuits,
         BreakerSettings(

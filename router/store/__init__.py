@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import difflib
+from typing import TYPE_CHECKING, Any
 
 from jobrouter.errors import StoreError
-from jobrouter.store.sqlstore import SqlStore
+
+if TYPE_CHECKING:
+    from jobrouter.store.sqlstore import SqlStore
 
 __all__ = ["SqlStore", "check_database_url", "open_store"]
+
+
+def __getattr__(name: str) -> Any:
+    # The store's parts are imported when a store is opened, not when a module of this package
+    # is: `config check` reads a database URL and a verdict's shape, and opens no store.
+    if name == "SqlStore":
+        from jobrouter.store.sqlstore import SqlStore
+
+        return SqlStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 SCHEMES = ("sqlite", "postgresql", "postgres")
 
@@ -36,6 +50,8 @@ async def open_store(
     The timeouts (seconds, PostgreSQL only; None: the connector's defaults) bound one statement
     and the wait for a pooled connection: see `[database]` in the configuration."""
     check_database_url(url)
+    from jobrouter.store.sqlstore import SqlStore
+
     if url.startswith(("postgres://", "postgresql://")):
         try:
             from jobrouter.store.postgres import (
