@@ -97,7 +97,6 @@ class LiteLLMProvider(Adapter):
             model=getattr(response, "model", None),
             prompt_tokens=getattr(usage, "prompt_tokens", None),
             completion_tokens=getattr(usage, "completion_tokens", None),
-            cost_usd=_cost(response),
         )
 
     async def warm_up(self) -> None:
@@ -120,18 +119,3 @@ class LiteLLMProvider(Adapter):
             await self._litellm_clients.close()
         if LiteLLMProvider._open == 0:
             await _litellm.close_clients()
-
-
-def _cost(response: Any) -> float | None:
-    """The USD cost litellm already computed for this response (None: model not in its map).
-
-    litellm prices every response inside its own success handling (there is no switch to skip
-    it), and stores the result in the documented `_hidden_params["response_cost"]`; calling
-    `litellm.completion_cost` again would pay that work twice on the hot path.
-    """
-    hidden = getattr(response, "_hidden_params", None)
-    if isinstance(hidden, dict):
-        cost = hidden.get("response_cost")
-    else:  # some litellm paths store a HiddenParams object instead of a dict
-        cost = getattr(hidden, "response_cost", None)
-    return float(cost) if isinstance(cost, int | float) else None

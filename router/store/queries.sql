@@ -101,7 +101,8 @@ UPDATE attempts SET state = :state, error_kind = :error_kind, error = :error,
                     error_detail = :error_detail, output = :output,
                     finished_at = :now, latency_ms = :latency_ms, model = COALESCE(:model, model),
                     prompt_tokens = :prompt_tokens, completion_tokens = :completion_tokens,
-                    cost_usd = :cost_usd, lease_until = NULL
+                    cost_usd = :cost_usd, cost_source = :cost_source,
+                    cost_unknown = :cost_unknown, lease_until = NULL
 WHERE id = :id AND state = :from_state
 RETURNING *
 
