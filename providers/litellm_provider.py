@@ -105,7 +105,9 @@ class LiteLLMProvider(Adapter):
         lazy setup takes up to 2.4 s more; a worker (and a certification run) calls this before
         it claims jobs or calls the provider, so neither can stall its heartbeat (claims and
         attempt leases expire) nor push its first calls past their deadlines (outcomes unknown,
-        circuits opened for the whole fleet). No request is sent (`_litellm.warm`)."""
+        circuits opened for the whole fleet). No request is sent (`_litellm.warm`). The price
+        is resolved too (`Adapter.warm_up`)."""
+        await super().warm_up()
         await _litellm.warm(self._config.model)
 
     async def close(self) -> None:

@@ -127,7 +127,9 @@ class OpenAIHttpProvider(Adapter):
         )
 
     async def warm_up(self) -> None:
-        """Make the HTTP session now (aiohttp's import, the connector), sending nothing."""
+        """Make the HTTP session now (aiohttp's import, the connector), sending nothing; the
+        price is resolved too (`Adapter.warm_up`)."""
+        await super().warm_up()
         self._wire.open()
 
     async def close(self) -> None:

@@ -165,3 +165,23 @@ async def test_an_answer_without_usage_costs_unknown(
     provider = make_provider(structured_output="json_object_schema", price=PRICE)
     usage = (await provider.complete(REQUEST)).usage
     assert (usage.cost_usd, usage.cost_source, usage.cost_unknown) == (None, "config", NO_USAGE)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_warm_up_resolves_the_price_before_the_first_call(
+    fault: FaultServer, make_provider: MakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker warms its providers up before it claims a job: the price (litellm's map: a
+    3.5 MB JSON parse) is resolved then, on a thread, not on the event loop inside the first
+    attempt. Once warm, resolving again would fail here, and the call still prices. Mutant
+    killed: the native transport's `warm_up` not calling the adapter's (its first answer
+    parsed the map on the loop)."""
+    provider = make_provider(structured_output="json_object_schema")
+    await provider.warm_up()
+
+    def no_second_resolution(*args: object) -> None:
+        raise AssertionError("the price was resolved again after warm_up")
+
+    monkeypatch.setattr("jobrouter.providers.pricing.resolve_price", no_second_resolution)
+    usage = (await provider.complete(REQUEST)).usage
+    assert usage.cost_unknown is not None and "not in litellm's cost map" in usage.cost_unknown
