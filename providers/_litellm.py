@@ -14,8 +14,9 @@ Settings applied, and why:
   `num_retries=0, max_retries=0` instead (see `litellm_provider`).
 Not switchable in litellm 1.110.2: the per-call success-logging task and its response-cost
 calculation run on every call even with no callback configured (there is no public switch and
-no `telemetry` flag in this version); jobrouter reads the cost that calculation already stored
-in the response instead of computing it a second time.
+no `telemetry` flag in this version). jobrouter does not read the cost that calculation stores
+(`_hidden_params["response_cost"]`): it prices both transports the same way
+(`jobrouter.providers.pricing`), where litellm reports 0.0 for a model `register_model` declared.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Self
 
-from jobrouter.providers import _litellm, prompt_inspection, structured
+from jobrouter.providers import _litellm, pricing, prompt_inspection, structured
 from jobrouter.providers.base import Completion, CompletionRequest, Message, PromptInspection, Usage
 from jobrouter.providers.chat_formats import FORMATS, fold_system
 from jobrouter.providers.classify import classify
@@ -62,7 +62,6 @@ class Answer:
     model: str | None
     prompt_tokens: int | None
     completion_tokens: int | None
-    cost_usd: float | None = None
 
 
 class Adapter:
@@ -87,6 +86,7 @@ class Adapter:
             provider=name,
         )
         self._closed = False
+        self._price: pricing.Pricing | None = None
         if config.api_key_env is not None:
             # known from the start, not only from the first call: a process that never calls
             # this provider (an HTTP front, `jobrouter resolve`) still scrubs its key from an
@@ -110,6 +110,14 @@ class Adapter:
     @property
     def config(self) -> ProviderConfig:
         return self._config
+
+    @property
+    def price(self) -> pricing.Pricing:
+        """What this provider's tokens cost (`jobrouter.providers.pricing`), resolved once:
+        by `warm_up` before a process calls it, else at the first use."""
+        if self._price is None:
+            self._price = pricing.resolve_price(self._name, self._config)
+        return self._price
 
     # --- what a transport supplies ------------------------------------------------------------
 
@@ -247,6 +255,7 @@ class Adapter:
             output = structured.parse_output(
                 answer.text, request.output_schema, provider=self._name, prompt_tokens=prompt_tokens
             )
+        cost = pricing.charge(self.price, prompt_tokens, completion_tokens)
         return Completion(
             text=answer.text,
             output=output,
@@ -254,7 +263,9 @@ class Adapter:
             usage=Usage(
                 prompt_tokens=prompt_tokens,
                 completion_tokens=completion_tokens,
-                cost_usd=answer.cost_usd,
+                cost_usd=cost.usd,
+                cost_source=cost.source,
+                cost_unknown=cost.unknown,
             ),
         )
 
@@ -349,7 +360,13 @@ class Adapter:
         return answer
 
     async def warm_up(self) -> None:
-        """Nothing to do unless a transport says otherwise."""
+        """Resolve the price now (litellm's cost map is a 3.5 MB JSON parse when the config
+        gives none), on a thread: the loop goes on answering meanwhile."""
+        if self._price is None:
+            loop = asyncio.get_running_loop()
+            self._price = await loop.run_in_executor(
+                None, pricing.resolve_price, self._name, self._config
+            )
 
     async def close(self) -> None:
         raise NotImplementedError

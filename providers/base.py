@@ -36,11 +36,16 @@ class CompletionRequest(BaseModel):
 
 
 class Usage(BaseModel):
+    """What a call used; `cost_usd` None is an unknown cost, `cost_unknown` says why (never 0
+    for unknown); `cost_source` where the price came from (`jobrouter.providers.pricing`)."""
+
     model_config = ConfigDict(frozen=True)
 
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cost_usd: float | None = None
+    cost_source: str | None = None
+    cost_unknown: str | None = None
 
 
 class Completion(BaseModel):

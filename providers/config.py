@@ -130,6 +130,13 @@ class RetryPolicy(_Frozen):
     max: float = Field(default=5.0, ge=0)
 
 
+class Prices(_Frozen):
+    """What the provider charges, USD per million tokens (a local server: 0 and 0)."""
+
+    input_usd_per_million: float = Field(ge=0, description="USD per million prompt tokens")
+    output_usd_per_million: float = Field(ge=0, description="USD per million completion tokens")
+
+
 class ProviderConfig(_Frozen):
     model: str = Field(min_length=1, description="litellm model string, e.g. openai/gpt-4o-mini")
     api_base: str | None = None
@@ -158,12 +165,17 @@ class ProviderConfig(_Frozen):
         "262144 plus 64 per token of the request's max_tokens (docs/failures.md)",
     )
     extra_params: dict[str, Any] = Field(default_factory=dict)
+    price: Prices | None = Field(
+        default=None,
+        description="what the provider charges; unset: litellm's cost map as shipped prices "
+        "the model, and a model missing from it has an unknown cost (never 0; docs/spend.md)",
+    )
     transport: Transport = Field(
         default="litellm",
         description="how requests travel: `litellm` (any model litellm reaches), or `openai`: "
         "straight to an OpenAI-compatible server over HTTP without litellm (model `openai/...` "
-        "with an http:// or https:// api_base; less CPU per call, no cost reported; a new "
-        "fingerprint, so certify again; docs/local-provider.md)",
+        "with an http:// or https:// api_base; less CPU per call, priced as litellm's "
+        "transport is; a new fingerprint, so certify again; docs/local-provider.md)",
     )
 
     @field_validator("api_key_env")
@@ -231,7 +243,8 @@ def provider_fingerprint(name: str, config: ProviderConfig) -> str:
     """sha256 (hex) of the canonical JSON of the provider's name and behaviour-affecting fields.
 
     Excluded on purpose: the key's env var name, timeouts, concurrency, rate limits, retry policy,
-    the answer cap and context_window — they change how a call is made, not what the model answers.
+    the answer cap, the price and context_window — they change how a call is made, not what the
+    model answers.
     The `transport` is included when it is not the default litellm: the same server reached another
     way builds its requests in other code (body, parameters, parsing), so a certification earned
     through litellm is not reused by the native transport (absent, it leaves the fingerprints of

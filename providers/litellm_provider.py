@@ -97,7 +97,6 @@ class LiteLLMProvider(Adapter):
             model=getattr(response, "model", None),
             prompt_tokens=getattr(usage, "prompt_tokens", None),
             completion_tokens=getattr(usage, "completion_tokens", None),
-            cost_usd=_cost(response),
         )
 
     async def warm_up(self) -> None:
@@ -106,7 +105,9 @@ class LiteLLMProvider(Adapter):
         lazy setup takes up to 2.4 s more; a worker (and a certification run) calls this before
         it claims jobs or calls the provider, so neither can stall its heartbeat (claims and
         attempt leases expire) nor push its first calls past their deadlines (outcomes unknown,
-        circuits opened for the whole fleet). No request is sent (`_litellm.warm`)."""
+        circuits opened for the whole fleet). No request is sent (`_litellm.warm`). The price
+        is resolved too (`Adapter.warm_up`)."""
+        await super().warm_up()
         await _litellm.warm(self._config.model)
 
     async def close(self) -> None:
@@ -120,18 +121,3 @@ class LiteLLMProvider(Adapter):
             await self._litellm_clients.close()
         if LiteLLMProvider._open == 0:
             await _litellm.close_clients()
-
-
-def _cost(response: Any) -> float | None:
-    """The USD cost litellm already computed for this response (None: model not in its map).
-
-    litellm prices every response inside its own success handling (there is no switch to skip
-    it), and stores the result in the documented `_hidden_params["response_cost"]`; calling
-    `litellm.completion_cost` again would pay that work twice on the hot path.
-    """
-    hidden = getattr(response, "_hidden_params", None)
-    if isinstance(hidden, dict):
-        cost = hidden.get("response_cost")
-    else:  # some litellm paths store a HiddenParams object instead of a dict
-        cost = getattr(hidden, "response_cost", None)
-    return float(cost) if isinstance(cost, int | float) else None

@@ -26,8 +26,9 @@ through `jobrouter.providers.classify` like litellm's: a refused or timed-out co
 a read timeout, a reset or a connection closed after the request left is `OutcomeUnknown`; an HTTP
 error answer (its body read first) by its status (`STATUS_TABLE`), quoting the body's
 `error.message`; a success status whose body is not a chat completion is `Rejected`
-(`classify.malformed_answer`). No cost is reported (`cost_usd` None): pricing is litellm's model
-map, which this transport does not load.
+(`classify.malformed_answer`). The cost is priced as the litellm transport's is
+(`jobrouter.providers.pricing`: the configured price, else litellm's shipped map read as a file,
+without importing litellm).
 """
 
 from __future__ import annotations
@@ -126,7 +127,9 @@ class OpenAIHttpProvider(Adapter):
         )
 
     async def warm_up(self) -> None:
-        """Make the HTTP session now (aiohttp's import, the connector), sending nothing."""
+        """Make the HTTP session now (aiohttp's import, the connector), sending nothing; the
+        price is resolved too (`Adapter.warm_up`)."""
+        await super().warm_up()
         self._wire.open()
 
     async def close(self) -> None:

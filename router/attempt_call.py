@@ -50,6 +50,8 @@ log = logging.getLogger("jobrouter.engine")
 GUARD_S = 0.5
 UNRECORDED = "unrecorded"  # error_kind of an answer whose result could not be recorded
 NOT_CALLED = "the router stopped before calling the provider; nothing was sent"
+# the cost of an attempt that ended without a usable answer: nothing reported what it used
+NO_ANSWER_USAGE = "no usage reported: the attempt ended without a usable answer"
 
 
 @dataclass
@@ -230,14 +232,7 @@ class AttemptCall:
                 verdict=verdict,
             )
             return
-        usage = completion.usage
-        cost = AttemptUsage(
-            latency_ms=(time.perf_counter() - began) * 1000,
-            model=completion.model,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            cost_usd=usage.cost_usd,
-        )
+        cost = answered_usage(completion, attempt.provider, (time.perf_counter() - began) * 1000)
         try:
             outcome = await persist(
                 lambda: self.store.finish_attempt_cas(attempt.id, output, cost, verdict=verdict)
@@ -331,7 +326,9 @@ class AttemptCall:
         an answered call used (else only the latency since `began`)."""
         attempt = self.attempt
         if usage is None:
-            usage = AttemptUsage(latency_ms=(time.perf_counter() - began) * 1000)
+            usage = AttemptUsage(
+                latency_ms=(time.perf_counter() - began) * 1000, cost_unknown=NO_ANSWER_USAGE
+            )
         done = await persist(
             lambda: self.store.finish_attempt(
                 attempt.id,
@@ -346,3 +343,22 @@ class AttemptCall:
         )
         self.book.ended[attempt.id] = done
         self.worker.metric(done, timed_out)
+
+
+def answered_usage(completion: Completion, provider: str, latency_ms: float) -> AttemptUsage:
+    """What an answered attempt records of its use: the cost as its provider priced it
+    (`jobrouter.providers.pricing`); a provider that reported neither a cost nor why not
+    has an unknown cost saying so (never 0)."""
+    usage = completion.usage
+    unknown = None
+    if usage.cost_usd is None:
+        unknown = usage.cost_unknown or f"provider {provider} reported no cost"
+    return AttemptUsage(
+        latency_ms=latency_ms,
+        model=completion.model,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cost_usd=usage.cost_usd,
+        cost_source=usage.cost_source,
+        cost_unknown=unknown,
+    )

@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from jobrouter.config_budgets import BUDGET_NAME, BudgetConfig
 from jobrouter.config_fleet import DeliveryConfig, LeaderConfig, TelemetryConfig
 from jobrouter.errors import ConfigError
 from jobrouter.providers.config import ProviderConfig
@@ -244,6 +245,11 @@ class RouterConfig(_Strict):
     telemetry: TelemetryConfig = Field(
         default_factory=TelemetryConfig, description="optional: OTLP export of traces and metrics"
     )
+    budgets: dict[str, BudgetConfig] = Field(
+        default_factory=dict,
+        description="caps on spend, by name (`[budgets.NAME]`, docs/spend.md); validated, not "
+        "yet enforced, so a config that sets one is refused",
+    )
     # Where relative contract paths resolve; set from the file's folder when loaded from a file.
     base_dir: Path | None = Field(default=None, exclude=True)
     # The file to name with --config in a command printed for the operator (absolute, so the
@@ -260,6 +266,36 @@ class RouterConfig(_Strict):
                         f"tasks.{task_name}.providers names {provider!r}, which is not a "
                         f"[providers.{provider}] section (configured: {known})"
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _budgets_name_known_tasks_and_providers(self) -> RouterConfig:
+        for name, budget in self.budgets.items():
+            if not re.fullmatch(BUDGET_NAME, name):
+                raise ValueError(
+                    f"budgets.{name}: a budget's name is lowercase letters, digits, _ and - "
+                    "(it names the budget in refusals and metrics)"
+                )
+            for key, known in (("task", self.tasks), ("provider", self.providers)):
+                named = getattr(budget, key)
+                if named is not None and known and named not in known:
+                    raise ValueError(
+                        f"budgets.{name}.{key} names {named!r}, which is not a "
+                        f"[{key}s.{named}] section (configured: {', '.join(sorted(known))})"
+                    )
+        return self
+
+    @model_validator(mode="after")
+    def _budgets_not_enforced_yet(self) -> RouterConfig:
+        # A budget accepted and not enforced is the failure this product exists to prevent
+        # (a cap overshot in silence): refused until the reservation at each attempt's start
+        # holds it (docs/spend.md, "Budgets").
+        if self.budgets:
+            raise ValueError(
+                "[budgets] is validated but not yet enforced by this version of jobrouter (no "
+                "attempt reserves its worst case against a budget yet): remove [budgets] and "
+                "watch spend per attempt (cost_usd) meanwhile"
+            )
         return self
 
     @model_validator(mode="after")

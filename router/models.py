@@ -87,6 +87,10 @@ class Attempt(BaseModel):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cost_usd: float | None = None
+    # where the price came from ('config', 'litellm_map'); why the cost is unknown (cost_usd
+    # None: never 0 for unknown); None both for attempts recorded before schema v19
+    cost_source: str | None = None
+    cost_unknown: str | None = None
     worker: str | None = None
     lease_until: datetime | None = None
     # An operator's resolution of this attempt once `unknown` (router/resolution.py): who
@@ -128,6 +132,8 @@ class AttemptUsage(BaseModel):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cost_usd: float | None = None
+    cost_source: str | None = None
+    cost_unknown: str | None = None
     model: str | None = None
 
 

@@ -165,6 +165,19 @@ class AttemptResource(Attempt):
     resolution_note: str | None = Field(
         default=None, description="what the operator who resolved it checked"
     )
+    cost_usd: float | None = Field(
+        default=None,
+        description="what the call cost, USD; null: unknown (never 0 for unknown), see "
+        "`cost_unknown`",
+    )
+    cost_source: str | None = Field(
+        default=None,
+        description="where the price came from: `config` (the provider's configured price) or "
+        "`litellm_map` (litellm's cost map as shipped)",
+    )
+    cost_unknown: str | None = Field(
+        default=None, description="why the cost is unknown (no price for the model, no usage)"
+    )
 
     @staticmethod
     def body(attempt: Attempt, *, operator: bool) -> dict[str, Any]:

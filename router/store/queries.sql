@@ -101,7 +101,8 @@ UPDATE attempts SET state = :state, error_kind = :error_kind, error = :error,
                     error_detail = :error_detail, output = :output,
                     finished_at = :now, latency_ms = :latency_ms, model = COALESCE(:model, model),
                     prompt_tokens = :prompt_tokens, completion_tokens = :completion_tokens,
-                    cost_usd = :cost_usd, lease_until = NULL
+                    cost_usd = :cost_usd, cost_source = :cost_source,
+                    cost_unknown = :cost_unknown, lease_until = NULL
 WHERE id = :id AND state = :from_state
 RETURNING *
 
@@ -468,3 +469,52 @@ UPDATE live_watch SET suspended_at = NULL, suspension = NULL, state = '', answer
     failed = 0, rendering_checked = 0, rendering_off = 0, recent_failures = '[]',
     reinstated_at = :now, reinstated_by = :by, reinstate_reason = :reason, updated_at = :now
 WHERE provider = :provider AND contract = :contract AND suspended_at IS NOT NULL
+
+-- ---- the budget ledger (router/store/spend.py) -------------------------------------------------
+
+-- name: open_budget_period
+INSERT INTO budget_spend (budget, period_start) VALUES (:budget, :period_start)
+ON CONFLICT (budget, period_start) DO NOTHING
+
+-- name: charge_budget
+-- The check and the charge in one statement: no row when the charge would cross a cap (caps
+-- are never NULL: an uncapped side passes +infinity). On PostgreSQL a concurrent charge waits
+-- on the row lock and the WHERE is evaluated again on the row it committed.
+UPDATE budget_spend
+SET charged_usd = charged_usd + :usd, charged_tokens = charged_tokens + :tokens,
+    reserved_usd = reserved_usd + :usd, reserved_tokens = reserved_tokens + :tokens
+WHERE budget = :budget AND period_start = :period_start
+  AND charged_usd + :usd <= :usd_cap AND charged_tokens + :tokens <= :token_cap
+RETURNING charged_usd, charged_tokens
+
+-- name: budget_charged
+SELECT charged_usd, charged_tokens FROM budget_spend
+WHERE budget = :budget AND period_start = :period_start
+
+-- name: uncharge_budget
+-- Takes back a charge this transaction made (another budget of the same reservation refused).
+UPDATE budget_spend
+SET charged_usd = charged_usd - :usd, charged_tokens = charged_tokens - :tokens,
+    reserved_usd = reserved_usd - :usd, reserved_tokens = reserved_tokens - :tokens
+WHERE budget = :budget AND period_start = :period_start
+
+-- name: insert_budget_hold
+INSERT INTO budget_holds (attempt_id, budget, period_start, usd, tokens)
+VALUES (:attempt_id, :budget, :period_start, :usd, :tokens)
+
+-- name: open_holds_of_attempt
+SELECT * FROM budget_holds WHERE attempt_id = :attempt_id AND settled = 0 ORDER BY budget
+
+-- name: settle_budget
+-- A reservation becomes the actual cost: the charge moves from the reservation to the actual.
+UPDATE budget_spend
+SET charged_usd = charged_usd - :reserved_usd + :usd,
+    charged_tokens = charged_tokens - :reserved_tokens + :tokens,
+    actual_usd = actual_usd + :usd, actual_tokens = actual_tokens + :tokens
+WHERE budget = :budget AND period_start = :period_start
+
+-- name: settle_hold
+UPDATE budget_holds SET settled = 1 WHERE attempt_id = :attempt_id AND budget = :budget
+
+-- name: budget_periods
+SELECT * FROM budget_spend ORDER BY budget, period_start

@@ -99,6 +99,8 @@ def attempt_from_row(row: Row) -> Attempt:
             prompt_tokens=row["prompt_tokens"],
             completion_tokens=row["completion_tokens"],
             cost_usd=row["cost_usd"],
+            cost_source=row["cost_source"],
+            cost_unknown=row["cost_unknown"],
             worker=row["worker"],
             lease_until=ts(row["lease_until"]),
             resolved_by=row["resolved_by"],

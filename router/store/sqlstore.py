@@ -25,6 +25,7 @@ from jobrouter.store.connector import Connector
 from jobrouter.store.health import HealthReads
 from jobrouter.store.jobstore import JobStore
 from jobrouter.store.outbox import OutboxStore, OutboxWritten
+from jobrouter.store.spend import SpendLedger
 from jobrouter.store.tokens import TokenStore
 
 
@@ -39,6 +40,7 @@ class SqlStore:
         self.certifications = CertificationStore(connector)
         self.live_watch = self.certifications.live
         self.tokens = TokenStore(connector)
+        self.spend = SpendLedger(connector)
         self.health = HealthReads(connector)
 
     async def close(self) -> None:

@@ -161,6 +161,37 @@ async def reopen_in(q: Queries, tx: Tx, job: Job, data: Mapping[str, Any], now: 
     return job
 
 
+# why an attempt ended with an unknown cost when its end says nothing of its use
+NO_USAGE_RECORDED = "no usage recorded: the attempt ended without a reported usage"
+
+
+def kept_usage(usage: AttemptUsage, attempt: Attempt) -> AttemptUsage:
+    """What the end records of the attempt's use: `usage`, unless it reports none and the
+    attempt had some (an answer kept on an `unknown` attempt, then resolved by an operator):
+    what a call used is not undone by saying what became of it."""
+    if usage.prompt_tokens is not None or usage.cost_usd is not None:
+        return usage
+    if attempt.prompt_tokens is None and attempt.cost_usd is None:
+        return usage
+    return usage.model_copy(
+        update={
+            "prompt_tokens": attempt.prompt_tokens,
+            "completion_tokens": attempt.completion_tokens,
+            "cost_usd": attempt.cost_usd,
+            "cost_source": attempt.cost_source,
+            "cost_unknown": attempt.cost_unknown,
+        }
+    )
+
+
+def cost_unknown(usage: AttemptUsage, attempt: Attempt) -> str | None:
+    """Why the cost of the attempt ending with `usage` is unknown (None: it is known): an
+    unknown cost always carries its reason, the end's own, else the one the attempt had."""
+    if usage.cost_usd is not None:
+        return None
+    return usage.cost_unknown or attempt.cost_unknown or NO_USAGE_RECORDED
+
+
 async def end_attempt(
     q: Queries,
     tx: Tx,
@@ -175,6 +206,7 @@ async def end_attempt(
 ) -> Attempt:
     if not attempt_can_move(attempt.state, dst):
         raise InvalidTransition(entity="attempt", entity_id=attempt.id, src=attempt.state, dst=dst)
+    usage = kept_usage(usage, attempt)
     row = await tx.fetchone(
         q["finish_attempt"],
         {
@@ -191,6 +223,8 @@ async def end_attempt(
             "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,
             "cost_usd": usage.cost_usd,
+            "cost_source": usage.cost_source,
+            "cost_unknown": cost_unknown(usage, attempt),
         },
     )
     if row is None:

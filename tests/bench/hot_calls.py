@@ -55,6 +55,8 @@ ATTEMPT_ROW = {
             "prompt_tokens",
             "completion_tokens",
             "cost_usd",
+            "cost_source",
+            "cost_unknown",
             "resolved_by",
             "resolution_note",
         )

@@ -22,6 +22,7 @@ from jobrouter.providers.adapter import Adapter
 from jobrouter.providers.cassettes import cassette, cassette_path, write_meta
 from jobrouter.providers.config import provider_fingerprint
 from jobrouter.providers.litellm_provider import LiteLLMProvider
+from jobrouter.providers.pricing import Price, charge
 from jobrouter.providers.transports import build_provider
 
 ROOT = Path(__file__).resolve().parents[2] / "cassettes"
@@ -105,7 +106,16 @@ async def test_grammar_constrained_answer_is_schema_valid(recorded: None, primar
     completion = await primary.complete(request)
     assert isinstance(completion.output, dict) and set(completion.output) == {"title"}
     assert "mug" in completion.output["title"].lower()
-    assert completion.usage.prompt_tokens is not None and completion.usage.prompt_tokens > 10
+    usage = completion.usage
+    assert usage.prompt_tokens is not None and usage.prompt_tokens > 10
+    # a local model litellm's map does not hold, no price configured: unknown, never 0, on
+    # both transports (docs/spend.md); priced, the same recorded counts give the same cost
+    assert usage.cost_usd is None and "not in litellm's cost map" in (usage.cost_unknown or "")
+    price = Price(1e-6, 2e-6, "config")
+    assert usage.completion_tokens is not None
+    assert charge(price, usage.prompt_tokens, usage.completion_tokens).usd == pytest.approx(
+        usage.prompt_tokens * 1e-6 + usage.completion_tokens * 2e-6
+    )
 
 
 @pytest.fixture

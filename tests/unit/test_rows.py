@@ -48,6 +48,8 @@ ATTEMPT_ROW = {
     "prompt_tokens": 40,
     "completion_tokens": 5,
     "cost_usd": None,
+    "cost_source": None,
+    "cost_unknown": "the provider reported no token usage",
     "worker": "host:1:abc",
     "lease_until": None,
     "resolved_by": None,
