@@ -4,14 +4,16 @@ Load a contract (`load_contract`), render its prompt for a job (`build_request`)
 (`check_output`, `validate_output`, `run_checks`), and certify a provider against its golden cases
 (`certify` → `Certification`). Pure logic: no database, no router; providers are reached only
 through the `jobrouter.providers.Provider` seam.
-
-Certification and agreement are imported on first use: loading and checking a contract
-(`config check`, the door) needs neither.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
-
+from jobrouter.contracts.agreement import Agreement, measure_agreement
+from jobrouter.contracts.certification import (
+    CaseEvidence,
+    Certification,
+    RenderingEvidence,
+    Validity,
+)
+from jobrouter.contracts.certify import ProgressCallback, certify, certify_case
 from jobrouter.contracts.checks import (
     CheckFailure,
     check_output,
@@ -45,16 +47,6 @@ from jobrouter.contracts.model import (
     Sampling,
 )
 from jobrouter.contracts.render import build_request, render_messages
-
-if TYPE_CHECKING:
-    from jobrouter.contracts.agreement import Agreement, measure_agreement
-    from jobrouter.contracts.certification import (
-        CaseEvidence,
-        Certification,
-        RenderingEvidence,
-        Validity,
-    )
-    from jobrouter.contracts.certify import ProgressCallback, certify, certify_case
 
 __all__ = [
     "Agreement",
@@ -97,23 +89,3 @@ __all__ = [
     "validate_input",
     "validate_output",
 ]
-
-
-_ON_USE = {
-    "Agreement": "agreement",
-    "measure_agreement": "agreement",
-    "CaseEvidence": "certification",
-    "Certification": "certification",
-    "RenderingEvidence": "certification",
-    "Validity": "certification",
-    "ProgressCallback": "certify",
-    "certify": "certify",
-    "certify_case": "certify",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _ON_USE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'jobrouter.contracts' has no attribute {name!r}")
-    return getattr(import_module(f"jobrouter.contracts.{module}"), name)

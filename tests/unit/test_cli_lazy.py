@@ -150,13 +150,13 @@ def test_submit_imports_neither_the_engine_nor_a_transport(tmp_path: Path) -> No
     assert not heavy & seen, sorted(heavy & seen)
 
 
-def test_config_check_opens_no_store_and_loads_no_certification() -> None:
+def test_config_check_opens_no_store() -> None:
     """`config check` builds every task as the router does (its contract loaded, fingerprinted)
-    and checks the database URL, but it opens no store and certifies nothing: neither the
-    store's parts nor certification are imported (issue 30: the quick commands within 1 s).
+    and checks the database URL, but it opens no store: neither the store's parts nor the gate
+    and breakers over them are imported (issue 30: the quick commands within 1 s).
 
-    mutants: `jobrouter.store` importing `sqlstore` at its top again, and `jobrouter.contracts`
-    importing `certify` at its top again, each seen failing."""
+    mutants: `jobrouter.store` importing `sqlstore` at its top again, `jobrouter.build`
+    importing the gate at its top again, each seen failing."""
     config = Path(__file__).resolve().parents[2] / "cassettes" / "jobrouter.toml"
     seen = imported_after(
         "from jobrouter.cli import app\n"
@@ -166,8 +166,6 @@ def test_config_check_opens_no_store_and_loads_no_certification() -> None:
     assert "jobrouter.contracts.fingerprint" in seen
     heavy = {
         "jobrouter.store.sqlstore",
-        "jobrouter.contracts.certify",
-        "jobrouter.contracts.agreement",
         "jobrouter.breaker",
         "jobrouter.gate",
     }
