@@ -89,9 +89,6 @@ class Host:
             if "counter" in expr
         )
 
-    def has_table(self, table: str) -> bool:
-        return f"table inet {table}" in self.run("nft", "list", "tables")
-
     def pids(self) -> list[int]:
         return [int(pid) for pid in _run([IP, "netns", "pids", self.name]).split()]
 
