@@ -52,7 +52,7 @@ class PostgresHost:
     def start(cls, host: Host, listen: Sequence[str], prefix: str) -> PostgresHost:
         """initdb a fresh cluster and start it in `host`, listening on `listen`; returns once
         it accepts connections (`pg_ctl -w`)."""
-        # Not under pytest's tmp_path: /tmp/pytest-of-root is root's alone (mode 0700).
+        # Not under pytest's tmp_path: its base folder is its user's alone (mode 0700).
         folder = Path(tempfile.mkdtemp(prefix=f"{prefix}-pg-"))
         account = pwd.getpwnam(USER)
         shutil.chown(folder, account.pw_uid, account.pw_gid)
