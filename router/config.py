@@ -40,7 +40,10 @@ class DatabaseConfig(_Strict):
     # PostgreSQL only (SQLite's waits are bounded by its busy timeout): a stalled server fails
     # a request with 503 after this long instead of holding it (and readiness) indefinitely.
     command_timeout: float = Field(
-        default=30.0, gt=0, description="seconds one statement may take (PostgreSQL)"
+        default=30.0,
+        gt=0,
+        description="seconds one statement may take (PostgreSQL); a session idle inside a "
+        "transaction this long is ended by the server (docs/operations.md)",
     )
     acquire_timeout: float = Field(
         default=10.0, gt=0, description="seconds to wait for a pooled connection (PostgreSQL)"

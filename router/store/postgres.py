@@ -47,6 +47,7 @@ from jobrouter.store.connector import (
     run_callbacks,
     until_done,
 )
+from jobrouter.store.leader_lock import SERVER_KEEPALIVE
 from jobrouter.store.pg_connection import (
     CONNECT_TIMEOUT_S,
     CONNECTION_ERRORS,
@@ -73,6 +74,26 @@ SESSION_SETTINGS = {
     "application_name": "jobrouter",
     "default_transaction_isolation": "read committed",
 }
+# A router cut off from the server mid-transaction (a partition, a host that vanished) leaves
+# its session open on the server, holding its row locks for as long as the server believes the
+# connection lives: hours, since a session waiting for its client sends nothing. Every other
+# process that needs those rows (the sweep of expired leases, a claim, a finish) waits on them
+# (tests/chaos/test_netns.py). Two bounds end such a session, and with it its locks:
+# - TCP keepalive, as on the leader's lock session: a peer that stopped answering is given up
+#   after 5 s idle and 3 probes 2 s apart, whatever the session was doing (idle in a
+#   transaction, or waiting for the rest of an extended-protocol message: `active`);
+# - `idle_in_transaction_session_timeout` at the command timeout, for a client that is still
+#   there but silent inside a transaction: no transaction of jobrouter waits on its client
+#   between statements, so one idle longer than a statement may take is abandoned.
+IDLE_IN_TRANSACTION = "idle_in_transaction_session_timeout"
+
+
+def session_settings(command_timeout: float) -> dict[str, str]:
+    """The settings of every pooled session: see SESSION_SETTINGS and the bounds above."""
+    idle_ms = max(1, round(command_timeout * 1000))
+    return {**SESSION_SETTINGS, **SERVER_KEEPALIVE, IDLE_IN_TRANSACTION: f"{idle_ms}ms"}
+
+
 COMMIT_LOST = "connection lost during COMMIT: the transaction may or may not have committed"
 
 if TYPE_CHECKING:  # asyncpg's classes are generic only in its stubs
@@ -198,7 +219,7 @@ class PostgresConnector:
                 max_size=max_size,
                 timeout=CONNECT_TIMEOUT_S,
                 command_timeout=command_timeout,
-                server_settings=SESSION_SETTINGS,
+                server_settings=session_settings(command_timeout),
                 reset=_keep_session,
             )
         try:
