@@ -55,12 +55,16 @@ async def test_a_follower_replaces_a_leader_that_stopped_renewing_though_its_ses
     renewal fails. (mutant: the follower's end_expired_holder skipped: B is never
     elected, seen failing.)"""
     url, store = pg_store
-    frozen = pg_lock(store, url, "a", heartbeat_s=0.1)
+    # A lease of 1.5 heartbeats: at 0.1 s a loaded machine's stall of 50 ms let B's own lease
+    # lapse between its election and the holder read (seen: None == 'b'); at 2 s it takes a
+    # stall of a second.
+    heartbeat_s = 2.0
+    frozen = pg_lock(store, url, "a", heartbeat_s=heartbeat_s)
     session_ended = asyncio.Event()
     frozen.on_lost(session_ended.set)
     assert await frozen.try_acquire()
     assert frozen.term == 1
-    b = Leader(pg_lock(store, url, "b", heartbeat_s=0.1), "b", [], heartbeat_s=0.1)
+    b = Leader(pg_lock(store, url, "b", heartbeat_s=heartbeat_s), "b", [], heartbeat_s=heartbeat_s)
     b.start()
     try:
         await elected(b)
