@@ -144,7 +144,9 @@ class RetryPolicy:
 
     def backoff(self, failures: int) -> float:
         """Full jitter: uniform in [0, min(cap, initial * 2**(failures - 1))]."""
-        return random.uniform(0, min(self.cap, self.initial * 2 ** max(0, failures - 1)))
+        # The exponent bounded: a long wait counts thousands of failures, and 2**n past 1023
+        # is no float (the cap is reached long before).
+        return random.uniform(0, min(self.cap, self.initial * 2 ** min(max(0, failures - 1), 64)))
 
     def wait(self, state: RetryCallState) -> float:
         """tenacity's wait: the backoff, or the server's Retry-After when it asks for more."""
@@ -312,7 +314,8 @@ class JobClient:
     async def wait(self, job_id: str, timeout: float | None = None) -> Job:  # noqa: ASYNC109
         """The job once it is terminal or needs attention, read from its durable record: the
         event stream only says when to look; if the stream cannot be had, the status is read
-        by id instead. TimeoutError after `timeout` seconds."""
+        by id instead, and a read whose retries ran out is tried again: a server out of reach
+        for a while is waited for as the job is. TimeoutError after `timeout` seconds."""
         async with asyncio.timeout(timeout):
             failures = 0
             while True:
@@ -321,9 +324,13 @@ class JobClient:
                         pass
                 except Unavailable:
                     failures += 1
-                job = await self.get(job_id)
-                if watch_ends(job.state, caught_up=True):  # the durable record is caught up
-                    return job
+                try:
+                    job = await self.get(job_id)
+                except Unavailable:
+                    failures += 1
+                else:
+                    if watch_ends(job.state, caught_up=True):  # the durable record caught up
+                        return job
                 await asyncio.sleep(self.retry.backoff(failures))
 
     # ---- plumbing --------------------------------------------------------------------------------

@@ -138,8 +138,10 @@ async def test_exhausted_retries_are_unknown_with_the_key(
 
 
 def test_backoff_is_full_jitter_under_a_cap() -> None:
+    """Up to the cap, also after thousands of failures (a long `wait`; mutant: the exponent
+    unbounded, OverflowError at 1,100 failures, seen failing)."""
     policy = RetryPolicy(initial=0.5, cap=4.0)
-    for failures, ceiling in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 4.0), (9, 4.0)]:
+    for failures, ceiling in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 4.0), (9, 4.0), (1100, 4.0)]:
         waits = [policy.backoff(failures) for _ in range(200)]
         assert all(0 <= wait <= ceiling for wait in waits)
         assert max(waits) > ceiling / 2  # spread over the whole range, not a fixed delay
@@ -172,6 +174,28 @@ async def test_wait_reads_the_durable_record_when_the_stream_is_unavailable() ->
 
     async with client(handler) as jobs:
         job = await jobs.wait("j1", timeout=5)
+    assert job.state == "succeeded" and job.result == {"text": "hi"}
+
+
+async def test_wait_outlasts_a_read_whose_retries_ran_out_within_its_timeout() -> None:
+    """The server unreachable for longer than one read's retries (8 connection errors against
+    4 attempts a read, the stream refused too): `wait` keeps reading within its own timeout and
+    returns the settled job, as it does when only the stream fails (mutant: the record's read
+    outside the `except Unavailable`, `wait` raised Unavailable, seen failing)."""
+    refused = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal refused
+        if request.url.path.endswith("/events"):
+            return httpx.Response(503)
+        if refused < 2 * QUICK.attempts:
+            refused += 1
+            raise httpx.ConnectError("refused")
+        return httpx.Response(200, json=job_body("succeeded", result={"text": "hi"}))
+
+    async with client(handler) as jobs:
+        job = await jobs.wait("j1", timeout=30)
+    assert refused == 2 * QUICK.attempts
     assert job.state == "succeeded" and job.result == {"text": "hi"}
 
 
