@@ -97,11 +97,15 @@ WHERE id = :id AND version = :version AND winner_attempt_id IS NULL
 RETURNING *
 
 -- name: finish_attempt
+-- :verdict, :verdict_at: an answer's live verdict (router/store/live_watch.py), kept with the
+-- end that judged it; an end without one (a resolution, a sweep) leaves any earlier one as is.
 UPDATE attempts SET state = :state, error_kind = :error_kind, error = :error,
                     error_detail = :error_detail, output = :output,
                     finished_at = :now, latency_ms = :latency_ms, model = COALESCE(:model, model),
                     prompt_tokens = :prompt_tokens, completion_tokens = :completion_tokens,
-                    cost_usd = :cost_usd, lease_until = NULL
+                    cost_usd = :cost_usd, lease_until = NULL,
+                    verdict = COALESCE(:verdict, verdict),
+                    verdict_at = COALESCE(:verdict_at, verdict_at)
 WHERE id = :id AND state = :from_state
 RETURNING *
 
@@ -412,19 +416,29 @@ AND id >= :id_floor AND created_at >= :created_after
 -- name: list_jobs_before
 AND id < :id_ceiling AND created_at < :created_before
 
--- name: insert_live_verdict
--- In the transaction that ends an answered attempt (router/store/live_watch.py).
-INSERT INTO live_verdicts (attempt_id, provider, contract, source, failed, failure,
-                           rendering_off, prompt_tokens, prompt_chars, at)
-VALUES (:attempt_id, :provider, :contract, :source, :failed, :failure, :rendering_off,
-        :prompt_tokens, :prompt_chars, :now)
+-- name: insert_probe_verdict
+-- A golden probe's verdict (router/probes.py): it has no attempt to carry it.
+INSERT INTO probe_verdicts (attempt_id, provider, contract, source, failed, failure,
+                            rendering_off, prompt_tokens, prompt_chars, at)
+VALUES (:attempt_id, :provider, :contract, 'probe', :failed, :failure, NULL, NULL, NULL, :now)
 
--- name: pending_live_verdicts
-SELECT * FROM live_verdicts ORDER BY id LIMIT :limit
+-- name: pending_attempt_verdicts
+-- The live verdicts not folded yet, oldest first: the partial index attempts_unfolded.
+SELECT id, provider, verdict, verdict_at FROM attempts WHERE verdict_at IS NOT NULL
+ORDER BY verdict_at, id LIMIT :limit
 
--- name: consume_live_verdicts
--- The ids as text: one spelling for both dialects' JSON lists (the table holds one fold's rows).
-DELETE FROM live_verdicts WHERE CAST(id AS TEXT) IN ({json_list(:ids)})
+-- name: pending_probe_verdicts
+SELECT * FROM probe_verdicts ORDER BY id LIMIT :limit
+
+-- name: consume_attempt_verdicts
+-- Folded: off the partial index (the verdict stays on its attempt). The count tells the fold
+-- whether another took them first.
+UPDATE attempts SET verdict_at = NULL
+WHERE id IN ({json_list(:ids)}) AND verdict_at IS NOT NULL
+
+-- name: consume_probe_verdicts
+-- The ids as text: one spelling for both dialects' JSON lists (the table holds few rows).
+DELETE FROM probe_verdicts WHERE CAST(id AS TEXT) IN ({json_list(:ids)})
 
 -- name: list_live_watch
 SELECT * FROM live_watch ORDER BY contract, provider
@@ -451,12 +465,17 @@ ON CONFLICT (provider, contract) DO UPDATE SET
 -- name: delete_live_watch
 DELETE FROM live_watch WHERE provider = :provider AND contract = :contract
 
--- name: delete_live_verdicts_of_pair
+-- name: drop_attempt_verdicts_of_pair
 -- Before a fresh watch (a new certification, a reinstatement): answers not folded yet speak of
--- what came before. A fold that counted them meanwhile finds them gone and writes nothing; on
--- PostgreSQL this DELETE waits for a fold in flight, and the watch's DELETE after it sees the
--- fold's row.
-DELETE FROM live_verdicts WHERE provider = :provider AND contract = :contract
+-- what came before, and are not folded at all. A fold that counted them meanwhile finds them
+-- gone and writes nothing; on PostgreSQL this UPDATE waits for a fold in flight (its rows
+-- locked), and the watch's DELETE after it sees the fold's row.
+UPDATE attempts SET verdict_at = NULL
+WHERE verdict_at IS NOT NULL AND provider = :provider
+  AND json_extract(verdict, '$.contract') = :contract
+
+-- name: delete_probe_verdicts_of_pair
+DELETE FROM probe_verdicts WHERE provider = :provider AND contract = :contract
 
 -- name: list_suspensions
 SELECT provider, contract, suspended_at, suspension FROM live_watch
