@@ -423,9 +423,10 @@ INSERT INTO probe_verdicts (attempt_id, provider, contract, source, failed, fail
 VALUES (:attempt_id, :provider, :contract, 'probe', :failed, :failure, NULL, NULL, NULL, :now)
 
 -- name: pending_attempt_verdicts
--- The live verdicts not folded yet, oldest first: the partial index attempts_unfolded.
+-- The live verdicts not folded yet, oldest first: the partial index attempts_unfolded, in
+-- its order (a tie of two times folds in either order).
 SELECT id, provider, verdict, verdict_at FROM attempts WHERE verdict_at IS NOT NULL
-ORDER BY verdict_at, id LIMIT :limit
+ORDER BY verdict_at LIMIT :limit
 
 -- name: pending_probe_verdicts
 SELECT * FROM probe_verdicts ORDER BY id LIMIT :limit
@@ -470,8 +471,11 @@ DELETE FROM live_watch WHERE provider = :provider AND contract = :contract
 -- what came before, and are not folded at all. A fold that counted them meanwhile finds them
 -- gone and writes nothing; on PostgreSQL this UPDATE waits for a fold in flight (its rows
 -- locked), and the watch's DELETE after it sees the fold's row.
+-- `provider || ''` keeps the planner off attempts_by_provider (every attempt the provider ever
+-- made), where a planner without statistics (SQLite's always, PostgreSQL's on a young table)
+-- would go, for the few unfolded rows of attempts_unfolded.
 UPDATE attempts SET verdict_at = NULL
-WHERE verdict_at IS NOT NULL AND provider = :provider
+WHERE verdict_at IS NOT NULL AND provider || '' = :provider
   AND json_extract(verdict, '$.contract') = :contract
 
 -- name: delete_probe_verdicts_of_pair

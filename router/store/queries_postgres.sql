@@ -87,5 +87,5 @@ SELECT * FROM live_watch ORDER BY contract, provider FOR UPDATE
 -- name: drop_attempt_verdicts_of_pair
 -- As queries.sql's, the verdict's contract read by PostgreSQL's JSON operator.
 UPDATE attempts SET verdict_at = NULL
-WHERE verdict_at IS NOT NULL AND provider = :provider
+WHERE verdict_at IS NOT NULL AND provider || '' = :provider
   AND CAST(verdict AS json) ->> 'contract' = :contract

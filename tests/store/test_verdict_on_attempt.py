@@ -104,3 +104,23 @@ async def test_a_fold_marks_live_and_probe_verdicts_once(store: SqlStore) -> Non
         pending, lambda _: [WatchRow("a", "caption", answered=9)]
     )
     assert (await store.live_watch.watches())[("a", "caption")].answered == 1
+
+
+async def _plan(store: SqlStore, query: str, params: dict[str, object]) -> str:
+    sql = store.connector.queries[query]
+    if store.connector.dialect == "sqlite":
+        rows = await store.connector.fetchall("EXPLAIN QUERY PLAN " + sql, params)
+        return " | ".join(str(row["detail"]) for row in rows)
+    async with store.connector.write() as tx:  # SET LOCAL: this transaction only
+        await tx.execute("SET LOCAL enable_seqscan = off", {})  # as if the table were large
+        rows = await tx.fetchall("EXPLAIN " + sql, params)
+    return " | ".join(str(row["QUERY PLAN"]) for row in rows)
+
+
+async def test_the_unfolded_verdicts_are_found_by_their_partial_index(store: SqlStore) -> None:
+    """The fold's read and a pair's drop walk attempts_unfolded (the few unfolded rows), not
+    every attempt. mutant: `provider || ''` back to `provider` in drop_attempt_verdicts_of_pair:
+    attempts_by_provider walked."""
+    pair = {"provider": "a", "contract": "caption"}
+    assert "attempts_unfolded" in await _plan(store, "drop_attempt_verdicts_of_pair", pair)
+    assert "attempts_unfolded" in await _plan(store, "pending_attempt_verdicts", {"limit": 10})
