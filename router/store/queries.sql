@@ -241,7 +241,8 @@ UPDATE api_tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL
 SELECT version FROM schema_migrations ORDER BY version
 
 -- name: count_open_jobs
--- Queue depth for /metrics: queued and running jobs by state (the jobs_runnable partial index).
+-- Queue depth for /metrics: queued and running jobs by state (jobs_by_state on SQLite, the
+-- jobs_runnable partial index on PostgreSQL).
 SELECT state, COUNT(*) AS n FROM jobs WHERE state IN ('queued', 'running') GROUP BY state
 
 -- ---- outbox delivery and dead letters (router/store/outbox.py) -------------------------------
@@ -316,9 +317,10 @@ SELECT * FROM outbox_dead ORDER BY dead_at DESC, id LIMIT :limit
 
 -- ---- retention (router/store/outbox.py, `jobrouter purge`) ----------------------------------
 -- The state list is JobState's terminal set (states.py; a unit test holds them equal), spelled
--- out so the jobs_finished partial index applies. A terminal job older than :cutoff is kept
--- while its completion event may still be owed: an undelivered row of an owner in :owners (the
--- owners with a `[webhooks.<owner>]` section, a JSON-array text), an undelivered row that has
+-- out so PostgreSQL's jobs_finished partial index applies (SQLite walks jobs_by_state). A
+-- terminal job older than :cutoff is kept while its completion event may still be owed: an
+-- undelivered row of an owner in :owners (the owners with a `[webhooks.<owner>]` section, a
+-- JSON-array text), an undelivered row that has
 -- been tried or is claimed (whatever the configuration says now: a webhook removed from it does
 -- not make a tried event droppable), a dead letter, or (unless :drop_parked = 1, the explicit
 -- `--drop-parked`) any undelivered row. Otherwise it is purgeable, and its outbox row goes with

@@ -20,3 +20,6 @@ FROM live_verdicts AS v
 WHERE v.source = 'live' AND v.attempt_id = attempts.id;
 DELETE FROM live_verdicts WHERE source = 'live';
 ALTER TABLE live_verdicts RENAME TO probe_verdicts;
+
+-- (SQLite's 0018 also drops jobs_runnable and jobs_finished, which its planner never walks;
+-- PostgreSQL's does, for the claim of runnable jobs and the retention purge: kept here.)

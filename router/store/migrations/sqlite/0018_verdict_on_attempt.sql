@@ -20,3 +20,12 @@ FROM live_verdicts AS v
 WHERE v.source = 'live' AND v.attempt_id = attempts.id;
 DELETE FROM live_verdicts WHERE source = 'live';
 ALTER TABLE live_verdicts RENAME TO probe_verdicts;
+
+-- Two indexes no statement of the SQLite store walks (issue 28; `python -m tests.bench.plans`
+-- lists each query's plan): SQLite keeps no statistics, and its planner takes jobs_by_state
+-- for the claim of runnable jobs, the queue depth and the retention purge alike. Each cost
+-- every job its upkeep all the same (jobs_runnable an entry at the insert and its removal at
+-- the finish, jobs_finished an entry at the finish). PostgreSQL, which plans by statistics
+-- and walks both, keeps them.
+DROP INDEX jobs_runnable;
+DROP INDEX jobs_finished;
