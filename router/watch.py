@@ -2,10 +2,11 @@
 certified provider whose live answers drift from what certification saw loses the contract's
 traffic until it is certified again (or an operator reinstates it, on the record).
 
-    attempt ends (answered) ──same transaction──> live_verdicts row   (router/attempt_call.py)
+    attempt ends (answered) ──the same UPDATE──> its verdict on the attempt's row
+                                                                    (router/attempt_call.py)
     leader, every [certification.watch] interval:
         oldest verdicts ─> each pair's sequential rule (jobrouter.drift) against its certified
-        baseline ─> live_watch (counts, state, suspension) with the verdicts deleted, at once
+        baseline ─> live_watch (counts, state, suspension), the verdicts marked folded, at once
     gate, every refresh, every process: a suspended pair is not eligible (router/gate.py)
 
 Only a verdict the router computes anyway counts (JSON, schema, the contract's checks): no
@@ -132,7 +133,7 @@ async def fold_verdicts(
                 fired.append(row)
         return changed.values()
 
-    if not await store.live.fold([s.id for s in pending], decide, notify):
+    if not await store.live.fold(pending, decide, notify):
         return Fold(0)
     for stored in pending:
         seen = stored.verdict

@@ -16,7 +16,7 @@ from jobrouter.states import AttemptState, EventKind, JobState
 from jobrouter.store.changes import Changes
 from jobrouter.store.claims import AttemptStart
 from jobrouter.store.connector import Connector, Tx
-from jobrouter.store.live_watch import LiveVerdict, record_verdict
+from jobrouter.store.live_watch import LiveVerdict
 from jobrouter.store.outbox import OutboxWritten
 from jobrouter.store.rows import attempt_from_row, dumps, job_from_row
 from jobrouter.store.transitions import (
@@ -82,9 +82,7 @@ class AttemptWrites:
                 return FinishOutcome(
                     won=job.winner_attempt_id == attempt_id, job=job, attempt=attempt
                 )
-            outcome = await self._cas_in(tx, job, attempt, output, usage, now)
-            if verdict is not None:
-                await record_verdict(self._q, tx, verdict, now)
+            outcome = await self._cas_in(tx, job, attempt, output, usage, now, verdict=verdict)
         self._changes.notify(attempt.job_id, outcome.job if outcome.won else None)
         return outcome
 
@@ -97,9 +95,11 @@ class AttemptWrites:
         usage: AttemptUsage,
         now: float,
         record: Mapping[str, str] | None = None,
+        verdict: LiveVerdict | None = None,
     ) -> FinishOutcome:
         """The compare-and-swap inside the open transaction, `job` locked and `attempt` open;
-        `record`: an operator's resolution, kept in the attempt's event."""
+        `record`: an operator's resolution, kept in the attempt's event; `verdict`: the
+        answer's, kept by the attempt's end, won or lost."""
         won_row, events = None, won_events(attempt, record)
         if job.winner_attempt_id is None and not job.state.terminal:
             won_row = await tx.fetchone(
@@ -114,9 +114,9 @@ class AttemptWrites:
                 },
             )
         if won_row is None:
-            return await self._record_lost(tx, job, attempt, usage, now, record)
+            return await self._record_lost(tx, job, attempt, usage, now, record, verdict)
         won = job_from_row(won_row), int(won_row["event_seq"])
-        return await self._record_won(tx, won, attempt, events, output, usage, now)
+        return await self._record_won(tx, won, attempt, events, output, usage, now, verdict)
 
     async def _record_lost(
         self,
@@ -126,6 +126,7 @@ class AttemptWrites:
         usage: AttemptUsage,
         now: float,
         record: Mapping[str, str] | None = None,
+        verdict: LiveVerdict | None = None,
     ) -> FinishOutcome:
         """Another attempt won (or the job ended without one): this one is recorded `lost`."""
         lost = await end_attempt(
@@ -136,6 +137,7 @@ class AttemptWrites:
             usage,
             now,
             error=f"finished after {job.winner_attempt_id} won",
+            verdict=verdict,
         )
         await append_events(
             self._q,
@@ -166,13 +168,14 @@ class AttemptWrites:
         output: Any,
         usage: AttemptUsage,
         now: float,
+        verdict: LiveVerdict | None,
     ) -> FinishOutcome:
         """The CAS took: `won` is the job, succeeded with this attempt's output, and its
-        event_seq as the CAS left it (counting `events`); the attempt, the events and the
-        outbox row go in the same transaction."""
+        event_seq as the CAS left it (counting `events`); the attempt (its verdict on it), the
+        events and the outbox row go in the same transaction."""
         job, event_seq = won
         done = await end_attempt(
-            self._q, tx, attempt, AttemptState.SUCCEEDED, usage, now, output=output
+            self._q, tx, attempt, AttemptState.SUCCEEDED, usage, now, output=output, verdict=verdict
         )
         await insert_numbered(self._q, tx, job.id, job.state, events, event_seq, now)
         await write_outbox(self._q, tx, job, now, self._outbox_written)
@@ -205,7 +208,17 @@ class AttemptWrites:
             if attempt.state.terminal or attempt.state is state:  # already recorded (cancel,
                 return attempt  # or a second sweeper): keep the first record
             done = await end_attempt(
-                self._q, tx, attempt, state, usage, now, error_kind, error, output, error_detail
+                self._q,
+                tx,
+                attempt,
+                state,
+                usage,
+                now,
+                error_kind,
+                error,
+                output,
+                error_detail,
+                verdict,  # an answer that broke the contract
             )
             data = {
                 "attempt_id": attempt_id,
@@ -221,8 +234,6 @@ class AttemptWrites:
                 [NewEvent(kind=EventKind.attempt_ended(state), data=data)],
                 now,
             )
-            if verdict is not None:  # an answer that broke the contract
-                await record_verdict(self._q, tx, verdict, now)
         self._changes.notify(attempt.job_id)
         return done
 

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from jobrouter.store.connector import Connector
-from jobrouter.store.live_watch import LiveWatchStore, Suspension
+from jobrouter.store.live_watch import LiveWatchStore, Suspension, drop_pending_of_pair
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class CertificationStore:
             # a new certification starts a fresh live watch (router/watch.py): whatever was
             # seen or suspended before speaks of what was certified before
             pair = {"provider": provider, "contract": contract}
-            await tx.execute(self._q["delete_live_verdicts_of_pair"], pair)
+            await drop_pending_of_pair(self._q, tx, pair)
             await tx.execute(self._q["delete_live_watch"], pair)
 
     async def list_certifications(self) -> list[CertificationRow]:
@@ -81,5 +81,5 @@ class CertificationStore:
             changed = await tx.execute(self._q["reinstate_watch"], {**params, "now": time.time()})
             if changed:  # the watch starts from zero: answers not folded yet came before
                 pair = {"provider": provider, "contract": contract}
-                await tx.execute(self._q["delete_live_verdicts_of_pair"], pair)
+                await drop_pending_of_pair(self._q, tx, pair)
         return changed > 0

@@ -1,10 +1,12 @@
-"""Live evidence in the store (issue 27): a verdict per answered attempt, written in the
-transaction that ends the attempt, and per provider x contract the watch the leader folds them
-into, with its suspension. `LiveWatchStore` is `SqlStore.live_watch`; the decisions are
-router/watch.py's (and jobrouter.drift's), the store only keeps what they need exactly once:
-a fold reads the watches and deletes the verdicts it counts in the transaction that writes
-the new watches (an operator's reinstatement cannot slip between), and a fold that finds its
-verdicts gone (another leader's, during a takeover) writes nothing.
+"""Live evidence in the store (issue 27): a verdict per answered attempt, written on the
+attempt's row by the UPDATE that ends it (columns `verdict`, `verdict_at`; migration 0018), a
+golden probe's in `probe_verdicts` (it has no attempt), and per provider x contract the watch
+the leader folds them into, with its suspension. `LiveWatchStore` is `SqlStore.live_watch`;
+the decisions are router/watch.py's (and jobrouter.drift's), the store only keeps what they
+need exactly once: a fold reads the watches and marks folded (a probe's: deletes) the verdicts
+it counts in the transaction that writes the new watches (an operator's reinstatement cannot
+slip between), and a fold that finds its verdicts gone (another leader's, during a takeover)
+writes nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from jobrouter.models import new_id
 from jobrouter.store.connector import Connector, Row, Tx
@@ -40,8 +43,12 @@ class LiveVerdict:
 
 @dataclass(frozen=True)
 class StoredVerdict:
-    id: int
+    """A verdict not folded yet: `id` is its attempt's (a live one) or its probe row's, `at`
+    when it was written (the fold's order)."""
+
+    id: str
     verdict: LiveVerdict
+    at: float
 
 
 @dataclass(frozen=True)
@@ -107,26 +114,23 @@ class WatchRow:
         return (self.provider, self.contract)
 
 
-async def record_verdict(
-    queries: Mapping[str, str], tx: Tx, verdict: LiveVerdict, now: float
-) -> None:
-    """Inside the transaction that ends the attempt: the verdict is kept exactly when the end
-    is."""
-    await tx.execute(
-        queries["insert_live_verdict"],
-        {
-            "attempt_id": verdict.attempt_id,
-            "provider": verdict.provider,
-            "contract": verdict.contract,
-            "source": "probe" if verdict.probe else "live",
-            "failed": int(verdict.failed),
-            "failure": verdict.failure,
-            "rendering_off": None if verdict.rendering_off is None else int(verdict.rendering_off),
-            "prompt_tokens": verdict.prompt_tokens,
-            "prompt_chars": verdict.prompt_chars,
-            "now": now,
-        },
-    )
+def verdict_columns(verdict: LiveVerdict | None, now: float) -> dict[str, Any]:
+    """The attempt's `verdict` and `verdict_at` as its ending UPDATE writes them (None, None:
+    no verdict; the UPDATE keeps any earlier one). The provider and the attempt are the row's."""
+    if verdict is None:
+        return {"verdict": None, "verdict_at": None}
+    data = {
+        "contract": verdict.contract,
+        "failed": verdict.failed,
+        "failure": verdict.failure,
+        "rendering_off": verdict.rendering_off,
+        "prompt_tokens": verdict.prompt_tokens,
+        "prompt_chars": verdict.prompt_chars,
+    }
+    return {"verdict": _ENCODE(data), "verdict_at": now}
+
+
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode  # built once: see models._CANONICAL
 
 
 class LiveWatchStore:
@@ -135,9 +139,13 @@ class LiveWatchStore:
         self._q = connector.queries
 
     async def pending(self, limit: int) -> list[StoredVerdict]:
-        """The oldest verdicts not folded yet, in the order they were written."""
-        rows = await self.connector.fetchall(self._q["pending_live_verdicts"], {"limit": limit})
-        return [_stored(row) for row in rows]
+        """The oldest verdicts not folded yet (live and probes), in the order they were
+        written."""
+        q, params = self._q, {"limit": limit}
+        live = await self.connector.fetchall(q["pending_attempt_verdicts"], params)
+        probes = await self.connector.fetchall(q["pending_probe_verdicts"], params)
+        stored = [_live(row) for row in live] + [_probe(row) for row in probes]
+        return sorted(stored, key=lambda s: s.at)[:limit]
 
     async def watches(self) -> dict[tuple[str, str], WatchRow]:
         rows = await self.connector.fetchall(self._q["list_live_watch"], {})
@@ -145,20 +153,18 @@ class LiveWatchStore:
 
     async def fold(
         self,
-        consumed: Sequence[int],
+        consumed: Sequence[StoredVerdict],
         decide: Callable[[Watches], Iterable[WatchRow]],
         notify: Sequence[str] = (),
     ) -> bool:
         """In one transaction: the watches as they are (locked), `decide(watches)` the ones
-        that counted `consumed`, written, those verdicts deleted, and for each pair it newly
-        suspended an outbox event `provider.suspended` to each owner of `notify` (I8: the
+        that counted `consumed`, written, those verdicts marked folded, and for each pair it
+        newly suspended an outbox event `provider.suspended` to each owner of `notify` (I8: the
         event exactly when the suspension). False (nothing written) when some verdicts were
         gone: another fold counted them."""
         try:
             async with self.connector.write() as tx:
-                ids = json.dumps([str(i) for i in consumed])
-                deleted = await tx.execute(self._q["consume_live_verdicts"], {"ids": ids})
-                if deleted != len(consumed):
+                if await _consume(self._q, tx, consumed) != len(consumed):
                     raise _Raced
                 rows = await tx.fetchall(self._q["lock_live_watch"], {})
                 current = {(row["provider"], row["contract"]): _watch(row) for row in rows}
@@ -175,7 +181,17 @@ class LiveWatchStore:
     async def record_probe(self, verdict: LiveVerdict) -> None:
         """A golden probe's verdict (router/probes.py), folded like a live one."""
         async with self.connector.write() as tx:
-            await record_verdict(self._q, tx, verdict, time.time())
+            await tx.execute(
+                self._q["insert_probe_verdict"],
+                {
+                    "attempt_id": verdict.attempt_id,
+                    "provider": verdict.provider,
+                    "contract": verdict.contract,
+                    "failed": int(verdict.failed),
+                    "failure": verdict.failure,
+                    "now": time.time(),
+                },
+            )
 
     async def save(self, watch: WatchRow) -> None:
         async with self.connector.write() as tx:
@@ -184,6 +200,25 @@ class LiveWatchStore:
 
 class _Raced(Exception):
     """Rolls a fold back: its verdicts were counted by another."""
+
+
+async def drop_pending_of_pair(queries: Mapping[str, str], tx: Tx, pair: Mapping[str, str]) -> None:
+    """Before a fresh watch of `pair` (provider, contract): its verdicts not folded yet speak
+    of what came before, and are never folded (a fold that read them finds them gone)."""
+    await tx.execute(queries["drop_attempt_verdicts_of_pair"], pair)
+    await tx.execute(queries["delete_probe_verdicts_of_pair"], pair)
+
+
+async def _consume(queries: Mapping[str, str], tx: Tx, consumed: Sequence[StoredVerdict]) -> int:
+    """Mark `consumed` folded; how many were still there to mark."""
+    live = [s.id for s in consumed if not s.verdict.probe]
+    probes = [s.id for s in consumed if s.verdict.probe]
+    done = 0
+    if live:
+        done += await tx.execute(queries["consume_attempt_verdicts"], {"ids": json.dumps(live)})
+    if probes:
+        done += await tx.execute(queries["consume_probe_verdicts"], {"ids": json.dumps(probes)})
+    return done
 
 
 async def save_watch(queries: Mapping[str, str], tx: Tx, watch: WatchRow, now: float) -> None:
@@ -248,20 +283,32 @@ async def _announce(
         )
 
 
-def _stored(row: Row) -> StoredVerdict:
-    off = row["rendering_off"]
+def _live(row: Row) -> StoredVerdict:
+    data = json.loads(row["verdict"])
+    off = data["rendering_off"]
+    verdict = LiveVerdict(
+        attempt_id=row["id"],
+        provider=row["provider"],
+        contract=data["contract"],
+        failed=bool(data["failed"]),
+        failure=data["failure"],
+        rendering_off=None if off is None else bool(off),
+        prompt_tokens=data["prompt_tokens"],
+        prompt_chars=data["prompt_chars"],
+    )
+    return StoredVerdict(row["id"], verdict, float(row["verdict_at"]))
+
+
+def _probe(row: Row) -> StoredVerdict:
     verdict = LiveVerdict(
         attempt_id=row["attempt_id"],
         provider=row["provider"],
         contract=row["contract"],
         failed=bool(row["failed"]),
         failure=row["failure"],
-        rendering_off=None if off is None else bool(off),
-        probe=row["source"] == "probe",
-        prompt_tokens=row["prompt_tokens"],
-        prompt_chars=row["prompt_chars"],
+        probe=True,
     )
-    return StoredVerdict(int(row["id"]), verdict)
+    return StoredVerdict(str(row["id"]), verdict, float(row["at"]))
 
 
 def _watch(row: Row) -> WatchRow:

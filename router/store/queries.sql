@@ -97,12 +97,16 @@ WHERE id = :id AND version = :version AND winner_attempt_id IS NULL
 RETURNING *
 
 -- name: finish_attempt
+-- :verdict, :verdict_at: an answer's live verdict (router/store/live_watch.py), kept with the
+-- end that judged it; an end without one (a resolution, a sweep) leaves any earlier one as is.
 UPDATE attempts SET state = :state, error_kind = :error_kind, error = :error,
                     error_detail = :error_detail, output = :output,
                     finished_at = :now, latency_ms = :latency_ms, model = COALESCE(:model, model),
                     prompt_tokens = :prompt_tokens, completion_tokens = :completion_tokens,
                     cost_usd = :cost_usd, cost_source = :cost_source,
-                    cost_unknown = :cost_unknown, lease_until = NULL
+                    cost_unknown = :cost_unknown, lease_until = NULL,
+                    verdict = COALESCE(:verdict, verdict),
+                    verdict_at = COALESCE(:verdict_at, verdict_at)
 WHERE id = :id AND state = :from_state
 RETURNING *
 
@@ -238,7 +242,8 @@ UPDATE api_tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL
 SELECT version FROM schema_migrations ORDER BY version
 
 -- name: count_open_jobs
--- Queue depth for /metrics: queued and running jobs by state (the jobs_runnable partial index).
+-- Queue depth for /metrics: queued and running jobs by state (jobs_by_state on SQLite, the
+-- jobs_runnable partial index on PostgreSQL).
 SELECT state, COUNT(*) AS n FROM jobs WHERE state IN ('queued', 'running') GROUP BY state
 
 -- ---- outbox delivery and dead letters (router/store/outbox.py) -------------------------------
@@ -313,9 +318,10 @@ SELECT * FROM outbox_dead ORDER BY dead_at DESC, id LIMIT :limit
 
 -- ---- retention (router/store/outbox.py, `jobrouter purge`) ----------------------------------
 -- The state list is JobState's terminal set (states.py; a unit test holds them equal), spelled
--- out so the jobs_finished partial index applies. A terminal job older than :cutoff is kept
--- while its completion event may still be owed: an undelivered row of an owner in :owners (the
--- owners with a `[webhooks.<owner>]` section, a JSON-array text), an undelivered row that has
+-- out so PostgreSQL's jobs_finished partial index applies (SQLite walks jobs_by_state). A
+-- terminal job older than :cutoff is kept while its completion event may still be owed: an
+-- undelivered row of an owner in :owners (the owners with a `[webhooks.<owner>]` section, a
+-- JSON-array text), an undelivered row that has
 -- been tried or is claimed (whatever the configuration says now: a webhook removed from it does
 -- not make a tried event droppable), a dead letter, or (unless :drop_parked = 1, the explicit
 -- `--drop-parked`) any undelivered row. Otherwise it is purgeable, and its outbox row goes with
@@ -413,19 +419,30 @@ AND id >= :id_floor AND created_at >= :created_after
 -- name: list_jobs_before
 AND id < :id_ceiling AND created_at < :created_before
 
--- name: insert_live_verdict
--- In the transaction that ends an answered attempt (router/store/live_watch.py).
-INSERT INTO live_verdicts (attempt_id, provider, contract, source, failed, failure,
-                           rendering_off, prompt_tokens, prompt_chars, at)
-VALUES (:attempt_id, :provider, :contract, :source, :failed, :failure, :rendering_off,
-        :prompt_tokens, :prompt_chars, :now)
+-- name: insert_probe_verdict
+-- A golden probe's verdict (router/probes.py): it has no attempt to carry it.
+INSERT INTO probe_verdicts (attempt_id, provider, contract, source, failed, failure,
+                            rendering_off, prompt_tokens, prompt_chars, at)
+VALUES (:attempt_id, :provider, :contract, 'probe', :failed, :failure, NULL, NULL, NULL, :now)
 
--- name: pending_live_verdicts
-SELECT * FROM live_verdicts ORDER BY id LIMIT :limit
+-- name: pending_attempt_verdicts
+-- The live verdicts not folded yet, oldest first: the partial index attempts_unfolded, in
+-- its order (a tie of two times folds in either order).
+SELECT id, provider, verdict, verdict_at FROM attempts WHERE verdict_at IS NOT NULL
+ORDER BY verdict_at LIMIT :limit
 
--- name: consume_live_verdicts
--- The ids as text: one spelling for both dialects' JSON lists (the table holds one fold's rows).
-DELETE FROM live_verdicts WHERE CAST(id AS TEXT) IN ({json_list(:ids)})
+-- name: pending_probe_verdicts
+SELECT * FROM probe_verdicts ORDER BY id LIMIT :limit
+
+-- name: consume_attempt_verdicts
+-- Folded: off the partial index (the verdict stays on its attempt). The count tells the fold
+-- whether another took them first.
+UPDATE attempts SET verdict_at = NULL
+WHERE id IN ({json_list(:ids)}) AND verdict_at IS NOT NULL
+
+-- name: consume_probe_verdicts
+-- The ids as text: one spelling for both dialects' JSON lists (the table holds few rows).
+DELETE FROM probe_verdicts WHERE CAST(id AS TEXT) IN ({json_list(:ids)})
 
 -- name: list_live_watch
 SELECT * FROM live_watch ORDER BY contract, provider
@@ -452,12 +469,20 @@ ON CONFLICT (provider, contract) DO UPDATE SET
 -- name: delete_live_watch
 DELETE FROM live_watch WHERE provider = :provider AND contract = :contract
 
--- name: delete_live_verdicts_of_pair
+-- name: drop_attempt_verdicts_of_pair
 -- Before a fresh watch (a new certification, a reinstatement): answers not folded yet speak of
--- what came before. A fold that counted them meanwhile finds them gone and writes nothing; on
--- PostgreSQL this DELETE waits for a fold in flight, and the watch's DELETE after it sees the
--- fold's row.
-DELETE FROM live_verdicts WHERE provider = :provider AND contract = :contract
+-- what came before, and are not folded at all. A fold that counted them meanwhile finds them
+-- gone and writes nothing; on PostgreSQL this UPDATE waits for a fold in flight (its rows
+-- locked), and the watch's DELETE after it sees the fold's row.
+-- `provider || ''` keeps the planner off attempts_by_provider (every attempt the provider ever
+-- made), where a planner without statistics (SQLite's always, PostgreSQL's on a young table)
+-- would go, for the few unfolded rows of attempts_unfolded.
+UPDATE attempts SET verdict_at = NULL
+WHERE verdict_at IS NOT NULL AND provider || '' = :provider
+  AND json_extract(verdict, '$.contract') = :contract
+
+-- name: delete_probe_verdicts_of_pair
+DELETE FROM probe_verdicts WHERE provider = :provider AND contract = :contract
 
 -- name: list_suspensions
 SELECT provider, contract, suspended_at, suspension FROM live_watch

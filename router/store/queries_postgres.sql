@@ -83,3 +83,9 @@ FROM json_to_recordset(CAST(:rows AS json))
 -- The fold's read, in its transaction: an operator's reinstatement (an UPDATE of a row) waits
 -- for the fold, or the fold for it; neither overwrites the other.
 SELECT * FROM live_watch ORDER BY contract, provider FOR UPDATE
+
+-- name: drop_attempt_verdicts_of_pair
+-- As queries.sql's, the verdict's contract read by PostgreSQL's JSON operator.
+UPDATE attempts SET verdict_at = NULL
+WHERE verdict_at IS NOT NULL AND provider || '' = :provider
+  AND CAST(verdict AS json) ->> 'contract' = :contract

@@ -15,6 +15,7 @@ from jobrouter.errors import AttemptNotFound, InvalidTransition, JobNotFound
 from jobrouter.models import Attempt, AttemptUsage, Job, NewEvent, new_id
 from jobrouter.states import AttemptState, EventKind, JobState, attempt_can_move, job_can_move
 from jobrouter.store.connector import Tx
+from jobrouter.store.live_watch import LiveVerdict, verdict_columns
 from jobrouter.store.outbox import OutboxWritten
 from jobrouter.store.rows import attempt_from_row, dumps, job_from_row
 
@@ -203,7 +204,10 @@ async def end_attempt(
     error: str | None = None,
     output: Any = None,
     error_detail: str | None = None,
+    verdict: LiveVerdict | None = None,
 ) -> Attempt:
+    """The attempt's end, through the transition table; `verdict`, an answer's, in the same
+    UPDATE (no statement of its own: router/store/live_watch.py)."""
     if not attempt_can_move(attempt.state, dst):
         raise InvalidTransition(entity="attempt", entity_id=attempt.id, src=attempt.state, dst=dst)
     usage = kept_usage(usage, attempt)
@@ -225,6 +229,7 @@ async def end_attempt(
             "cost_usd": usage.cost_usd,
             "cost_source": usage.cost_source,
             "cost_unknown": cost_unknown(usage, attempt),
+            **verdict_columns(verdict, now),
         },
     )
     if row is None:

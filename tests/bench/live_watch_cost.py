@@ -3,8 +3,11 @@ its verdict against the same finish without, on a real SQLite file, and the lead
 those verdicts. `python -m tests.bench.live_watch_cost [--jobs N] [--rounds R]`.
 
 CPU time is the process's (`time.process_time`: the event loop and aiosqlite's thread), per
-job, for the finishes only (the jobs and attempts are made before the clock starts); rounds
-alternate the two variants so that a busy machine weighs on both alike."""
+finish, for the finishes only (the jobs and attempts are made before the clock starts): in each
+round the two variants alternate finish by finish (which goes first alternates by round), so
+that a busy machine and the growing file weigh on both alike; a round's figure for each is
+the median of its finishes. The added cost is the median of the rounds' differences, with its
+quartiles (`--jobs 200 --rounds 20` on a loaded machine)."""
 
 from __future__ import annotations
 
@@ -34,19 +37,24 @@ async def started_attempts(store: SqlStore, prefix: str, count: int) -> list[str
     return ids
 
 
-async def finish_all(store: SqlStore, ids: list[str], with_verdict: bool) -> float:
-    """CPU seconds per finish."""
-    began = time.process_time()
-    for attempt_id in ids:
+async def finish_round(store: SqlStore, ids: list[str], first_watched: bool) -> tuple[float, float]:
+    """CPU seconds of one finish (the median of the round's) without and with a verdict: the
+    two alternate finish by finish, so a machine whose load changes weighs on both alike, and
+    the median leaves out the finishes a busy machine preempted."""
+    spent: tuple[list[float], list[float]] = ([], [])
+    for index, attempt_id in enumerate(ids):
+        with_verdict = (index % 2 == 0) == first_watched
         verdict = None
         if with_verdict:
             verdict = LiveVerdict(
                 attempt_id, "a", "caption", failed=False, prompt_tokens=120, prompt_chars=480
             )
+        began = time.process_time()
         await store.jobs.finish_attempt_cas(
             attempt_id, {"text": "tea"}, AttemptUsage(), verdict=verdict
         )
-    return (time.process_time() - began) / len(ids)
+        spent[with_verdict].append(time.process_time() - began)
+    return statistics.median(spent[False]), statistics.median(spent[True])
 
 
 async def measure(jobs: int, rounds: int) -> None:
@@ -56,9 +64,10 @@ async def measure(jobs: int, rounds: int) -> None:
             plain: list[float] = []
             watched: list[float] = []
             for round_ in range(rounds):
-                for with_verdict, into in ((False, plain), (True, watched)):
-                    ids = await started_attempts(store, f"{round_}-{with_verdict}", jobs)
-                    into.append(await finish_all(store, ids, with_verdict))
+                ids = await started_attempts(store, str(round_), 2 * jobs)
+                without, with_ = await finish_round(store, ids, round_ % 2 == 0)
+                plain.append(without)
+                watched.append(with_)
             import jobrouter.contracts  # noqa: F401  (a leader has it loaded: not the fold's cost)
 
             began = time.process_time()
@@ -68,11 +77,12 @@ async def measure(jobs: int, rounds: int) -> None:
             await store.close()
     p, w = statistics.median(plain), statistics.median(watched)
     added = sorted((b - a) * 1000 for a, b in zip(plain, watched, strict=True))
+    low, mid, high = statistics.quantiles(added, n=4) if rounds > 1 else (added[0],) * 3
     print(f"finish without a verdict: {p * 1000:.3f} ms CPU/job (median of {rounds} rounds)")
     print(f"finish with its verdict:  {w * 1000:.3f} ms CPU/job")
     print(
-        f"added on the job's path:  {(w - p) * 1000:.3f} ms CPU/job "
-        f"(per round: {added[0]:.3f} to {added[-1]:.3f})"
+        f"added on the job's path:  {mid:.3f} ms CPU/job, median of the rounds' differences "
+        f"(quartiles {low:.3f} to {high:.3f}; all: {added[0]:.3f} to {added[-1]:.3f})"
     )
     print(f"the leader's fold:        {fold_s * 1000:.3f} ms CPU/verdict ({folded} verdicts)")
 

@@ -1,8 +1,12 @@
 """The store's own cost of a job, without the router around it: `create_and_start` with its
 first attempt, then `finish_attempt_cas`, `--concurrency` jobs at a time on a fresh SQLite file;
 CPU per job (every thread) and, with `--statements`, the wall time of each statement.
+`--without-index NAME` drops that index first (repeatable): what its upkeep costs a job, read
+against a run without (interleave the runs: the machine's noise is larger than one index);
+`--verdict` gives each finish a live verdict, as a contract's task does.
 
     python -m tests.bench.store_path --concurrency 64 --jobs 3000 --statements
+    python -m tests.bench.store_path --without-index jobs_by_task --without-index jobs_by_state
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from jobrouter.models import AttemptUsage
 from jobrouter.store import open_store
 from jobrouter.store import sqlite as sqlite_connector
 from jobrouter.store.claims import AttemptStart
+from jobrouter.store.live_watch import LiveVerdict
 
 ANSWER = {"text": "Warm saffron tea for cold evenings."}
 
@@ -46,8 +51,11 @@ def time_statements(spent: Counter[str], count: Counter[str]) -> None:
     tx.execute, tx.fetchall = timed_execute, timed_fetchall  # type: ignore[method-assign]
 
 
-async def run(concurrency: int, jobs: int) -> None:
+async def run(concurrency: int, jobs: int, without: list[str], verdict: bool) -> None:
     store = await open_store(f"sqlite:///{tempfile.mkdtemp(prefix='jobrouter-store-')}/s.db")
+    for index in without:
+        async with store.connector.write() as tx:
+            await tx.execute(f"DROP INDEX {index}", {})
     store.connector.jobs_in_flight = lambda: concurrency  # type: ignore[attr-defined]
     usage = AttemptUsage(latency_ms=1.0, model="openai/stub", prompt_tokens=40, completion_tokens=5)
     first = AttemptStart("stub", "openai/stub", "bench", 30.0, ())
@@ -66,7 +74,8 @@ async def run(concurrency: int, jobs: int) -> None:
             first=first,
         )
         assert attempt is not None
-        await store.jobs.finish_attempt_cas(attempt.id, ANSWER, usage)
+        seen = LiveVerdict(attempt.id, "stub", "bench", failed=False) if verdict else None
+        await store.jobs.finish_attempt_cas(attempt.id, ANSWER, usage, verdict=seen)
 
     async def lane() -> None:
         nonlocal taken
@@ -89,12 +98,14 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--statements", action="store_true")
+    parser.add_argument("--without-index", action="append", default=[], metavar="NAME")
+    parser.add_argument("--verdict", action="store_true")
     args = parser.parse_args()
     spent: Counter[str] = Counter()
     count: Counter[str] = Counter()
     if args.statements:
         time_statements(spent, count)
-    asyncio.run(run(args.concurrency, args.jobs))
+    asyncio.run(run(args.concurrency, args.jobs, args.without_index, args.verdict))
     total = args.jobs + 20
     for query, seconds in spent.most_common():
         print(f"{seconds * 1e6 / count[query]:7.1f} us  x{count[query] / total:.2f} a job  {query}")
