@@ -98,3 +98,22 @@ def test_the_wait_grows_with_the_try_number() -> None:
     assert all(0.0 <= wait <= 0.1 for wait in first)
     late = [persist_module._wait(state_at(10)) for _ in range(50)]
     assert max(late) > 0.1  # drawn up to 2 s: 50 draws all under 0.1 is a 1e-65 event
+
+
+async def test_two_attempts_are_a_try_and_one_retry() -> None:
+    """Mutant `persist` 3 (`attempts <= 2`: no retry at two) fails."""
+    persist_module.set_testing()
+    write = Write(StoreError("lost"))
+    assert await persist(write, attempts=2) == "done"
+    assert write.tries == 2
+
+
+async def test_a_refusal_after_a_transient_error_ends_the_retries() -> None:
+    """A transient error, then one the database refuses: raised at its try, not tried again.
+    Mutant `persist` 11 (the retry's `retry_if_exception(is_transient)` dropped: tenacity
+    retries anything) fails."""
+    persist_module.set_testing()
+    write = Write(StoreError("lost"), ValueError("a constraint"), ValueError("again"))
+    with pytest.raises(ValueError, match="a constraint"):
+        await persist(write)
+    assert write.tries == 2
