@@ -46,7 +46,10 @@ def _wait(state: RetryCallState) -> float:
 def _warn(state: RetryCallState) -> None:
     outcome = state.outcome
     error = outcome.exception() if outcome is not None else None
-    log.warning("store write failed (try %d), trying again: %s", state.attempt_number, error)
+    # tenacity counts from its own first try, which is this write's second (persist's first
+    # try runs before tenacity is set up).
+    try_number = state.attempt_number + 1
+    log.warning("store write failed (try %d), trying again: %s", try_number, error)
 
 
 async def persist(

@@ -274,6 +274,32 @@ async def test_unparsed_text_is_parsed_and_non_json_fails(contract: Contract) ->
     assert bad.rendering.unverified == (NO_USAGE,)
 
 
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [(float("nan"), "Out of range float values"), ({"a", "b"}, "set is not JSON serializable")],
+    ids=["nan", "set"],
+)
+async def test_an_output_json_cannot_hold_fails_on_json(
+    contract: Contract, value: Any, why: str
+) -> None:
+    """An adapter's parsed output holding what JSON cannot (NaN, a set): the run fails its
+    "json" check, the certification goes on.
+    Mutant: certify `_parse`'s last `except` re-raising (a NaN failed with another message,
+    a set's TypeError ended the whole certification), seen failing on both."""
+
+    class Unrepresentable(FakeProvider):
+        async def complete(self, request: CompletionRequest) -> Completion:
+            if "Broke" not in request.messages[-1].content:
+                return await super().complete(request)
+            answer = {"sentiment": "negative", "reason": value}
+            return Completion(text="(parsed)", output=answer, usage=Usage(prompt_tokens=USAGE))
+
+    cert = await certify(Unrepresentable(GOOD_ANSWERS), contract, now=NOW)
+    bad = cert.cases[1]
+    assert str(bad.failures[0]).startswith("json: run 1/3: output is not JSON: not representable")
+    assert why in str(bad.failures[0])
+
+
 async def test_inspection_without_system_prompt_fails(contract: Contract) -> None:
     provider = InspectableFake(GOOD_ANSWERS, inspection(system_rendered=False))
     cert = await certify(provider, contract, now=NOW)

@@ -191,6 +191,26 @@ async def test_the_adapters_own_validation_names_json_or_schema(contract: Contra
     assert cert.failed_checks == ("json", "agreement", "schema")
 
 
+async def test_a_fenced_answer_that_breaks_the_schema_keeps_its_text(contract: Contract) -> None:
+    """The adapter unwrapped a fenced answer and found it off the schema: its text, not JSON
+    as it stands, is kept as the run's output, and the case fails on "schema".
+    Mutant: certify `_invalid`'s `except json.JSONDecodeError` re-raising (the certification
+    itself raised, no verdict at all), seen failing."""
+    fenced = '```json\n{"sentiment": "awful"}\n```'
+    off_schema = InvalidOutput(
+        "answer does not match the output schema at $.sentiment",
+        provider="fake",
+        check="schema",
+        text=fenced,
+        prompt_tokens=USAGE,
+    )
+    answers: dict[str, list[Answer]] = {**GOOD_ANSWERS, "Broke": [off_schema]}
+    cert = await certify(InspectableFake(answers), contract, now=NOW)
+    bad = cert.cases[1]
+    assert bad.failed_checks == ("schema", "agreement")
+    assert bad.outputs == (fenced,) * 3
+
+
 def test_tolerances_and_diagnoses_are_what_the_docs_say() -> None:
     assert tolerance("exact", 1000) == 2
     assert (tolerance("estimate", 20), tolerance("estimate", 200)) == (8, 30)

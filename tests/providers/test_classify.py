@@ -222,6 +222,10 @@ def test_retry_after_forms() -> None:
     assert parse_retry_after({"retry-after": "7"}) == 7.0
     assert parse_retry_after({"Retry-After": "1.5"}) == 1.5
     assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    # An unreadable retry-after-ms falls back to retry-after. Mutant: its `except ValueError`
+    # re-raising (the classification of a 429 raised: no error kind, the attempt never ended),
+    # seen failing.
+    assert parse_retry_after({"retry-after-ms": "later", "retry-after": "4"}) == 4.0
     when = email.utils.formatdate(1_000_030, usegmt=True)
     assert parse_retry_after({"retry-after": when}, now=1_000_000) == pytest.approx(30.0)
     assert parse_retry_after({"retry-after": when}, now=2_000_000) == 0.0
@@ -300,3 +304,15 @@ def test_a_secret_is_scrubbed_before_the_message_is_cut(where: str, pad: int) ->
     else:
         error = malformed_answer(text, "p", 200)
     assert SECRET[:6] not in error.message
+
+
+def test_an_error_answer_whose_body_was_never_read_is_classified_by_its_status() -> None:
+    """A streamed error answer whose body no one read (`httpx.ResponseNotRead` on `.text`):
+    the status line proves what it proves, the body is not needed.
+    Mutant: classify `_answer_message`'s `except` re-raising (the classification itself
+    raised: a 503 the provider answered became a provider bug, `unknown`), seen failing."""
+    body = httpx.ByteStream(b'{"error": {"message": "overloaded"}}')
+    response = httpx.Response(503, request=REQUEST, stream=body)
+    error = classify(httpx.HTTPStatusError("status", request=REQUEST, response=response), "p")
+    assert (type(error), error.kind, error.status) == (Rejected, ErrorKind.REJECTED, 503)
+    assert error.message == "HTTP 503 Service Unavailable"

@@ -179,9 +179,10 @@ async def test_a_connection_idle_past_the_servers_keepalive_is_not_reused(stub: 
         await provider.close()
 
 
-def _raw(status: str, body: bytes, length: int | None = None) -> bytes:
+def _raw(status: str, body: bytes, length: int | None = None, headers: str = "") -> bytes:
     declared = len(body) if length is None else length
-    return f"HTTP/1.1 {status}\r\nContent-Length: {declared}\r\n\r\n".encode() + body
+    head = f"HTTP/1.1 {status}\r\n{headers}Content-Length: {declared}\r\n\r\n"
+    return head.encode() + body
 
 
 async def _post(stub: Stub, path: str) -> HttpStatusError:
@@ -208,6 +209,34 @@ async def test_an_error_answer_whose_body_is_cut_is_still_its_status(stub: Stub)
     error = await _post(stub, "/cut")
     assert error.response.status_code == 400
     assert error.response.text.startswith('{"error": {"mess')
+    assert isinstance(classify(error, "stub"), NotSent)
+
+
+NOT_GZIP = "Content-Encoding: gzip\r\n"  # with a body that is no gzip stream
+
+
+async def test_a_success_answer_that_cannot_be_decoded_is_rejected(stub: Stub) -> None:
+    """A 200 whose body is not in the coding it claims: the server had the request (it may
+    have acted), so `rejected`, never a provider bug.
+    Mutant: Wire `_success_body`'s `except UnreadableEncoding` re-raising (the raw error
+    escaped the wire: `unknown`), seen failing."""
+    stub.raw["/bad"] = _raw("200 OK", b"this is not gzip", headers=NOT_GZIP)
+    wire = Wire(WireTimeouts(connect=5.0, read=30.0), connections=1)
+    try:
+        with pytest.raises(Rejected, match="cannot be decoded"):
+            await wire.post(f"http://127.0.0.1:{stub.port}/bad", b"{}", {})
+    finally:
+        await wire.close()
+
+
+async def test_an_error_answer_that_cannot_be_decoded_is_still_its_status(stub: Stub) -> None:
+    """A 400 whose body is not in the coding it claims is still a 400 (not processed).
+    Mutant: `_error_text`'s `except UnreadableEncoding` re-raising (the raw error escaped the
+    wire, the status lost: `unknown`), seen failing."""
+    stub.raw["/bad"] = _raw("400 Bad Request", b"this is not gzip", headers=NOT_GZIP)
+    error = await _post(stub, "/bad")
+    assert error.response.status_code == 400
+    assert "[body not decodable" in error.response.text
     assert isinstance(classify(error, "stub"), NotSent)
 
 

@@ -183,3 +183,28 @@ async def test_a_leader_whose_session_the_server_ended_steps_down_before_its_nex
         await deposed(leader)
     finally:
         await leader.stop()
+
+
+async def test_a_periodic_run_that_fails_is_run_again_at_its_next_interval() -> None:
+    """A periodic task's run raises (its store was down for a moment): it is counted as an
+    error and run again at its next interval, the leader still leading.
+    Mutant: `run_periodic`'s `except Exception` re-raising (the task's loop died with its
+    first failure: never run again this term), seen failing."""
+    runs: list[int] = []
+    again = asyncio.Event()
+
+    async def fails_first() -> None:
+        runs.append(len(runs) + 1)
+        if len(runs) == 1:
+            raise RuntimeError("the store was down for a moment")
+        again.set()
+
+    lock = HangingLock(asyncio.Event(), [])  # its renewals never hang here
+    leader = Leader(lock, "a", [PeriodicTask("flaky", 0.01, fails_first)], heartbeat_s=LONG_S)
+    leader.start()
+    try:
+        await asyncio.wait_for(again.wait(), WAIT_S)
+        assert leader.is_leader
+    finally:
+        await leader.stop()
+    assert runs[:2] == [1, 2]

@@ -10,6 +10,7 @@ no one called.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -27,6 +28,7 @@ from jobrouter.store import SqlStore, open_store
 from jobrouter.store.claims import AttemptStart
 from tests.support.fakes import FakeProvider, Step
 from tests.support.faulty_connector import FaultyConnector
+from tests.support.waiting import until
 from tests.unit.test_engine import SETTLE, config, exclusive
 
 OUT = {"text": "posted"}
@@ -147,8 +149,12 @@ async def test_a_lost_commit_acknowledgement_on_creation_drives_the_job(
 
 
 async def test_a_lost_commit_acknowledgement_on_attempt_start_calls_that_attempt(
-    db_url: str, faulty: FaultyConnector
+    db_url: str, faulty: FaultyConnector, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The driver that lost the acknowledgement reads the attempt back and calls it itself.
+    Mutant: driver `_start`'s transient `except` re-raising (the driver failed, the job waited
+    for its claim to expire and another drive adopted the attempt: the same end, later, with an
+    error logged), seen failing on the log assertion."""
     calls = providers()
     async with await run(db_url, providers=calls, run_workers=False) as r:
         job = await r.submit("shop", "k1", "post", {"product": "tea"})  # queued, no attempt
@@ -160,6 +166,7 @@ async def test_a_lost_commit_acknowledgement_on_attempt_start_calls_that_attempt
     assert job.state is JobState.SUCCEEDED
     assert [(a.provider, a.state) for a in attempts] == [("a", AttemptState.SUCCEEDED)]
     assert len(calls["a"].calls) == 1
+    assert not [r for r in caplog.records if "driving job" in r.getMessage()]
 
 
 async def test_a_failure_record_is_retried_too(db_url: str, faulty: FaultyConnector) -> None:
@@ -180,3 +187,25 @@ async def test_a_failure_record_is_retried_too(db_url: str, faulty: FaultyConnec
         ("b", AttemptState.SUCCEEDED),
     ]
     assert job.state is JobState.SUCCEEDED
+
+
+async def test_an_answer_nothing_could_record_goes_to_the_log_whole(
+    db_url: str, faulty: FaultyConnector, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Neither the CAS nor the "answered; not recorded" end can be written: the answer is
+    not lost with them, it is logged whole at CRITICAL for an operator to resolve with.
+    Mutant: attempt_call `_unrecorded`'s `except` re-raising (the call failed with the
+    store's error, the answer in no record and no log), seen failing."""
+    faulty.fail("finish_job_cas", "before", times=None)
+    faulty.fail("finish_attempt", "before", times=None)
+    async with await run(db_url, providers=providers()) as r:
+        await r.submit("shop", "k1", "post", {"product": "tea"})
+
+        def logged() -> list[logging.LogRecord]:
+            return [x for x in caplog.records if x.levelno == logging.CRITICAL]
+
+        await until(logged, "the answer at CRITICAL", SETTLE, every=0.01)
+        faulty.plan.clear()
+    [record] = logged()
+    assert "answered but nothing could be recorded" in record.getMessage()
+    assert '{"text":"posted"}' in record.getMessage()

@@ -15,6 +15,7 @@ from jobrouter.providers.errors import (
     NotSent,
     OutcomeUnknown,
     ProviderError,
+    Redirected,
     Rejected,
 )
 from jobrouter.states import AttemptState, JobState
@@ -60,6 +61,19 @@ def _attempt(state: AttemptState, **fields: object) -> Attempt:
         (
             OutcomeUnknown(WORDS, provider="p"),
             "no answer came back from provider p: the request may have run",
+        ),
+        (
+            Redirected(WORDS, provider="p", status=302, location="https://o.example:8443/v?k=s"),
+            "provider p answered with a redirect (HTTP 302) to https://o.example:8443/v, "
+            "not followed, and may have acted",
+        ),
+        # A port out of range: urllib raises ValueError reading it. Mutant: disclosure._where's
+        # `except ValueError` re-raising (the summary raised inside the attempt's error
+        # handling: the attempt stayed `started` until its lease made it `unknown`), seen failing.
+        (
+            Redirected(WORDS, provider="p", status=307, location="https://o.example:99999/v"),
+            "provider p answered with a redirect (HTTP 307) to a Location that is no URL, "
+            "not followed, and may have acted",
         ),
     ],
 )

@@ -98,6 +98,10 @@ async def refused(router: Router, input: Any, params: Any = None) -> JobRefused:
         (GOOD, {1: "one"}, "params", "object keys must be strings"),
         ({**GOOD, "tone": "\ud800"}, None, "input.tone", "valid Unicode"),
         ({**GOOD, "x": ["ok", "\udfff"]}, None, "input.x[1]", "valid Unicode"),
+        # Fits the input_schema (tone is optional) but the prompt uses tone: the request cannot
+        # be built. Mutant: door.admit's `except` around build_request re-raising (a RenderError
+        # reached the caller, a 500 over HTTP), seen failing here.
+        ({"product": {"name": "tea"}}, None, "input", "the provider request cannot be built"),
     ],
 )
 async def test_bad_work_is_refused_before_any_row(
