@@ -63,6 +63,7 @@ class Answer:
     prompt_tokens: int | None
     completion_tokens: int | None
     cost_usd: float | None = None
+    finish_reason: str | None = None  # "stop", "length" (cut off at max_tokens), ...
 
 
 class Adapter:
@@ -245,7 +246,11 @@ class Adapter:
         output = None
         if request.output_schema is not None:
             output = structured.parse_output(
-                answer.text, request.output_schema, provider=self._name, prompt_tokens=prompt_tokens
+                answer.text,
+                request.output_schema,
+                provider=self._name,
+                prompt_tokens=prompt_tokens,
+                finish_reason=answer.finish_reason,
             )
         return Completion(
             text=answer.text,
@@ -256,6 +261,7 @@ class Adapter:
                 completion_tokens=completion_tokens,
                 cost_usd=answer.cost_usd,
             ),
+            finish_reason=answer.finish_reason,
         )
 
     # --- prompt inspection --------------------------------------------------------------------
