@@ -100,8 +100,7 @@ def run_contracts(
     for warning in warnings:
         print(warning)
     if json_report:
-        full = {**report(cells), "warnings": [dataclasses.asdict(w) for w in warnings]}
-        json_report.write_text(json.dumps(full, indent=2) + "\n")
+        json_report.write_text(json.dumps(report(cells, warnings), indent=2) + "\n")
     if junit:
         junit.write_text(junit_xml(cells))
     if not all(cell.status.valid for cell in cells):
@@ -169,30 +168,32 @@ def status(
         ),
     ] = False,
 ) -> None:
-    """Print the provider x contract matrix from the store, without calling any provider."""
+    """Print the provider x contract matrix from the store and the contracts' warnings, without
+    calling any provider."""
 
     async def load() -> RouterConfig:
         return settings(config)  # a config error becomes one line and exit code 2
 
     cfg = run(load)
 
-    async def step() -> list[Cell]:
+    async def step() -> tuple[list[Cell], list[ContractWarning]]:
         async with Router.open(database, cfg, run_workers=False) as router:
             pairs = pairs_to_certify(cfg, router.tasks)
-            return await matrix(router.store.certifications, router.providers, pairs)
+            cells = await matrix(router.store.certifications, router.providers, pairs)
+            stored = [c.certification for c in cells if c.certification is not None]
+            return cells, warnings_of(pairs, stored)
 
     uncertified = uncertified_tasks(cfg)
     routed = any(task.contract is not None for task in cfg.tasks.values()) or not uncertified
-    cells = run(step) if routed else []
+    cells, warnings = run(step) if routed else ([], [])
     if as_json:
-        print(
-            json.dumps(
-                {**report(cells), **({"uncertified": uncertified} if uncertified else {})}, indent=2
-            )
-        )
+        whole = {**report(cells, warnings), **({"uncertified": uncertified} if uncertified else {})}
+        print(json.dumps(whole, indent=2))
         return
     if routed:
         print(render_matrix(cells, width=matrix_width()))
+    for warning in warnings:
+        print(warning)
     for line in uncertified:
         print(line)
 
@@ -260,9 +261,11 @@ def _progress() -> Progress:
     )
 
 
-def report(cells: Sequence[Cell]) -> dict[str, object]:
-    """Every cell with its status, the checks that decided it, and the full record."""
+def report(cells: Sequence[Cell], warnings: Sequence[ContractWarning] = ()) -> dict[str, object]:
+    """Every cell with its status, the checks that decided it, and the full record; the
+    contracts' warnings (`jobrouter.contracts.lint`)."""
     return {
+        "warnings": [dataclasses.asdict(warning) for warning in warnings],
         "passed": all(c.status.valid for c in cells),
         "cells": [
             {

@@ -132,9 +132,9 @@ def test_a_pair_without_a_recording_is_not_a_pass(config: Path, tmp_path: Path) 
 
 
 def test_run_and_check_warn_of_free_text_agreement(config: Path) -> None:
-    """The contract agrees word for word on a free-text title: `contracts run` prints the
-    warning after the matrix, `contracts check` without calling anyone. Mutant: warnings_of
-    never called by run."""
+    """The contract agrees word for word on a free-text title: `contracts run` and `status`
+    print the warning after the matrix (`status --json` under `warnings`), `contracts check`
+    without calling anyone. Mutants: run prints no warnings; status computes none."""
     ran = cli(config, "contracts", "run")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     warning = (
@@ -142,6 +142,10 @@ def test_run_and_check_warn_of_free_text_agreement(config: Path) -> None:
         "text [title]"
     )
     assert any(line.startswith(warning) for line in ran.stdout.splitlines()), ran.stdout
+    status = cli(config, "contracts", "status")
+    assert any(line.startswith(warning) for line in status.stdout.splitlines()), status.stdout
+    as_json = json.loads(cli(config, "contracts", "status", "--json").stdout)
+    assert [w["field"] for w in as_json["warnings"]] == ["sampling.agree_on"]
     checked = cli(config, "contracts", "check")
     assert checked.returncode == 0, checked.stderr
     assert checked.stdout.startswith(warning)
