@@ -180,6 +180,19 @@ class CaseEvidence(_Record):
     finish_reasons: tuple[str | None, ...] = ()
 
     @property
+    def stability(self) -> str | None:
+        """The stability fields in one line (None in records made before them)."""
+        if self.distinct_answers is None:
+            return None
+        reasons = ", ".join(str(reason) for reason in self.finish_reasons)
+        margin = "n/a" if self.agreement_margin is None else f"{self.agreement_margin:+.2f}"
+        return (
+            f"{self.distinct_answers} distinct answers, {self.differing_runs} of {self.runs} "
+            f"runs differ from the most common; agreement margin {margin}; finish reasons "
+            f"[{reasons}]"
+        )
+
+    @property
     def cut_off_runs(self) -> int:
         """Runs the provider stopped at `max_tokens` (finish reason ``length``)."""
         return sum(reason == "length" for reason in self.finish_reasons)

@@ -342,6 +342,8 @@ def _case_evidence(case: CaseEvidence) -> str:
     r = case.rendering
     lines = [str(f) for f in case.failures]
     lines += [f"unverified: {reason}" for reason in r.unverified]
+    if case.stability is not None:
+        lines.append(f"stability: {case.stability}")
     lines.append(
         f"rendering {r.verdict}: product counted {r.prompt_tokens} prompt tokens "
         f"({r.tokenizer}, {r.count_basis}), provider reported "
