@@ -48,18 +48,17 @@ def test_a_case_failing_for_another_check_differs_though_the_cell_fails_both_tim
     """Recorded and live both fail the cell; one case fails another check live. Mutant: only
     the cell's verdict compared (same)."""
     record = _record("gemma_hosted", "shop_reply")
-    case: CaseEvidence = record.cases[3]
-    live = _with_case(record, 3, failures=(Failure(check="schema", run="1/2", detail="no reply"),))
+    case: CaseEvidence = record.cases[2]
+    live = _with_case(record, 2, failures=(Failure(check="schema", run="1/3", detail="no reply"),))
     comparison = compare(record, live)
     assert comparison.outcome is Outcome.DIFFERS
     assert comparison.reason == "recorded fail 0/4, live fail 0/4"
     assert [c.case for c in comparison.differing] == [case.name]
     lines = comparison.lines()
-    assert (
-        lines[1]
-        == "  case name_again: recorded fail (rendering, behaviour: contains), live fail (schema)"
+    assert lines[1] == (
+        "  case writing_to: recorded fail (rendering, behaviour: contains), live fail (schema)"
     )
-    assert "    live failure: schema: run 1/2: no reply" in lines
+    assert "    live failure: schema: run 1/3: no reply" in lines
 
 
 def test_a_recording_of_another_contract_version_is_not_comparable() -> None:

@@ -28,15 +28,15 @@ async def _replay(provider_name: str, contract_name: str) -> Certification:
 
 
 async def test_litellm_reads_the_servers_length_and_the_contract_is_warned() -> None:
-    """gemma_hosted's server cut 6 of its 8 shop_reply answers at max_tokens 60 (the recording
-    says finish_reason "length"). Mutant: LiteLLMProvider._read drops finish_reason (no
-    warning, no reason recorded)."""
+    """gemma_hosted's server (it drops the system text) cut 6 of its 12 shop_reply answers at
+    max_tokens 160 (the recording says finish_reason "length"). Mutant: LiteLLMProvider._read
+    drops finish_reason (no warning, no reason recorded)."""
     cert = await _replay("gemma_hosted", "shop_reply")
     assert sum(case.cut_off_runs for case in cert.cases) == 6
     assert {reason for case in cert.cases for reason in case.finish_reasons} == {"length", "stop"}
     warnings = [w for w in contract_warnings(load_contract("shop_reply"), [cert]) if w.provider]
     assert [(w.field, w.provider) for w in warnings] == [("sampling.max_tokens", "gemma_hosted")]
-    assert "6 of 8 runs were cut off at max_tokens" in warnings[0].found
+    assert "6 of 12 runs were cut off at max_tokens 160" in warnings[0].found
 
 
 async def test_the_openai_transport_reads_the_servers_finish_reason() -> None:
