@@ -155,6 +155,14 @@ class CaseEvidence(_Record):
     ``pass``, and for ``unverified`` when every unverified check is waived in the provider's
     config (the certification's `waivers`). `outputs` holds the parsed output of each run that
     returned one (JSON values).
+
+    Stability, measured on the case's identical requests (the runs send byte-identical bodies;
+    at temperature 0 a provider may still answer them differently): `distinct_answers` is how
+    many different raw answers the runs got, `differing_runs` how many runs differ from the
+    most common one, `agreement_margin` the agreement share minus `min_agreement` (0: passed
+    with nothing to spare, negative: failed by that much), `finish_reasons` each run's
+    finish reason as the provider reported it (``length``: cut off at `max_tokens`; None: no
+    answer, or none reported). None (or empty) in records made before these fields.
     """
 
     name: str
@@ -166,6 +174,28 @@ class CaseEvidence(_Record):
     failures: tuple[Failure, ...] = ()
     unverified: tuple[str, ...] = ()
     agreement: float | None = None
+    agreement_margin: float | None = None
+    distinct_answers: int | None = None
+    differing_runs: int | None = None
+    finish_reasons: tuple[str | None, ...] = ()
+
+    @property
+    def stability(self) -> str | None:
+        """The stability fields in one line (None in records made before them)."""
+        if self.distinct_answers is None:
+            return None
+        reasons = ", ".join(str(reason) for reason in self.finish_reasons)
+        margin = "n/a" if self.agreement_margin is None else f"{self.agreement_margin:+.2f}"
+        return (
+            f"{self.distinct_answers} distinct answers, {self.differing_runs} of {self.runs} "
+            f"runs differ from the most common; agreement margin {margin}; finish reasons "
+            f"[{reasons}]"
+        )
+
+    @property
+    def cut_off_runs(self) -> int:
+        """Runs the provider stopped at `max_tokens` (finish reason ``length``)."""
+        return sum(reason == "length" for reason in self.finish_reasons)
 
     @property
     def failed_checks(self) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ cases cannot pass: there would be no evidence.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -137,7 +138,8 @@ async def certify_case(
     share, agreement_failure = _agreement(contract, runs)
     if agreement_failure:
         failures.append(agreement_failure)
-    return _evidence(case, judged, runs, failures, share, accept_unverified or {})
+    evidence = _evidence(case, judged, runs, failures, share, accept_unverified or {})
+    return evidence.model_copy(update=_stability(contract, runs, share))
 
 
 def _evidence(
@@ -166,6 +168,22 @@ def _evidence(
     )
 
 
+def _stability(contract: Contract, runs: list[_Run], share: float) -> dict[str, Any]:
+    """What the case's identical requests showed of the provider's determinism: the runs'
+    finish reasons, how many distinct answers they gave, how many runs differ from the most
+    common answer, and the agreement's margin over `min_agreement` (negative: failed by it)."""
+    answers = Counter(run.answer for run in runs if run.answer is not None)
+    answered = sum(answers.values())
+    return {
+        "finish_reasons": tuple(run.finish_reason for run in runs),
+        "distinct_answers": len(answers),
+        "differing_runs": answered - max(answers.values(), default=0),
+        # in whole percent, as `meets` compares: 2 of 3 at 0.67 passed with a margin of 0
+        "agreement_margin": (round(share * 100) - round(contract.sampling.min_agreement * 100))
+        / 100,
+    }
+
+
 def _unrenderable(case: Case, error: RenderError) -> CaseEvidence:
     return CaseEvidence(
         name=case.name,
@@ -185,6 +203,7 @@ class _Run:
     failures: list[Failure] = field(default_factory=list)
     prompt_tokens: int | None = None
     answer: str | None = None  # the raw text, to tell identical unusable answers from differing
+    finish_reason: str | None = None  # the provider's: "length" is an answer cut at max_tokens
 
 
 async def _run_once(
@@ -198,11 +217,16 @@ async def _run_once(
         return _Run(
             failures=[Failure(check="provider", run=label, detail=f"{exc.kind.value}: {exc}")]
         )
-    run = _Run(prompt_tokens=completion.usage.prompt_tokens, answer=completion.text)
+    run = _Run(
+        prompt_tokens=completion.usage.prompt_tokens,
+        answer=completion.text,
+        finish_reason=completion.finish_reason,
+    )
     try:
         run.output = _parse(completion)
     except ValueError as exc:
-        run.failures.append(Failure(check="json", run=label, detail=f"output is not JSON: {exc}"))
+        detail = f"{_cut_off(completion.finish_reason)}output is not JSON: {exc}"
+        run.failures.append(Failure(check="json", run=label, detail=detail))
         return run
     run.parsed = True
     errors = validate_output(contract, run.output)
@@ -222,8 +246,11 @@ async def _run_once(
 def _invalid(exc: InvalidOutput, label: str) -> _Run:
     run = _Run(
         prompt_tokens=exc.prompt_tokens,
-        failures=[Failure(check=exc.check, run=label, detail=exc.message)],
+        failures=[
+            Failure(check=exc.check, run=label, detail=_cut_off(exc.finish_reason) + exc.message)
+        ],
         answer=exc.text,
+        finish_reason=exc.finish_reason,
     )
     if exc.check == "schema":  # JSON it was; keep it as evidence like the certifier's own parse
         try:
@@ -231,6 +258,13 @@ def _invalid(exc: InvalidOutput, label: str) -> _Run:
         except json.JSONDecodeError:  # a fenced answer the adapter unwrapped: keep the text
             run.output, run.parsed = exc.text, True
     return run
+
+
+def _cut_off(finish_reason: str | None) -> str:
+    """Why an answer is unusable when the provider says it stopped at the token limit."""
+    if finish_reason == "length":
+        return "cut off at max_tokens (finish reason length): "
+    return ""
 
 
 def _behaviour(failure: CheckFailure, source: str, label: str) -> Failure:

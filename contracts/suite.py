@@ -59,6 +59,8 @@ def describe_case(evidence: CaseEvidence) -> str:
         f"agreement {share})"
     ]
     lines += [f"  - {failure}" for failure in evidence.failures]
+    if evidence.stability is not None:
+        lines.append(f"  stability: {evidence.stability}")
     lines += [f"  unverified: {reason}" for reason in evidence.rendering.unverified]
     if evidence.rendering.waived:
         lines.append(f"  waived: {evidence.rendering.waived}")

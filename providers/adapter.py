@@ -62,6 +62,7 @@ class Answer:
     model: str | None
     prompt_tokens: int | None
     completion_tokens: int | None
+    finish_reason: str | None = None  # "stop", "length" (cut off at max_tokens), ...
 
 
 class Adapter:
@@ -253,7 +254,11 @@ class Adapter:
         output = None
         if request.output_schema is not None:
             output = structured.parse_output(
-                answer.text, request.output_schema, provider=self._name, prompt_tokens=prompt_tokens
+                answer.text,
+                request.output_schema,
+                provider=self._name,
+                prompt_tokens=prompt_tokens,
+                finish_reason=answer.finish_reason,
             )
         cost = pricing.charge(self.price, prompt_tokens, completion_tokens)
         return Completion(
@@ -267,6 +272,7 @@ class Adapter:
                 cost_source=cost.source,
                 cost_unknown=cost.unknown,
             ),
+            finish_reason=answer.finish_reason,
         )
 
     # --- prompt inspection --------------------------------------------------------------------

@@ -57,6 +57,8 @@ class Completion(BaseModel):
     output: Any = None
     model: str | None = None
     usage: Usage = Field(default_factory=Usage)
+    # why generation stopped, as the provider said: "stop", "length" (cut off at max_tokens)...
+    finish_reason: str | None = None
 
 
 @runtime_checkable

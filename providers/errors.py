@@ -118,7 +118,8 @@ class InvalidOutput(Rejected):
     """The provider answered, and the answer is unusable: `check` names what failed, ``json``
     (not JSON at all) or ``schema`` (JSON that breaks the output schema). `text` is the answer
     and `prompt_tokens` the provider's reported usage, so that a certification can still name
-    the failing check and compare the prompt count the provider reported."""
+    the failing check and compare the prompt count the provider reported; `finish_reason` is the
+    provider's (``length``: cut off at max_tokens, the usual cause of a JSON that never closes)."""
 
     def __init__(
         self,
@@ -128,11 +129,13 @@ class InvalidOutput(Rejected):
         check: str,
         text: str,
         prompt_tokens: int | None = None,
+        finish_reason: str | None = None,
     ) -> None:
         super().__init__(message, provider=provider, answer=text)
         self.check = check
         self.text = text
         self.prompt_tokens = prompt_tokens
+        self.finish_reason = finish_reason
 
 
 class AnswerTooLarge(Rejected):

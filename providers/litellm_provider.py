@@ -92,11 +92,13 @@ class LiteLLMProvider(Adapter):
         choices = getattr(response, "choices", None) or []
         message = getattr(choices[0], "message", None) if choices else None
         usage = getattr(response, "usage", None)
+        finish = getattr(choices[0], "finish_reason", None) if choices else None
         return Answer(
             text=getattr(message, "content", None) or "",
             model=getattr(response, "model", None),
             prompt_tokens=getattr(usage, "prompt_tokens", None),
             completion_tokens=getattr(usage, "completion_tokens", None),
+            finish_reason=finish if isinstance(finish, str) else None,
         )
 
     async def warm_up(self) -> None:

@@ -119,11 +119,13 @@ class OpenAIHttpProvider(Adapter):
         usage = data.get("usage")
         usage = usage if isinstance(usage, dict) else {}
         model = data.get("model")
+        finish = first.get("finish_reason") if isinstance(first, dict) else None
         return Answer(
             text=content if isinstance(content, str) else "",
             model=model if isinstance(model, str) else None,
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
+            finish_reason=finish if isinstance(finish, str) else None,
         )
 
     async def warm_up(self) -> None:

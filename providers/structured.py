@@ -117,10 +117,15 @@ def _validator_by_text(schema: dict[str, Any]) -> Any:
 
 
 def parse_output(
-    text: str, schema: dict[str, Any], *, provider: str, prompt_tokens: int | None = None
+    text: str,
+    schema: dict[str, Any],
+    *,
+    provider: str,
+    prompt_tokens: int | None = None,
+    finish_reason: str | None = None,
 ) -> Any:
     """The answer's JSON value, valid against `schema`; `InvalidOutput` saying what is wrong
-    (`prompt_tokens`, the answer's reported usage, travels with it)."""
+    (`prompt_tokens`, the answer's reported usage, and `finish_reason` travel with it)."""
     body = strip_fence(text).strip()
     try:
         value = json.loads(body)
@@ -133,6 +138,7 @@ def parse_output(
             check="json",
             text=text,
             prompt_tokens=prompt_tokens,
+            finish_reason=finish_reason,
         ) from exc
     quick = _simple(schema)
     if quick is not None and quick(value):
@@ -145,5 +151,6 @@ def parse_output(
             check="schema",
             text=text,
             prompt_tokens=prompt_tokens,
+            finish_reason=finish_reason,
         )
     return value

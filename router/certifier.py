@@ -89,17 +89,8 @@ async def certify_pair(
     now: datetime | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Certification:
-    from jobrouter.contracts import certify
-
-    await warm_up([provider])  # the first case's deadline must not pay litellm's first call
-    certification = await certify(
-        provider,
-        pair.contract,
-        now=now,
-        ttl=timedelta(days=ttl_days),
-        progress=progress,
-        accept_unverified=pair.accept_unverified,
-    )
+    """Certify the pair now and keep the record (the gate routes by it)."""
+    certification = await certify_now(provider, pair, ttl_days=ttl_days, now=now, progress=progress)
     await store.save_certification(
         provider=certification.provider,
         contract=certification.contract,
@@ -111,6 +102,29 @@ async def certify_pair(
         expires_at=certification.expires_at.timestamp(),
     )
     return certification
+
+
+async def certify_now(
+    provider: Provider,
+    pair: Pair,
+    *,
+    ttl_days: float,
+    now: datetime | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Certification:
+    """Certify the pair now, keeping nothing: `certify_pair` keeps it, a comparison with a
+    recording (`contracts run --compare-recorded`) only reads it."""
+    from jobrouter.contracts import certify
+
+    await warm_up([provider])  # the first case's deadline must not pay litellm's first call
+    return await certify(
+        provider,
+        pair.contract,
+        now=now,
+        ttl=timedelta(days=ttl_days),
+        progress=progress,
+        accept_unverified=pair.accept_unverified,
+    )
 
 
 async def matrix(

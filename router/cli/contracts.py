@@ -15,15 +15,18 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from jobrouter.api import Router
-from jobrouter.certifier import Cell, certify_pair, matrix, pairs_to_certify
+from jobrouter.certifier import Cell, Pair, certify_pair, matrix, pairs_to_certify
 from jobrouter.cli.common import ConfigOpt, DatabaseOpt, run, settings
+from jobrouter.cli.recorded import compare_pairs, warnings_of
 from jobrouter.config import RouterConfig
 from jobrouter.printing import matrix_width, render_matrix
 from jobrouter.recordings import LIVE_RECORD, recording
 from jobrouter.store.live_watch import WatchRow
 
 if TYPE_CHECKING:
-    from jobrouter.contracts import CaseEvidence
+    from jobrouter.contracts import CaseEvidence, Certification
+    from jobrouter.contracts.compare import Comparison
+    from jobrouter.contracts.lint import ContractWarning
 
 contracts_app = typer.Typer(
     help="Certify providers against task contracts; see the matrix.", no_args_is_help=True
@@ -43,18 +46,34 @@ def run_contracts(
     record: Annotated[
         bool, typer.Option(help="with --cassettes: call the real providers and record them")
     ] = False,
+    compare_recorded: Annotated[
+        Path | None,
+        typer.Option(
+            help="call each provider live and hold its verdicts against the certification "
+            "recorded in this cassette folder: same / differs per cell; keeps nothing; exit 1 "
+            "unless every cell is the same"
+        ),
+    ] = None,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
     """Run the golden cases of each (provider, contract) pair the config routes, record the
-    certifications, print the matrix; exit 1 if any pair fails."""
+    certifications, print the matrix and the contracts' warnings; exit 1 if any pair fails."""
     if record and cassettes is None:
         raise typer.BadParameter("--record needs --cassettes DIR (where to write)")
+    if compare_recorded is not None:
+        if cassettes is not None:
+            raise typer.BadParameter("--compare-recorded calls the providers live: no --cassettes")
+        _compare(compare_recorded, provider, contract, json_report, config, database)
+        return
+    made: list[Certification] = []
+    routed: list[Pair] = []
 
     async def step() -> list[Cell]:
         cfg = settings(config)
         async with Router.open(database, cfg, run_workers=False) as router:
             pairs = pairs_to_certify(cfg, router.tasks, provider=provider, contract=contract)
+            routed.extend(pairs)
             total = sum(len(p.contract.cases) * p.contract.sampling.repeats for p in pairs)
             with _progress() as bar:
                 overall = bar.add_task("certifying", total=total)
@@ -69,6 +88,7 @@ def run_contracts(
                             ttl_days=cfg.certification.ttl_days,
                             progress=lambda case, done, runs: bar.advance(overall),
                         )
+                    made.append(certification)
                     if record and cassettes is not None:
                         live = cassettes / pair.provider / pair.contract.name / LIVE_RECORD
                         live.write_text(certification.model_dump_json(indent=2) + "\n")
@@ -76,12 +96,64 @@ def run_contracts(
 
     cells = run(step)
     print(render_matrix(cells, width=matrix_width()))
+    warnings = warnings_of(routed, made)
+    for warning in warnings:
+        print(warning)
     if json_report:
-        json_report.write_text(json.dumps(report(cells), indent=2) + "\n")
+        json_report.write_text(json.dumps(report(cells, warnings), indent=2) + "\n")
     if junit:
         junit.write_text(junit_xml(cells))
     if not all(cell.status.valid for cell in cells):
         raise typer.Exit(1)
+
+
+def _compare(
+    root: Path,
+    provider: str | None,
+    contract: str | None,
+    json_report: Path | None,
+    config: Path | None,
+    database: str | None,
+) -> None:
+    """Certify live, compare with the recordings, print one line per cell (and the cases that
+    differ, with both outputs); exit 1 unless every cell is the same."""
+    from jobrouter.contracts.compare import Outcome
+
+    async def step() -> list[Comparison]:
+        cfg = settings(config)
+        async with Router.open(database, cfg, run_workers=False) as router:
+            pairs = pairs_to_certify(cfg, router.tasks, provider=provider, contract=contract)
+            return await compare_pairs(router, cfg, pairs, root)
+
+    comparisons = run(step)
+    for comparison in comparisons:
+        print("\n".join(comparison.lines()))
+    if json_report:
+        cells = [c.as_json() for c in comparisons]
+        json_report.write_text(json.dumps({"comparisons": cells}, indent=2) + "\n")
+    if not comparisons or any(c.outcome is not Outcome.SAME for c in comparisons):
+        raise typer.Exit(1)
+
+
+@contracts_app.command("check")
+def check_contracts(config: ConfigOpt = None, database: DatabaseOpt = None) -> None:
+    """Warn about contract settings that make a certification a matter of luck: agreement on
+    free text under min_agreement 1.0, and (in the stored certifications of the contracts as
+    they are now) answers cut off at max_tokens. Calls no provider; exit 0 either way."""
+    cfg = run(lambda: _settings(config))
+
+    async def step() -> list[ContractWarning]:
+        async with Router.open(database, cfg, run_workers=False) as router:
+            pairs = pairs_to_certify(cfg, router.tasks)
+            cells = await matrix(router.store.certifications, router.providers, pairs)
+            stored = [c.certification for c in cells if c.certification is not None]
+            return warnings_of(pairs, stored)
+
+    warnings = run(step)
+    for warning in warnings:
+        print(warning)
+    if not warnings:
+        print("no warnings")
 
 
 @contracts_app.command("status")
@@ -96,30 +168,32 @@ def status(
         ),
     ] = False,
 ) -> None:
-    """Print the provider x contract matrix from the store, without calling any provider."""
+    """Print the provider x contract matrix from the store and the contracts' warnings, without
+    calling any provider."""
 
     async def load() -> RouterConfig:
         return settings(config)  # a config error becomes one line and exit code 2
 
     cfg = run(load)
 
-    async def step() -> list[Cell]:
+    async def step() -> tuple[list[Cell], list[ContractWarning]]:
         async with Router.open(database, cfg, run_workers=False) as router:
             pairs = pairs_to_certify(cfg, router.tasks)
-            return await matrix(router.store.certifications, router.providers, pairs)
+            cells = await matrix(router.store.certifications, router.providers, pairs)
+            stored = [c.certification for c in cells if c.certification is not None]
+            return cells, warnings_of(pairs, stored)
 
     uncertified = uncertified_tasks(cfg)
     routed = any(task.contract is not None for task in cfg.tasks.values()) or not uncertified
-    cells = run(step) if routed else []
+    cells, warnings = run(step) if routed else ([], [])
     if as_json:
-        print(
-            json.dumps(
-                {**report(cells), **({"uncertified": uncertified} if uncertified else {})}, indent=2
-            )
-        )
+        whole = {**report(cells, warnings), **({"uncertified": uncertified} if uncertified else {})}
+        print(json.dumps(whole, indent=2))
         return
     if routed:
         print(render_matrix(cells, width=matrix_width()))
+    for warning in warnings:
+        print(warning)
     for line in uncertified:
         print(line)
 
@@ -187,9 +261,11 @@ def _progress() -> Progress:
     )
 
 
-def report(cells: Sequence[Cell]) -> dict[str, object]:
-    """Every cell with its status, the checks that decided it, and the full record."""
+def report(cells: Sequence[Cell], warnings: Sequence[ContractWarning] = ()) -> dict[str, object]:
+    """Every cell with its status, the checks that decided it, and the full record; the
+    contracts' warnings (`jobrouter.contracts.lint`)."""
     return {
+        "warnings": [dataclasses.asdict(warning) for warning in warnings],
         "passed": all(c.status.valid for c in cells),
         "cells": [
             {
@@ -266,6 +342,8 @@ def _case_evidence(case: CaseEvidence) -> str:
     r = case.rendering
     lines = [str(f) for f in case.failures]
     lines += [f"unverified: {reason}" for reason in r.unverified]
+    if case.stability is not None:
+        lines.append(f"stability: {case.stability}")
     lines.append(
         f"rendering {r.verdict}: product counted {r.prompt_tokens} prompt tokens "
         f"({r.tokenizer}, {r.count_basis}), provider reported "

@@ -80,3 +80,23 @@ def test_describe_case_of_a_passing_case() -> None:
         agreement=1.0,
     )
     assert describe_case(evidence) == "case good: passed, verdict pass (runs 1, agreement 1.00)"
+
+
+def test_describe_case_says_how_stable_the_runs_were() -> None:
+    """Mutant: describe_case leaves the stability line out."""
+    evidence = CaseEvidence(
+        name="good",
+        passed=True,
+        verdict="pass",
+        rendering=RenderingEvidence(ok=True),
+        runs=3,
+        agreement=2 / 3,
+        agreement_margin=0.0,
+        distinct_answers=2,
+        differing_runs=1,
+        finish_reasons=("stop", "length", "stop"),
+    )
+    assert describe_case(evidence).splitlines()[1] == (
+        "  stability: 2 distinct answers, 1 of 3 runs differ from the most common; agreement "
+        "margin +0.00; finish reasons [stop, length, stop]"
+    )

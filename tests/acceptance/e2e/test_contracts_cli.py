@@ -216,6 +216,7 @@ def _check_reports(project: Path) -> None:
     )
     evidence = cases["C.titles", "tea"].findall("failure")[0].text or ""
     assert "rendering pass: product counted" in evidence  # both counts, in the report
+    assert "stability: 1 distinct answers, 0 of 2 runs differ from the most common" in evidence
 
 
 def test_run_exits_zero_when_every_pair_passes_and_status_sees_staleness(
