@@ -77,6 +77,18 @@ class JobRefused(JobRouterError):
         self.errors = errors or [f"{field}: {reason}"]
 
 
+class BudgetUnheld(JobRouterError):
+    """A budget covers an attempt whose worst case cannot be reserved (`reason`: no
+    `max_tokens`, an unknown price against a USD cap, a rolling window); `hint` is the fix.
+    The attempt is not started: a budget is never passed uncharged."""
+
+    def __init__(self, *, budget: str, reason: str, hint: str) -> None:
+        super().__init__(f"budget {budget} cannot hold this attempt: {reason}; {hint}")
+        self.budget = budget
+        self.reason = reason
+        self.hint = hint
+
+
 class JobNotFound(JobRouterError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"no job {job_id}")
