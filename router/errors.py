@@ -77,6 +77,22 @@ class JobRefused(JobRouterError):
         self.errors = errors or [f"{field}: {reason}"]
 
 
+class BudgetCrossed(JobRouterError):
+    """An attempt's worst case would cross `budget`'s cap on `side` (`usd` or `tokens`):
+    `limit` is the cap, `charged` what the budget's period holds already. Raised by the store
+    before the attempt row is written: nothing was started or charged."""
+
+    def __init__(self, *, budget: str, side: str, limit: float, charged: float) -> None:
+        super().__init__(
+            f"budget {budget}: this attempt's worst case would cross its {side} cap of "
+            f"{limit:g} ({charged:g} charged in the period)"
+        )
+        self.budget = budget
+        self.side = side
+        self.limit = limit
+        self.charged = charged
+
+
 class BudgetUnheld(JobRouterError):
     """A budget covers an attempt whose worst case cannot be reserved (`reason`: no
     `max_tokens`, an unknown price against a USD cap, a rolling window); `hint` is the fix.
