@@ -119,6 +119,19 @@ async def reserve_in(
     return crossed
 
 
+async def lock_periods_in(q: Queries, tx: Tx, reservations: Sequence[Reservation]) -> None:
+    """Lock every budget row the `reservations` will charge, in name order, before any is
+    charged. Each reservation charges its own budgets in name order, but one transaction
+    charging several (a claim's first attempts) would otherwise lock, say, `b` for one job
+    and then `a` for the next, while another router's start holds `a` and waits for `b`: a
+    deadlock PostgreSQL ends by aborting one of them."""
+    periods = sorted({(h.budget, h.period_start) for r in reservations for h in r.holds})
+    for budget, period_start in periods:
+        params = {"budget": budget, "period_start": period_start}
+        await tx.execute(q["open_budget_period"], params)
+        await tx.execute(q["lock_budget_period"], params)
+
+
 async def charge_in(q: Queries, tx: Tx, reservation: Reservation) -> Crossed | None:
     """Charge every hold's budget, in name order, or none (the first that would be crossed,
     its charges to the others taken back). Records no hold: see `record_holds_in`."""

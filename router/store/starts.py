@@ -23,7 +23,7 @@ from jobrouter.models import Attempt, Job, NewEvent, new_id
 from jobrouter.states import JobState
 from jobrouter.store.connector import Tx
 from jobrouter.store.rows import attempt_from_row, job_from_row
-from jobrouter.store.spend import reserve_in
+from jobrouter.store.spend import lock_periods_in, reserve_in
 from jobrouter.store.transitions import insert_events_of_jobs, moved, started_event
 
 if TYPE_CHECKING:
@@ -61,6 +61,9 @@ async def _reserve(
     """The starts whose reservations are charged (or that carry none), with their attempts'
     ids by job id. A start a budget refuses is left out: its job stays claimed and queued, and
     its driver meets the refusal when it starts the attempt itself (BudgetCrossed)."""
+    reservations = [start.reservation for _, start in starts if start.reservation is not None]
+    if len(reservations) > 1:
+        await lock_periods_in(q, tx, reservations)
     kept, ids = [], {}
     for job, start in starts:
         attempt_id = new_id()
