@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from jobrouter.errors import (
     AttemptNotFound,
+    BudgetCrossed,
+    BudgetUnheld,
     ConfigError,
     IdempotencyConflict,
     InvalidText,
@@ -47,6 +49,8 @@ __all__ = [
     "Attempt",
     "AttemptNotFound",
     "AttemptState",
+    "BudgetCrossed",
+    "BudgetUnheld",
     "ConfigError",
     "IdempotencyConflict",
     "InvalidText",

@@ -77,6 +77,34 @@ class JobRefused(JobRouterError):
         self.errors = errors or [f"{field}: {reason}"]
 
 
+class BudgetCrossed(JobRouterError):
+    """An attempt's worst case would cross `budget`'s cap on `side` (`usd` or `tokens`):
+    `limit` is the cap, `charged` what the budget's period holds already. Raised by the store
+    before the attempt row is written: nothing was started or charged."""
+
+    def __init__(self, *, budget: str, side: str, limit: float, charged: float) -> None:
+        super().__init__(
+            f"budget {budget}: this attempt's worst case would cross its {side} cap of "
+            f"{limit:g} ({charged:g} charged in the period)"
+        )
+        self.budget = budget
+        self.side = side
+        self.limit = limit
+        self.charged = charged
+
+
+class BudgetUnheld(JobRouterError):
+    """A budget covers an attempt whose worst case cannot be reserved (`reason`: no
+    `max_tokens`, an unknown price against a USD cap, a rolling window); `hint` is the fix.
+    The attempt is not started: a budget is never passed uncharged."""
+
+    def __init__(self, *, budget: str, reason: str, hint: str) -> None:
+        super().__init__(f"budget {budget} cannot hold this attempt: {reason}; {hint}")
+        self.budget = budget
+        self.reason = reason
+        self.hint = hint
+
+
 class JobNotFound(JobRouterError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"no job {job_id}")

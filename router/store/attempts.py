@@ -19,6 +19,7 @@ from jobrouter.store.connector import Connector, Tx
 from jobrouter.store.live_watch import LiveVerdict
 from jobrouter.store.outbox import OutboxWritten
 from jobrouter.store.rows import attempt_from_row, dumps, job_from_row
+from jobrouter.store.spend import Reservation
 from jobrouter.store.transitions import (
     append_events,
     end_attempt,
@@ -50,10 +51,12 @@ class AttemptWrites:
         lease_s: float,
         exclusive: bool,
         notes: Sequence[NewEvent] = (),
+        reservation: Reservation | None = None,
     ) -> tuple[Job, Attempt]:
-        """Write the attempt row before the provider is called; the job becomes `running`."""
+        """Write the attempt row before the provider is called; the job becomes `running`.
+        `reservation` is charged with it, or BudgetCrossed and nothing is written."""
         now = time.time()
-        start = AttemptStart(provider, model, worker, lease_s, tuple(notes))
+        start = AttemptStart(provider, model, worker, lease_s, tuple(notes), reservation)
         async with self.connector.write() as tx:
             job = await lock_job(self._q, tx, job_id)
             job, attempt = await start_attempt_in(self._q, tx, job, start, exclusive, now)

@@ -23,6 +23,7 @@ from jobrouter.store.changes import Changes
 from jobrouter.store.connector import Connector, Tx
 from jobrouter.store.rows import attempt_from_row, job_from_row
 from jobrouter.store.server_waits import await_runnable, server_wait_s
+from jobrouter.store.spend import Reservation
 from jobrouter.store.starts import start_first_attempts
 
 if TYPE_CHECKING:
@@ -41,6 +42,9 @@ class AttemptStart:
     worker: str
     lease_s: float
     notes: Sequence[NewEvent] = ()
+    # its worst case and the budgets it is held against (None: no budget covers it), charged
+    # in the transaction that writes the attempt row, or the attempt is not started
+    reservation: Reservation | None = None
 
 
 @dataclass(frozen=True)

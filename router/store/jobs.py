@@ -30,6 +30,7 @@ from jobrouter.store.connector import Connector, Row, Tx
 from jobrouter.store.outbox import OutboxWritten
 from jobrouter.store.reads import JobReads
 from jobrouter.store.rows import attempt_from_row, dumps, job_from_row
+from jobrouter.store.spend import charge_in, record_holds_in, take_back_in
 from jobrouter.store.transitions import (
     append_events,
     end_attempt,
@@ -96,15 +97,11 @@ class JobWrites:
         job = attempt = None
         try:
             async with self.connector.write() as tx:
+                if first is not None and not await self._charged(tx, first):
+                    first = None  # a budget refuses it: the job is created queued, and its
+                    # driver meets the refusal when it starts the attempt (BudgetCrossed)
                 if first is None:
-                    row = await tx.fetchone(
-                        self._q["insert_job"],
-                        {**row_params, "state": JobState.QUEUED, "version": 1, "event_seq": 1},
-                    )
-                    if row is not None:
-                        await insert_events(
-                            self._q, tx, row["id"], [(queued, JobState.QUEUED)], 1, now
-                        )
+                    row = await self._insert_queued(tx, row_params, queued, now)
                 else:
                     row, attempt = await self._insert_started(tx, row_params, queued, first, now)
                 if row is not None:
@@ -121,6 +118,21 @@ class JobWrites:
             self._changes.notify(job.id, job)
         return job, attempt
 
+    async def _charged(self, tx: Tx, first: AttemptStart) -> bool:
+        """Whether `first`'s reservation (if any) is charged: False when a budget refuses it."""
+        return first.reservation is None or await charge_in(self._q, tx, first.reservation) is None
+
+    async def _insert_queued(
+        self, tx: Tx, row_params: dict[str, Any], queued: NewEvent, now: float
+    ) -> Row | None:
+        row = await tx.fetchone(
+            self._q["insert_job"],
+            {**row_params, "state": JobState.QUEUED, "version": 1, "event_seq": 1},
+        )
+        if row is not None:
+            await insert_events(self._q, tx, row["id"], [(queued, JobState.QUEUED)], 1, now)
+        return row
+
     async def _insert_started(
         self,
         tx: Tx,
@@ -131,19 +143,25 @@ class JobWrites:
     ) -> tuple[Row | None, Attempt | None]:
         """Insert the job already running, its first attempt and all their events: three
         statements, where a queued job and a separate move would take six. The move from
-        queued is the transition table's, as `start_attempt_in`'s is."""
+        queued is the transition table's, as `start_attempt_in`'s is. `first`'s reservation
+        was charged (`_charged`): held by the attempt, or taken back when the job exists."""
         running = moved(str(row_params["id"]), JobState.QUEUED, JobState.RUNNING)
         events = [queued, *first.notes]
         row = await tx.fetchone(
             self._q["insert_job"],
             {**row_params, "state": running, "version": 2, "event_seq": len(events) + 1},
         )
-        if row is None:
+        if row is None:  # the key's job exists: it gets no attempt, and nothing is charged
+            if first.reservation is not None:
+                await take_back_in(self._q, tx, first.reservation)
             return None, None
+        attempt_id = new_id()
+        if first.reservation is not None:
+            await record_holds_in(self._q, tx, attempt_id, first.reservation)
         attempt_row = await tx.fetchone(
             self._q["insert_attempt"],
             {
-                "id": new_id(),
+                "id": attempt_id,
                 "job_id": row["id"],
                 "provider": first.provider,
                 "model": first.model,

@@ -512,6 +512,12 @@ WHERE budget = :budget AND period_start = :period_start
   AND charged_usd + :usd <= :usd_cap AND charged_tokens + :tokens <= :token_cap
 RETURNING charged_usd, charged_tokens
 
+-- name: lock_budget_period
+-- Takes the counter row's lock and changes nothing: a claim starting several jobs locks every
+-- budget row it will charge in name order first (router/store/starts.py).
+UPDATE budget_spend SET charged_usd = charged_usd
+WHERE budget = :budget AND period_start = :period_start
+
 -- name: budget_charged
 SELECT charged_usd, charged_tokens FROM budget_spend
 WHERE budget = :budget AND period_start = :period_start

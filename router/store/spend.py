@@ -10,17 +10,20 @@ row under READ COMMITTED); on SQLite the one writer does. A reservation one budg
 back what it charged the others in the same transaction: it changes nothing, and says which
 budget refused, its cap and what it had charged.
 
-Not wired into the attempt paths yet (docs/spend.md): `[budgets]` is refused by the config until
-it is, so no cap is accepted and not held.
+Every start path charges an `AttemptStart`'s `Reservation` in the transaction that writes the
+attempt row (`reserve_in`, `charge_in`); nothing on the job's path gives one yet, and the config
+refuses `[budgets]` until it does (docs/spend.md), so no cap is accepted and not held.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from jobrouter.store.connector import Connector, Tx
+
+Queries = Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,16 @@ class Period:
     actual_tokens: int
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """An attempt's worst case (`usd`, `tokens`) and the budgets' periods it is held against:
+    given with an `AttemptStart`, charged in the transaction that writes the attempt row."""
+
+    holds: tuple[Hold, ...]
+    usd: float
+    tokens: int
+
+
 class SpendLedger:
     """Reservations against budgets, and their settlement."""
 
@@ -69,37 +82,7 @@ class SpendLedger:
     ) -> Crossed | None:
         """Charge `usd` and `tokens` to every hold's budget for `attempt_id`, or to none: the
         first budget that would be crossed (None: all charged)."""
-        charged: list[Hold] = []
-        for hold in sorted(holds, key=lambda h: (h.budget, h.period_start)):
-            params = {"budget": hold.budget, "period_start": hold.period_start}
-            await tx.execute(self._q["open_budget_period"], params)
-            row = await tx.fetchone(
-                self._q["charge_budget"],
-                {
-                    **params,
-                    "usd": usd,
-                    "tokens": tokens,
-                    "usd_cap": math.inf if hold.usd_cap is None else hold.usd_cap,
-                    "token_cap": _token_cap(hold.token_cap),
-                },
-            )
-            if row is None:
-                crossed = await self._crossed(tx, hold, usd)
-                await self._take_back(tx, charged, usd, tokens)
-                return crossed
-            charged.append(hold)
-        for hold in charged:
-            await tx.execute(
-                self._q["insert_budget_hold"],
-                {
-                    "attempt_id": attempt_id,
-                    "budget": hold.budget,
-                    "period_start": hold.period_start,
-                    "usd": usd,
-                    "tokens": tokens,
-                },
-            )
-        return None
+        return await reserve_in(self._q, tx, attempt_id, Reservation(tuple(holds), usd, tokens))
 
     async def settle_in(self, tx: Tx, attempt_id: str, usd: float, tokens: int) -> None:
         """The attempt's reservations become its actual cost (`usd`, `tokens`)."""
@@ -124,26 +107,94 @@ class SpendLedger:
         rows = await self.connector.fetchall(self._q["budget_periods"], {})
         return [Period(**{k: row[k] for k in Period.__dataclass_fields__}) for row in rows]
 
-    async def _crossed(self, tx: Tx, hold: Hold, usd: float) -> Crossed:
-        params = {"budget": hold.budget, "period_start": hold.period_start}
-        row = await tx.fetchone(self._q["budget_charged"], params)
-        assert row is not None  # opened above, in this transaction
-        if hold.usd_cap is not None and row["charged_usd"] + usd > hold.usd_cap:
-            return Crossed(hold.budget, "usd", hold.usd_cap, row["charged_usd"])
-        assert hold.token_cap is not None
-        return Crossed(hold.budget, "tokens", hold.token_cap, row["charged_tokens"])
 
-    async def _take_back(self, tx: Tx, charged: Sequence[Hold], usd: float, tokens: int) -> None:
-        for hold in charged:
-            await tx.execute(
-                self._q["uncharge_budget"],
-                {
-                    "budget": hold.budget,
-                    "period_start": hold.period_start,
-                    "usd": usd,
-                    "tokens": tokens,
-                },
-            )
+async def reserve_in(
+    q: Queries, tx: Tx, attempt_id: str, reservation: Reservation
+) -> Crossed | None:
+    """Charge `reservation` to every budget it holds, for `attempt_id`, or to none: the first
+    budget that would be crossed (None: all charged and the holds recorded)."""
+    crossed = await charge_in(q, tx, reservation)
+    if crossed is None:
+        await record_holds_in(q, tx, attempt_id, reservation)
+    return crossed
+
+
+async def lock_periods_in(q: Queries, tx: Tx, reservations: Sequence[Reservation]) -> None:
+    """Lock every budget row the `reservations` will charge, in name order, before any is
+    charged. Each reservation charges its own budgets in name order, but one transaction
+    charging several (a claim's first attempts) would otherwise lock, say, `b` for one job
+    and then `a` for the next, while another router's start holds `a` and waits for `b`: a
+    deadlock PostgreSQL ends by aborting one of them."""
+    periods = sorted({(h.budget, h.period_start) for r in reservations for h in r.holds})
+    for budget, period_start in periods:
+        params = {"budget": budget, "period_start": period_start}
+        await tx.execute(q["open_budget_period"], params)
+        await tx.execute(q["lock_budget_period"], params)
+
+
+async def charge_in(q: Queries, tx: Tx, reservation: Reservation) -> Crossed | None:
+    """Charge every hold's budget, in name order, or none (the first that would be crossed,
+    its charges to the others taken back). Records no hold: see `record_holds_in`."""
+    usd, tokens = reservation.usd, reservation.tokens
+    charged: list[Hold] = []
+    for hold in sorted(reservation.holds, key=lambda h: (h.budget, h.period_start)):
+        params = {"budget": hold.budget, "period_start": hold.period_start}
+        await tx.execute(q["open_budget_period"], params)
+        row = await tx.fetchone(
+            q["charge_budget"],
+            {
+                **params,
+                "usd": usd,
+                "tokens": tokens,
+                "usd_cap": math.inf if hold.usd_cap is None else hold.usd_cap,
+                "token_cap": _token_cap(hold.token_cap),
+            },
+        )
+        if row is None:
+            crossed = await _crossed(q, tx, hold, usd)
+            await take_back_in(q, tx, Reservation(tuple(charged), usd, tokens))
+            return crossed
+        charged.append(hold)
+    return None
+
+
+async def record_holds_in(q: Queries, tx: Tx, attempt_id: str, reservation: Reservation) -> None:
+    """What `attempt_id` holds of each budget `charge_in` charged, until it is settled."""
+    for hold in reservation.holds:
+        await tx.execute(
+            q["insert_budget_hold"],
+            {
+                "attempt_id": attempt_id,
+                "budget": hold.budget,
+                "period_start": hold.period_start,
+                "usd": reservation.usd,
+                "tokens": reservation.tokens,
+            },
+        )
+
+
+async def take_back_in(q: Queries, tx: Tx, reservation: Reservation) -> None:
+    """Take back the charges `charge_in` made in this transaction (no hold recorded)."""
+    for hold in reservation.holds:
+        await tx.execute(
+            q["uncharge_budget"],
+            {
+                "budget": hold.budget,
+                "period_start": hold.period_start,
+                "usd": reservation.usd,
+                "tokens": reservation.tokens,
+            },
+        )
+
+
+async def _crossed(q: Queries, tx: Tx, hold: Hold, usd: float) -> Crossed:
+    params = {"budget": hold.budget, "period_start": hold.period_start}
+    row = await tx.fetchone(q["budget_charged"], params)
+    assert row is not None  # opened above, in this transaction
+    if hold.usd_cap is not None and row["charged_usd"] + usd > hold.usd_cap:
+        return Crossed(hold.budget, "usd", hold.usd_cap, row["charged_usd"])
+    assert hold.token_cap is not None
+    return Crossed(hold.budget, "tokens", hold.token_cap, row["charged_tokens"])
 
 
 def _token_cap(cap: int | None) -> int:

@@ -8,8 +8,8 @@ parameter (queries `start_attempts`, `start_jobs`, `insert_job_events`): the sam
 text for any number of jobs (prepared once per connection, no parameter limit: a claim may
 take as many jobs as `[engine] workers` allows). The rules are those of `start_attempt_in`
 (transitions.py): only a queued job starts here (`first` chooses for queued jobs only), never
-exclusively (a task that may not repeat is not started in a claim), and the move obeys the
-transition table.
+exclusively (a task that may not repeat is not started in a claim), the move obeys the
+transition table, and a start's budget reservation is charged here or the job is not started.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from jobrouter.models import Attempt, Job, NewEvent, new_id
 from jobrouter.states import JobState
 from jobrouter.store.connector import Tx
 from jobrouter.store.rows import attempt_from_row, job_from_row
+from jobrouter.store.spend import lock_periods_in, reserve_in
 from jobrouter.store.transitions import insert_events_of_jobs, moved, started_event
 
 if TYPE_CHECKING:
@@ -44,19 +45,46 @@ async def start_first_attempts(
                 entity="job", entity_id=job.id, src=job.state, dst="first attempt"
             )
         moved(job.id, job.state, JobState.RUNNING)
-    attempts = await _insert_attempts(q, tx, starts, now)
+    starts, ids = await _reserve(q, tx, starts)
+    if not starts:
+        return []
+    attempts = await _insert_attempts(q, tx, starts, ids, now)
     events = {job.id: [*start.notes, started_event(attempts[job.id])] for job, start in starts}
     jobs = await _move_to_running(q, tx, [job for job, _ in starts], events, now)
     await _insert_events(q, tx, jobs, events, now)
     return [(jobs[job.id][0], attempts[job.id]) for job, _ in starts]
 
 
+async def _reserve(
+    q: Queries, tx: Tx, starts: Sequence[tuple[Job, AttemptStart]]
+) -> tuple[list[tuple[Job, AttemptStart]], dict[str, str]]:
+    """The starts whose reservations are charged (or that carry none), with their attempts'
+    ids by job id. A start a budget refuses is left out: its job stays claimed and queued, and
+    its driver meets the refusal when it starts the attempt itself (BudgetCrossed)."""
+    reservations = [start.reservation for _, start in starts if start.reservation is not None]
+    if len(reservations) > 1:
+        await lock_periods_in(q, tx, reservations)
+    kept, ids = [], {}
+    for job, start in starts:
+        attempt_id = new_id()
+        reservation = start.reservation
+        if reservation is not None and await reserve_in(q, tx, attempt_id, reservation):
+            continue  # refused (a Crossed came back): charged nothing
+        kept.append((job, start))
+        ids[job.id] = attempt_id
+    return kept, ids
+
+
 async def _insert_attempts(
-    q: Queries, tx: Tx, starts: Sequence[tuple[Job, AttemptStart]], now: float
+    q: Queries,
+    tx: Tx,
+    starts: Sequence[tuple[Job, AttemptStart]],
+    ids: dict[str, str],
+    now: float,
 ) -> dict[str, Attempt]:
     rows = [
         {
-            "id": new_id(),
+            "id": ids[job.id],
             "job_id": job.id,
             "provider": start.provider,
             "model": start.model,

@@ -11,13 +11,14 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobrouter.errors import AttemptNotFound, InvalidTransition, JobNotFound
+from jobrouter.errors import AttemptNotFound, BudgetCrossed, InvalidTransition, JobNotFound
 from jobrouter.models import Attempt, AttemptUsage, Job, NewEvent, new_id
 from jobrouter.states import AttemptState, EventKind, JobState, attempt_can_move, job_can_move
 from jobrouter.store.connector import Tx
 from jobrouter.store.live_watch import LiveVerdict, verdict_columns
 from jobrouter.store.outbox import OutboxWritten
 from jobrouter.store.rows import attempt_from_row, dumps, job_from_row
+from jobrouter.store.spend import Reservation, reserve_in
 
 if TYPE_CHECKING:
     from jobrouter.store.claims import AttemptStart
@@ -81,7 +82,8 @@ async def start_attempt_in(
     q: Queries, tx: Tx, job: Job, start: AttemptStart, exclusive: bool, now: float
 ) -> tuple[Job, Attempt]:
     """Insert `start`'s attempt of the locked `job` (queued or running; with `exclusive`, only
-    when no attempt of it is open), moving a queued job to running, with their events."""
+    when no attempt of it is open), moving a queued job to running, with their events.
+    `start.reservation` is charged first: BudgetCrossed when a budget refuses it."""
     if job.state not in (JobState.QUEUED, JobState.RUNNING):
         raise InvalidTransition(
             entity="job",
@@ -92,10 +94,13 @@ async def start_attempt_in(
         )
     if exclusive:
         await refuse_if_open(q, tx, job.id)
+    attempt_id = new_id()
+    if start.reservation is not None:
+        await reserve_or_raise(q, tx, attempt_id, start.reservation)
     row = await tx.fetchone(
         q["insert_attempt"],
         {
-            "id": new_id(),
+            "id": attempt_id,
             "job_id": job.id,
             "provider": start.provider,
             "model": start.model,
@@ -112,6 +117,15 @@ async def start_attempt_in(
     else:
         await append_events(q, tx, job.id, job.state, events, now)
     return job, attempt
+
+
+async def reserve_or_raise(q: Queries, tx: Tx, attempt_id: str, reservation: Reservation) -> None:
+    """Charge `reservation` for `attempt_id`, or raise BudgetCrossed (charging nothing)."""
+    crossed = await reserve_in(q, tx, attempt_id, reservation)
+    if crossed is not None:
+        raise BudgetCrossed(
+            budget=crossed.budget, side=crossed.side, limit=crossed.limit, charged=crossed.charged
+        )
 
 
 async def move_job(

@@ -1,7 +1,7 @@
 """The budget ledger on every backend (router/store/spend.py): a reservation charges every
 covering budget or none, never crosses a cap under concurrency (two stores: two routers'
 connections on PostgreSQL, two writers on one SQLite file), and settles to the actual cost.
-Not yet the attempt path's: see docs/spend.md."""
+The start paths that charge it are tests/store/test_budget_starts.py."""
 
 from __future__ import annotations
 
