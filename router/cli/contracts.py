@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from jobrouter.api import Router
 from jobrouter.certifier import Cell, Pair, certify_pair, matrix, pairs_to_certify
 from jobrouter.cli.common import ConfigOpt, DatabaseOpt, run, settings
-from jobrouter.cli.recorded import compare_pairs, warnings_of
+from jobrouter.compare_recorded import compare_pairs, warnings_of
 from jobrouter.config import RouterConfig
 from jobrouter.printing import matrix_width, render_matrix
 from jobrouter.recordings import LIVE_RECORD, recording

@@ -1,6 +1,7 @@
-"""`jobrouter contracts run --compare-recorded DIR`: each pair certified live, held against the
-certification recorded beside its cassette (DIR/<provider>/<contract>/certification.json);
-`contracts run` and `contracts check` print the contracts' warnings (`jobrouter.contracts.lint`)."""
+"""`jobrouter contracts run --compare-recorded DIR` (router/cli/contracts.py): each pair
+certified live, held against the certification recorded beside its cassette
+(DIR/<provider>/<contract>/certification.json); `contracts run` and `contracts check` print the
+contracts' warnings (`jobrouter.contracts.lint`)."""
 
 from __future__ import annotations
 
