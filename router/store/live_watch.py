@@ -21,6 +21,7 @@ from jobrouter.models import new_id
 from jobrouter.store.connector import Connector, Row, Tx
 
 RECENT_FAILURES = 5  # failed attempts a watch keeps as its sample of evidence
+POINTS_KEPT = 60  # folds a pair's history keeps for the console's chart (migration 0020)
 Watches = dict[tuple[str, str], "WatchRow"]
 
 
@@ -91,6 +92,21 @@ class Reinstatement:
     at: float
     by: str
     reason: str
+
+
+@dataclass(frozen=True)
+class WatchPoint:
+    """One fold of a pair, as its chart draws it: the answers it counted, how many broke the
+    contract, the CUSUM statistics after them (1/SCALE nats), the baseline they were weighed
+    against (0: not certified), and whether this fold suspended the pair."""
+
+    at: float
+    answered: int
+    failed: int
+    large: int
+    small: int
+    baseline: float
+    suspended: bool
 
 
 @dataclass(frozen=True)
@@ -172,11 +188,21 @@ class LiveWatchStore:
                 for watch in decide(current):
                     await save_watch(self._q, tx, watch, now)
                     before = current.get(watch.key)
-                    if watch.suspension is not None and (before is None or not before.suspension):
-                        await _announce(self._q, tx, watch, watch.suspension, notify, now)
+                    fired = watch.suspension if before is None or not before.suspension else None
+                    await _save_point(self._q, tx, before, watch, fired is not None, now)
+                    if fired is not None:
+                        await _announce(self._q, tx, watch, fired, notify, now)
         except _Raced:
             return False
         return True
+
+    async def points(self) -> dict[tuple[str, str], list[WatchPoint]]:
+        """Each pair's kept folds, oldest first."""
+        rows = await self.connector.fetchall(self._q["list_live_watch_points"], {})
+        found: dict[tuple[str, str], list[WatchPoint]] = {}
+        for row in rows:
+            found.setdefault((row["provider"], row["contract"]), []).append(_point(row))
+        return found
 
     async def record_probe(self, verdict: LiveVerdict) -> None:
         """A golden probe's verdict (router/probes.py), folded like a live one."""
@@ -244,6 +270,37 @@ async def save_watch(queries: Mapping[str, str], tx: Tx, watch: WatchRow, now: f
     )
 
 
+async def _save_point(
+    queries: Mapping[str, str],
+    tx: Tx,
+    before: WatchRow | None,
+    watch: WatchRow,
+    fired: bool,
+    now: float,
+) -> None:
+    """The fold's point of `watch`, and the pair's history trimmed to POINTS_KEPT, in the
+    fold's transaction. A fold of probes only (no answer counted, none fired) draws nothing."""
+    answered = watch.answered - (before.answered if before else 0)
+    if answered <= 0 and not fired:
+        return
+    state = json.loads(watch.state) if watch.state else {}
+    pair = {"provider": watch.provider, "contract": watch.contract}
+    await tx.execute(
+        queries["insert_live_watch_point"],
+        {
+            **pair,
+            "at": now,
+            "answered": answered,
+            "failed": watch.failed - (before.failed if before else 0),
+            "large": int(state.get("large", 0)),
+            "small": int(state.get("small", 0)),
+            "baseline": float(state.get("baseline", 0.0)),
+            "suspended": int(fired),
+        },
+    )
+    await tx.execute(queries["trim_live_watch_points"], {**pair, "keep": POINTS_KEPT})
+
+
 SUSPENDED_EVENT = "provider.suspended"
 
 
@@ -309,6 +366,18 @@ def _probe(row: Row) -> StoredVerdict:
         probe=True,
     )
     return StoredVerdict(str(row["id"]), verdict, float(row["at"]))
+
+
+def _point(row: Row) -> WatchPoint:
+    return WatchPoint(
+        at=float(row["at"]),
+        answered=int(row["answered"]),
+        failed=int(row["failed"]),
+        large=int(row["large"]),
+        small=int(row["small"]),
+        baseline=float(row["baseline"]),
+        suspended=bool(row["suspended"]),
+    )
 
 
 def _watch(row: Row) -> WatchRow:

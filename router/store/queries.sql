@@ -466,6 +466,21 @@ ON CONFLICT (provider, contract) DO UPDATE SET
     reinstated_by = excluded.reinstated_by, reinstate_reason = excluded.reinstate_reason,
     updated_at = excluded.updated_at
 
+-- name: insert_live_watch_point
+INSERT INTO live_watch_points (provider, contract, at, answered, failed, large, small, baseline,
+                               suspended)
+VALUES (:provider, :contract, :at, :answered, :failed, :large, :small, :baseline, :suspended)
+
+-- name: trim_live_watch_points
+-- The pair's newest :keep points stay; the (:keep + 1)th newest and every older one go.
+DELETE FROM live_watch_points
+WHERE provider = :provider AND contract = :contract AND id <= (
+    SELECT id FROM live_watch_points WHERE provider = :provider AND contract = :contract
+    ORDER BY id DESC LIMIT 1 OFFSET :keep)
+
+-- name: list_live_watch_points
+SELECT * FROM live_watch_points ORDER BY contract, provider, id
+
 -- name: delete_live_watch
 DELETE FROM live_watch WHERE provider = :provider AND contract = :contract
 

@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from jobrouter.http.auth import RouterDep
 from jobrouter.ui import views
+from jobrouter.ui.chart import live_chart
 from jobrouter.ui.pages import page
 from jobrouter.ui.session import Poster, Viewer
 
@@ -36,6 +37,8 @@ async def certification_matrix(request: Request, router: RouterDep, who: Viewer)
         providers=providers,
         contracts=contracts,
         case_line=views.case_line,
+        points=await router.store.live_watch.points(),
+        live_chart=live_chart,
     )
 
 
