@@ -99,6 +99,8 @@ RETURNING *
 -- name: finish_attempt
 -- :verdict, :verdict_at: an answer's live verdict (router/store/live_watch.py), kept with the
 -- end that judged it; an end without one (a resolution, a sweep) leaves any earlier one as is.
+-- `held`: whether the attempt still holds a budget reservation, so the end settles it with no
+-- statement of its own when it holds none (router/store/spend.py, settle_in).
 UPDATE attempts SET state = :state, error_kind = :error_kind, error = :error,
                     error_detail = :error_detail, output = :output,
                     finished_at = :now, latency_ms = :latency_ms, model = COALESCE(:model, model),
@@ -108,7 +110,8 @@ UPDATE attempts SET state = :state, error_kind = :error_kind, error = :error,
                     verdict = COALESCE(:verdict, verdict),
                     verdict_at = COALESCE(:verdict_at, verdict_at)
 WHERE id = :id AND state = :from_state
-RETURNING *
+RETURNING *, EXISTS (SELECT 1 FROM budget_holds h
+                     WHERE h.attempt_id = attempts.id AND h.settled = 0) AS held
 
 -- name: record_resolution
 -- Who resolved an `unknown` attempt, and what they checked: in the resolution's transaction.

@@ -11,7 +11,9 @@ back what it charged the others in the same transaction: it changes nothing, and
 budget refused, its cap and what it had charged.
 
 Every start path charges an `AttemptStart`'s `Reservation` in the transaction that writes the
-attempt row (`reserve_in`, `charge_in`); nothing on the job's path gives one yet, and the config
+attempt row (`reserve_in`, `charge_in`), and every end settles what the attempt holds in the
+transaction that writes its end (`settle_in`, from transitions.end_attempt); nothing on the
+job's path gives a reservation yet, and the config
 refuses `[budgets]` until it does (docs/spend.md), so no cap is accepted and not held.
 """
 
@@ -86,22 +88,7 @@ class SpendLedger:
 
     async def settle_in(self, tx: Tx, attempt_id: str, usd: float, tokens: int) -> None:
         """The attempt's reservations become its actual cost (`usd`, `tokens`)."""
-        holds = await tx.fetchall(self._q["open_holds_of_attempt"], {"attempt_id": attempt_id})
-        for hold in holds:
-            await tx.execute(
-                self._q["settle_budget"],
-                {
-                    "budget": hold["budget"],
-                    "period_start": hold["period_start"],
-                    "reserved_usd": hold["usd"],
-                    "reserved_tokens": hold["tokens"],
-                    "usd": usd,
-                    "tokens": tokens,
-                },
-            )
-            await tx.execute(
-                self._q["settle_hold"], {"attempt_id": attempt_id, "budget": hold["budget"]}
-            )
+        await settle_in(self._q, tx, attempt_id, Actual(usd, tokens))
 
     async def periods(self) -> list[Period]:
         rows = await self.connector.fetchall(self._q["budget_periods"], {})
@@ -117,6 +104,40 @@ async def reserve_in(
     if crossed is None:
         await record_holds_in(q, tx, attempt_id, reservation)
     return crossed
+
+
+@dataclass(frozen=True)
+class Actual:
+    """What an ended attempt is settled at: `usd` None when its price is unknown (a hold that
+    reserved USD then stays charged: a cost unknown is never taken as 0)."""
+
+    usd: float | None
+    tokens: int
+
+
+NOTHING_SENT = Actual(0.0, 0)
+
+
+async def settle_in(q: Queries, tx: Tx, attempt_id: str, actual: Actual) -> None:
+    """The attempt's open holds become `actual`, once each (a settled hold is not settled
+    again, so a resolution after an end that settled changes nothing). A hold that reserved
+    USD stays charged when `actual.usd` is unknown."""
+    holds = await tx.fetchall(q["open_holds_of_attempt"], {"attempt_id": attempt_id})
+    for hold in holds:
+        if actual.usd is None and hold["usd"] > 0:
+            continue
+        await tx.execute(
+            q["settle_budget"],
+            {
+                "budget": hold["budget"],
+                "period_start": hold["period_start"],
+                "reserved_usd": hold["usd"],
+                "reserved_tokens": hold["tokens"],
+                "usd": actual.usd or 0.0,
+                "tokens": actual.tokens,
+            },
+        )
+        await tx.execute(q["settle_hold"], {"attempt_id": attempt_id, "budget": hold["budget"]})
 
 
 async def lock_periods_in(q: Queries, tx: Tx, reservations: Sequence[Reservation]) -> None:

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from jobrouter.errors import AttemptNotFound, BudgetCrossed, InvalidTransition, JobNotFound
 from jobrouter.models import Attempt, AttemptUsage, Job, NewEvent, new_id
+from jobrouter.providers.errors import ErrorKind
 from jobrouter.states import AttemptState, EventKind, JobState, attempt_can_move, job_can_move
 from jobrouter.store.connector import Tx
 from jobrouter.store.live_watch import LiveVerdict, verdict_columns
 from jobrouter.store.outbox import OutboxWritten
 from jobrouter.store.rows import attempt_from_row, dumps, job_from_row
-from jobrouter.store.spend import Reservation, reserve_in
+from jobrouter.store.spend import NOTHING_SENT, Actual, Reservation, reserve_in, settle_in
 
 if TYPE_CHECKING:
     from jobrouter.store.claims import AttemptStart
@@ -254,7 +255,23 @@ async def end_attempt(
             dst=dst,
             why="it changed under us",
         )
+    if row["held"]:  # no statement of its own for an attempt without a reservation
+        actual = settled_at(usage, error_kind)
+        if actual is not None:
+            await settle_in(q, tx, attempt.id, actual)
     return attempt_from_row(row)
+
+
+def settled_at(usage: AttemptUsage, error_kind: str | None) -> Actual | None:
+    """What an ending attempt's reservation becomes (docs/spend.md, "Every end settles what
+    its attempt holds"): nothing when nothing was sent (`not_sent`: the provider provably did
+    not act); its reported tokens and cost when it has them; else None, the reservation stays
+    charged (an `unknown` attempt, an answer with no usage: the provider may have billed)."""
+    if error_kind == ErrorKind.NOT_SENT:
+        return NOTHING_SENT
+    if usage.prompt_tokens is None or usage.completion_tokens is None:
+        return None
+    return Actual(usage.cost_usd, usage.prompt_tokens + usage.completion_tokens)
 
 
 async def append_events(
