@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from jobrouter.errors import (
     AttemptNotFound,
     BudgetCrossed,
+    BudgetExhausted,
     BudgetUnheld,
     ConfigError,
     IdempotencyConflict,
@@ -50,6 +51,7 @@ __all__ = [
     "AttemptNotFound",
     "AttemptState",
     "BudgetCrossed",
+    "BudgetExhausted",
     "BudgetUnheld",
     "ConfigError",
     "IdempotencyConflict",

@@ -23,6 +23,7 @@ from jobrouter.build import (
     ProvidersOnUse,
     TasksOnUse,
     build_gate,
+    build_spending,
     build_tasks,
     resolve_config,
     warm_up,
@@ -41,6 +42,7 @@ from jobrouter.models import Attempt, Job, JobEvent, JsonObject
 from jobrouter.persist import persist
 from jobrouter.providers import CompletionRequest, Provider
 from jobrouter.resolution import Outcome, resolution
+from jobrouter.spending import Spending
 from jobrouter.states import JobState, watch_ends
 from jobrouter.store import SqlStore, open_store
 from jobrouter.store.claims import AttemptStart
@@ -72,6 +74,7 @@ class Router:
         gate: Gate,
         deliverer: Delivery | None = None,
         leader: Leader | None = None,
+        spending: Spending | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -83,6 +86,7 @@ class Router:
         self.gate = gate
         self.deliverer = deliverer  # sends completion events to [webhooks.<owner>], if any
         self.leader = leader  # elects this process (or not) to run the periodic work
+        self.spending = spending or build_spending(config)  # [budgets], at the door
         self.limits = DoorLimits(
             max_depth=config.submit.max_input_depth, max_bytes=config.submit.max_input_bytes
         )
@@ -147,10 +151,13 @@ class Router:
         try:
             provider_map = ProvidersOnUse(settings, providers)
             gate, breakers = build_gate(store, settings, provider_map)
+            spending = build_spending(settings)
             if run_workers:
                 from jobrouter import fleet  # the engine and what runs beside it: only to run
 
-                engine = fleet.build_engine(store, settings, tasks, provider_map, gate, breakers)
+                engine = fleet.build_engine(
+                    store, settings, tasks, provider_map, gate, breakers, spending
+                )
                 deliverer = fleet.build_delivery(store, settings)
                 leader = fleet.build_leader(store, settings, url, engine, gate)
                 if not start_in_background:  # before the first claim
@@ -159,7 +166,9 @@ class Router:
         except BaseException:
             await store.close()
             raise
-        router = cls(store, settings, tasks, engine, provider_map, gate, deliverer, leader)
+        router = cls(
+            store, settings, tasks, engine, provider_map, gate, deliverer, leader, spending
+        )
         router._telemetry = exporting
         if run_workers and start_in_background:
             router._starting = asyncio.create_task(
@@ -233,7 +242,8 @@ class Router:
         (`created=False`); a different payload under the key raises `IdempotencyConflict`.
 
         The door (`jobrouter.door.admit`) refuses bad work first, with nothing written:
-        `JobRefused` names the field, the value and what to do."""
+        `JobRefused` names the field, the value and what to do; `BudgetExhausted` (a
+        `JobRefused`) when a budget covering a new job has nothing left this period."""
         self._check_open()
         _check_identity(owner, idempotency_key)
         runtime = self.tasks.get(task)
@@ -243,6 +253,9 @@ class Router:
                 f"unknown task {task!r}; configured tasks: {known}", key=f"tasks.{task}"
             )
         request = admit(runtime, input, params, self.limits)
+        refusal = await self.spending.door(self.store.spend, owner, runtime.name)
+        if refusal is not None and await self.find(owner, idempotency_key) is None:
+            raise refusal  # a replay under its key still gets its job back
         return await self._create(owner, idempotency_key, runtime, input, params or {}, request)
 
     async def _create(
@@ -281,7 +294,9 @@ class Router:
                 job = await self._read_back(owner, idempotency_key, runtime, input, params, exc)
             return job
 
-        job = await (engine.create(runtime, request, insert) if engine else insert(None, None))
+        job = await (
+            engine.create(runtime, request, insert, owner) if engine else insert(None, None)
+        )
         if not job.created and not job.state.settled:
             await self._take_up(job)
         return job

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from jobrouter.breaker import Breakers
     from jobrouter.contracts import Contract
     from jobrouter.gate import Gate
+    from jobrouter.providers.pricing import Pricing
+    from jobrouter.spending import Spending
     from jobrouter.store.sqlstore import SqlStore
 
 
@@ -90,6 +92,7 @@ def _task_runtime(name: str, task: TaskConfig, config: RouterConfig) -> TaskRunt
         contract=contract,
         contract_fingerprint=fingerprint,
         watched=config.certification.watch.enabled,
+        on_budget=task.on_budget,
     )
 
 
@@ -198,3 +201,18 @@ def build_gate(
         config_file=config.config_file,
     )
     return gate, breakers
+
+
+def build_spending(config: RouterConfig) -> Spending:
+    """The job path's port to `[budgets]`; a provider's price is resolved when a budget first
+    charges it (litellm's cost map is parsed only then)."""
+    from jobrouter.spending import Spending
+
+    def price_of(name: str) -> Pricing:
+        from jobrouter.providers.pricing import UnknownPrice, resolve_price
+
+        if name not in config.providers:
+            return UnknownPrice(f"provider {name} is not configured, so it has no price")
+        return resolve_price(name, config.providers[name])
+
+    return Spending(config.budgets, price_of)

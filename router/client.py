@@ -25,7 +25,10 @@ Errors:
     JobClientError                  base
     ├── ProblemError                the service answered with a problem (status, type, detail)
     │   ├── NotFound                404: no such job or attempt for this token
-    │   └── IdempotencyKeyReused    422: the key was used with another payload (job_id)
+    │   ├── IdempotencyKeyReused    422: the key was used with another payload (job_id)
+    │   └── OverBudget              429: a budget covering the job has nothing left this
+    │                               period (budget, retry_after); not retried: its period
+    │                               may end hours later
     ├── SubmitUnknown               retries exhausted on submit: the job may or may not exist
     │                               (idempotency_key, intent): look it up with find(key)
     └── Unavailable                 retries exhausted on another call (cause)
@@ -85,6 +88,16 @@ class IdempotencyKeyReused(ProblemError):
     def job_id(self) -> str | None:
         value = self.body.get("job_id")
         return None if value is None else str(value)
+
+
+class OverBudget(ProblemError):
+    """The submit was refused, nothing written: `budget` has nothing left this period, which
+    ends in `retry_after` seconds (the Retry-After header)."""
+
+    def __init__(self, status: int, body: dict[str, Any], retry_after: float | None) -> None:
+        super().__init__(status, body)
+        self.budget = str(body.get("budget", ""))
+        self.retry_after = retry_after
 
 
 class SubmitUnknown(JobClientError):
@@ -360,7 +373,11 @@ class JobClient:
         async for attempt in retrying:
             with attempt:
                 response = await self._http.request(method, path, **kwargs)
-                if response.status_code in RETRY_STATUSES and not only_not_sent:
+                if (
+                    response.status_code in RETRY_STATUSES
+                    and not only_not_sent
+                    and not _over_budget(response)
+                ):
                     raise _RetryableStatus(response)
         if response.is_success:
             return response
@@ -405,7 +422,21 @@ def _problem(response: httpx.Response) -> ProblemError:
         return NotFound(404, body)
     if str(body.get("type", "")).endswith(":idempotency-key-reused"):
         return IdempotencyKeyReused(response.status_code, body)
+    if _over_budget(response):
+        retry_after = response.headers.get("Retry-After")
+        return OverBudget(response.status_code, body, float(retry_after) if retry_after else None)
     return ProblemError(response.status_code, body)
+
+
+def _over_budget(response: httpx.Response) -> bool:
+    """A 429 that refuses the work for a budget (problem type `budget-exhausted`): final."""
+    if response.status_code != 429:
+        return False
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and str(body.get("type", "")).endswith(":budget-exhausted")
 
 
 __all__ = [
@@ -414,6 +445,7 @@ __all__ = [
     "JobClientError",
     "JobIntent",
     "NotFound",
+    "OverBudget",
     "ProblemError",
     "RetryPolicy",
     "SubmitUnknown",

@@ -65,6 +65,12 @@ class TaskConfig(_Strict):
     # "none": this task runs without a contract, knowingly, even where [certification]
     # required = true (which otherwise refuses a task without a contract at load).
     certification: Literal["none"] | None = None
+    on_budget: Literal["fail", "wait"] = Field(
+        default="fail",
+        description="when the next attempt would cross a budget (docs/spend.md): `fail` ends "
+        "the job (nothing was sent) unless another certified provider is within its budgets; "
+        "`wait` looks again as room frees, until the budget's period ends or the job's deadline",
+    )
 
 
 class EngineConfig(_Strict):
@@ -250,8 +256,8 @@ class RouterConfig(_Strict):
     )
     budgets: dict[str, BudgetConfig] = Field(
         default_factory=dict,
-        description="caps on spend, by name (`[budgets.NAME]`, docs/spend.md); validated, not "
-        "yet enforced, so a config that sets one is refused",
+        description="caps on spend, by name (`[budgets.NAME]`, docs/spend.md): every attempt "
+        "reserves its worst case against each budget that covers it before its provider is called",
     )
     # Where relative contract paths resolve; set from the file's folder when loaded from a file.
     base_dir: Path | None = Field(default=None, exclude=True)
@@ -289,16 +295,15 @@ class RouterConfig(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _budgets_not_enforced_yet(self) -> RouterConfig:
-        # A budget accepted and not enforced is the failure this product exists to prevent
-        # (a cap overshot in silence): refused until the reservation at each attempt's start
-        # holds it (docs/spend.md, "Budgets").
-        if self.budgets:
-            raise ValueError(
-                "[budgets] is validated but not yet enforced by this version of jobrouter (no "
-                "attempt reserves its worst case against a budget yet): remove [budgets] and "
-                "watch spend per attempt (cost_usd) meanwhile"
-            )
+    def _rolling_budgets_not_held_yet(self) -> RouterConfig:
+        # The ledger counts spend per calendar period: a window that slides would be accepted
+        # and then refuse every start (BudgetUnheld). Refused here, where it can be fixed.
+        for name, budget in self.budgets.items():
+            if budget.period == "rolling":
+                raise ValueError(
+                    f'budgets.{name}.period = "rolling" is not enforced by this version (the '
+                    'ledger counts spend per UTC day or month): use period = "day" or "month"'
+                )
         return self
 
     @model_validator(mode="after")

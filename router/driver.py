@@ -21,12 +21,13 @@ from collections.abc import Mapping, Sequence
 
 from jobrouter import tracing
 from jobrouter.attempt_call import AttemptCall, Book
-from jobrouter.errors import InvalidTransition
+from jobrouter.errors import BudgetCrossed, BudgetUnheld, InvalidTransition
 from jobrouter.health import ProviderHealth
 from jobrouter.models import Attempt, Job, NewEvent
 from jobrouter.persist import persist
-from jobrouter.policy import Decision, Finish, Start, Wait, unbuildable
+from jobrouter.policy import Decision, Eligibility, Finish, Start, Wait, unbuildable
 from jobrouter.providers import CompletionRequest, Provider
+from jobrouter.spending import Spending
 from jobrouter.states import AttemptState, EventKind, JobState
 from jobrouter.step import next_step
 from jobrouter.store.connector import until_done
@@ -49,6 +50,7 @@ class JobDriver:
         health: ProviderHealth,
         providers: Mapping[str, Provider],
         worker: Worker,
+        spending: Spending,
         started: Attempt | None = None,
         noted: Sequence[NewEvent] = (),
         request: CompletionRequest | None = None,
@@ -60,6 +62,7 @@ class JobDriver:
         self.health = health
         self.providers = providers
         self.worker = worker
+        self.spending = spending
         self.job = job
         self.task = task
         self.deadline = Deadline.of(job)  # set when the job was created: it never changes
@@ -70,6 +73,8 @@ class JobDriver:
         self._waiting_noted = False
         self._noted = {str(note.data["provider"]) for note in noted}  # refusals on the log
         self._started = started
+        # providers a budget refused a start on, with why and until when (jobrouter.spending)
+        self._held_back: dict[str, Eligibility] = {}
 
     async def run(self) -> None:
         with tracing.job_span(self.job) as span:
@@ -97,7 +102,9 @@ class JobDriver:
         try:
             while not self.job.state.settled:
                 step = await persist(
-                    lambda: next_step(self.health, self.task, self.attempts, self.deadline)
+                    lambda: next_step(
+                        self.health, self.task, self.attempts, self.deadline, self._held_back
+                    )
                 )
                 notes = [n for n in step.refusals() if n.data["provider"] not in self._noted]
                 if not await self._carry_out(step.decision, notes):
@@ -151,6 +158,17 @@ class JobDriver:
 
     async def _start(self, decision: Start, notes: list[NewEvent]) -> None:
         provider = self.providers[decision.provider]
+        assert self.request is not None  # built before the first decision (`_drive`)
+        try:
+            reservation = self.spending.reservation(
+                owner=self.job.owner,
+                task=self.task.name,
+                provider=decision.provider,
+                request=self.request,
+            )
+        except BudgetUnheld as exc:
+            self._hold_back(exc, decision.provider, notes)
+            return
         if not await self.health.acquire(decision.provider):
             return  # another process took the circuit's single probe: decide again
         try:
@@ -173,7 +191,11 @@ class JobDriver:
                         else []
                     ),
                 ],
+                reservation=reservation,
             )
+        except BudgetCrossed as exc:
+            self._hold_back(exc, decision.provider, notes)
+            return
         except InvalidTransition:  # cancelled or resolved meanwhile: look again
             await self._refresh()
             return
@@ -185,6 +207,20 @@ class JobDriver:
         self._see(job)
         self.attempts.append(attempt)
         self._launch(attempt)
+
+    def _hold_back(
+        self, refusal: BudgetCrossed | BudgetUnheld, provider: str, notes: list[NewEvent]
+    ) -> None:
+        """A budget refused the start on `provider`: hold back what it refuses (the next step
+        fails over, waits or ends the job: `Spending.held_back`). The refusals that were to be
+        recorded with the attempt go with the next step's instead."""
+        log.info("job %s: %s", self.job.id, refusal)
+        self._noted.difference_update(str(note.data["provider"]) for note in notes)
+        self._held_back.update(
+            self.spending.held_back(
+                refusal, provider, self.task.policy.providers, on_budget=self.task.on_budget
+            )
+        )
 
     def _launch(self, attempt: Attempt) -> None:
         self.worker.in_hand.tasks.add(attempt.id)

@@ -24,12 +24,14 @@ from dataclasses import dataclass
 
 from jobrouter.aio import stop_if_cancelled, wait_event
 from jobrouter.driver import JobDriver
+from jobrouter.errors import BudgetUnheld
 from jobrouter.health import ProviderHealth
 from jobrouter.models import Attempt, Job
 from jobrouter.pace import Pace
 from jobrouter.policy import Eligibility
 from jobrouter.providers import CompletionRequest, Provider
 from jobrouter.slots import Reservation, Slots
+from jobrouter.spending import Spending
 from jobrouter.step import Step, decide_step, next_step
 from jobrouter.store.claims import AttemptStart, Claimed, FirstAttempt
 from jobrouter.store.jobstore import JobStore
@@ -84,6 +86,7 @@ class Engine:
         health: ProviderHealth,
         provider_timeouts: Mapping[str, float] | None = None,
         metric: MetricFn,
+        spending: Spending,
     ) -> None:
         self.store = store
         self.tasks = dict(tasks)
@@ -91,6 +94,7 @@ class Engine:
         self.settings = settings
         self.worker_id = make_worker_id()
         self.health = health
+        self.spending = spending
         limits = AttemptLimits(dict(provider_timeouts or {}), settings.lease_s)
         self.worker = Worker(self.worker_id, limits, settings.poll_s, InHand(), metric)
         self._queue: asyncio.Queue[Claimed] = asyncio.Queue()
@@ -101,19 +105,21 @@ class Engine:
         self._wake = asyncio.Event()  # set by `wake`: claim now
         self._stopping = False
 
-    async def create(self, task: TaskRuntime, request: CompletionRequest, insert: Insert) -> Job:
-        """Create a job of `task` claimed by this process, through `insert`: with its first
+    async def create(
+        self, task: TaskRuntime, request: CompletionRequest, insert: Insert, owner: str
+    ) -> Job:
+        """Create `owner`'s job of `task` claimed by this process, through `insert`: with its first
         attempt when it can start at once (`_launch`); once committed the job goes to a driver
         here (`_created`). A slot reserved for it and not handed over (the job already existed,
         or nothing was committed) is free again when this returns or raises."""
-        launch = await self._launch(task, request)
+        launch = await self._launch(task, request, owner)
         try:
             return await insert(launch.first, functools.partial(self._created, launch))
         finally:
             if launch.slot is not None:
                 launch.slot.give_back()
 
-    async def _launch(self, task: TaskRuntime, request: CompletionRequest) -> Launch:
+    async def _launch(self, task: TaskRuntime, request: CompletionRequest, owner: str) -> Launch:
         """How a job of `task` this process is about to create starts. When it can start
         at once (a worker slot is free, and the policy picks a provider whose circuit is
         closed) its first attempt goes in the creating transaction, with the slot reserved
@@ -128,26 +134,45 @@ class Engine:
         except Exception:
             log.exception("eligibility for task %s unknown: the job is created queued", task.name)
             return QUEUED
-        first = self._first_start(task, step, deadline)
+        first = self._first_start(task, step, deadline, owner, request)
         if first is None or self._stopping:
             return QUEUED
         slot = await self._slots.reserve()  # None: all taken while the eligibility was read
         return Launch(first, slot, request) if slot is not None else QUEUED
 
     def _first_start(
-        self, task: TaskRuntime, step: Step, deadline: Deadline
+        self,
+        task: TaskRuntime,
+        step: Step,
+        deadline: Deadline,
+        owner: str,
+        request: CompletionRequest | None = None,
     ) -> AttemptStart | None:
-        """The first attempt of a job of `task` when the step starts one at once (see
-        `Step.start_at_once`), with the step's refusals to record with it."""
+        """The first attempt of `owner`'s job of `task` when the step starts one at once (see
+        `Step.start_at_once`), with the step's refusals to record with it and the worst case
+        it reserves. A start a budget covers needs the job's `request` to size its worst case
+        (a claim has none: its driver builds it and starts the job) and is left to the driver
+        when a budget cannot hold it (the driver records why)."""
         provider = step.start_at_once()
         if provider is None:
             return None
+        reservation = None
+        if self.spending.covers(owner, task.name, (provider,)):
+            if request is None:
+                return None
+            try:
+                reservation = self.spending.reservation(
+                    owner=owner, task=task.name, provider=provider, request=request
+                )
+            except BudgetUnheld:
+                return None
         return AttemptStart(
             provider,
             self.providers[provider].model,
             self.worker_id,
             self.worker.limits.lease_s(task, provider, deadline),
             tuple(step.refusals()),
+            reservation,
         )
 
     def _created(self, launch: Launch, job: Job, attempt: Attempt | None) -> None:
@@ -273,6 +298,7 @@ class Engine:
                 health=self.health,
                 providers=self.providers,
                 worker=self.worker,
+                spending=self.spending,
                 started=started,
                 noted=first.notes if first else (),
                 request=request,
@@ -352,7 +378,8 @@ class Engine:
             if task is None or known is None or job.id in self._active:
                 return None
             deadline = Deadline.of(job)
-            start = self._first_start(task, decide_step(task, [], known, deadline), deadline)
+            step = decide_step(task, [], known, deadline)
+            start = self._first_start(task, step, deadline, job.owner)
             if start is None or self._stopping:
                 return None
             slot = await self._slots.reserve()

@@ -4,7 +4,13 @@
     ├── ConfigError                 a configuration file or value is wrong (file, key, reason)
     ├── IdempotencyConflict         same (owner, key), different payload (owner, key, job_id)
     ├── JobRefused                  submit refused at the door, nothing written (field, value,
-    │                               reason, hint)
+    │   │                           reason, hint)
+    │   └── BudgetExhausted         an owner, task or global budget covering it has nothing
+    │                               left in its period (budget, side, limit, spent, retry_after)
+    ├── BudgetCrossed               an attempt's worst case would cross a budget (budget, side,
+    │                               limit, charged): the attempt is not started
+    ├── BudgetUnheld                a budget cannot hold an attempt's worst case (budget,
+    │                               reason, hint): the attempt is not started
     ├── JobNotFound                 no such job for this owner (job_id)
     ├── AttemptNotFound             no such attempt (attempt_id)
     ├── InvalidTransition           a state change the tables forbid (entity, id, src, dst)
@@ -75,6 +81,36 @@ class JobRefused(JobRouterError):
         self.hint = hint
         self.slug = slug
         self.errors = errors or [f"{field}: {reason}"]
+
+
+class BudgetExhausted(JobRefused):
+    """A submit refused because `budget` has spent (reserved and actual) `spent` of its
+    `limit` on `side` (`usd` or `tokens`) in its current period, which ends in `retry_after`
+    seconds: nothing was written. Over HTTP a 429 with Retry-After; in the CLI its own code."""
+
+    def __init__(
+        self, *, budget: str, side: str, limit: float, spent: float, retry_after: float
+    ) -> None:
+        unit = "USD" if side == "usd" else "tokens"
+        super().__init__(
+            field="budget",
+            value=budget,
+            reason=(
+                f"budget {budget} has nothing left this period: {spent:g} of its {limit:g} "
+                f"{unit} spent or reserved"
+            ),
+            hint=(
+                f"submit again when the period ends (in {retry_after:.0f} s), or raise "
+                f"[budgets.{budget}] {side}"
+            ),
+            slug="budget-exhausted",
+        )
+        self.args = (f"{self.reason}; {self.hint}",)  # the budget is named once, not as "got"
+        self.budget = budget
+        self.side = side
+        self.limit = limit
+        self.spent = spent
+        self.retry_after = retry_after
 
 
 class BudgetCrossed(JobRouterError):

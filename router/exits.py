@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from jobrouter.errors import IdempotencyConflict, JobRefused, JobRouterError, NoEligibleProvider
+from jobrouter.errors import (
+    BudgetExhausted,
+    IdempotencyConflict,
+    JobRefused,
+    JobRouterError,
+    NoEligibleProvider,
+)
 from jobrouter.states import JobState
 
 LOG_LEVEL_ENV = "JOBROUTER_LOG_LEVEL"
@@ -24,6 +30,7 @@ class Exit(IntEnum):
     # payload, or no provider may run it
     PENDING = 6  # the job is still queued or running when the wait ended
     CANCELLED = 7  # the job was cancelled
+    OVER_BUDGET = 8  # nothing was run: a budget covering the job has nothing left this period
 
 
 _BY_STATE = {
@@ -41,6 +48,8 @@ def exit_code_of_state(state: JobState) -> Exit:
 
 
 def exit_code_of(exc: JobRouterError) -> Exit:
+    if isinstance(exc, BudgetExhausted):
+        return Exit.OVER_BUDGET
     if isinstance(exc, IdempotencyConflict | NoEligibleProvider | JobRefused):
         return Exit.REFUSED
     return Exit.ERROR

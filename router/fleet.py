@@ -22,6 +22,7 @@ from jobrouter.outbox import DeliverySettings, OutboxDeliverer, webhooks_from_co
 from jobrouter.periodic import periodic_tasks
 from jobrouter.probes import Prober
 from jobrouter.providers import Provider
+from jobrouter.spending import Spending
 from jobrouter.store.leader_lock import leader_lock
 from jobrouter.store.sqlstore import SqlStore
 from jobrouter.tasks import TaskRuntime
@@ -42,9 +43,10 @@ def build_engine(
     providers: Mapping[str, Provider],
     gate: Gate,
     breakers: Breakers,
+    spending: Spending,
 ) -> Engine:
     """The engine over `tasks` and `providers`, asking `gate` who may be tried and recording
-    each outcome in the gate's `breakers`."""
+    each outcome in the gate's `breakers`; every start reserves what `spending` says."""
     settings = EngineSettings(
         workers=config.engine.workers,
         claim_s=config.engine.claim,
@@ -61,6 +63,7 @@ def build_engine(
         health=health,
         provider_timeouts=timeouts,
         metric=record_attempt,
+        spending=spending,
     )
 
 

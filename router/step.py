@@ -7,6 +7,7 @@ pure (router/policy.py); the read is the provider-health port's (router/health.p
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -55,6 +56,27 @@ def decide_step(
 
 
 async def next_step(
-    health: ProviderHealth, task: TaskRuntime, attempts: Sequence[Attempt], deadline: Deadline
+    health: ProviderHealth,
+    task: TaskRuntime,
+    attempts: Sequence[Attempt],
+    deadline: Deadline,
+    held_back: Mapping[str, Eligibility] | None = None,
 ) -> Step:
-    return decide_step(task, attempts, await health.eligibility(task), deadline)
+    """`held_back`: providers the job's own starts were refused on (a budget: see
+    jobrouter.spending), each until its `retry_at` (None: for good); they count only where the
+    health read would let the provider be tried."""
+    eligibility = await health.eligibility(task)
+    if held_back:
+        eligibility = _holding_back(eligibility, held_back, time.time())
+    return decide_step(task, attempts, eligibility, deadline)
+
+
+def _holding_back(
+    eligibility: Mapping[str, Eligibility], held_back: Mapping[str, Eligibility], now: float
+) -> dict[str, Eligibility]:
+    merged = dict(eligibility)
+    for name, verdict in held_back.items():
+        current = merged.get(name)
+        if current is not None and current.ok and (verdict.retry_at or math.inf) > now:
+            merged[name] = verdict
+    return merged

@@ -29,6 +29,7 @@ class TaskRuntime:
     contract: Contract | None = None
     contract_fingerprint: str | None = None
     watched: bool = True  # `[certification.watch] enabled`: answers kept as live evidence
+    on_budget: str = "fail"  # `[tasks.NAME] on_budget`: "fail" or "wait" (jobrouter.spending)
 
     def build_request(
         self, input: Mapping[str, Any], params: Mapping[str, Any]

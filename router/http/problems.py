@@ -7,6 +7,7 @@ checks of their own) and never build error answers by hand.
 from __future__ import annotations
 
 import logging
+import math
 from http import HTTPStatus
 from typing import Any
 
@@ -20,6 +21,7 @@ from starlette.routing import Match
 
 from jobrouter.errors import (
     AttemptNotFound,
+    BudgetExhausted,
     IdempotencyConflict,
     InvalidText,
     InvalidTransition,
@@ -171,8 +173,8 @@ def _allowed_methods(request: Request) -> list[str]:
     return sorted(methods)
 
 
-async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
-    """Domain errors by type; anything unexpected is a 500 that says only that."""
+def _refusal(request: Request, exc: Exception) -> JSONResponse | None:
+    """A submit or resolution refused, nothing written (None: not a refusal)."""
     if isinstance(exc, IdempotencyConflict):
         return problem_response(
             request,
@@ -181,6 +183,18 @@ async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
             str(exc),
             job_id=exc.job_id,
             idempotency_key=exc.idempotency_key,
+        )
+    if isinstance(exc, BudgetExhausted):  # a JobRefused the client may retry: 429, not 422
+        return problem_response(
+            request,
+            429,
+            exc.slug,
+            str(exc),
+            headers={"Retry-After": str(math.ceil(exc.retry_after))},
+            budget=exc.budget,
+            side=exc.side,
+            limit=exc.limit,
+            spent=exc.spent,
         )
     if isinstance(exc, JobRefused):
         return problem_response(
@@ -191,6 +205,14 @@ async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
         return problem_response(
             request, 422, "resolution-invalid", str(exc), field=exc.field, errors=errors
         )
+    return None
+
+
+async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
+    """Domain errors by type; anything unexpected is a 500 that says only that."""
+    refused = _refusal(request, exc)
+    if refused is not None:
+        return refused
     if isinstance(exc, JobNotFound):
         return problem_response(
             request,

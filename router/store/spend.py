@@ -12,9 +12,8 @@ budget refused, its cap and what it had charged.
 
 Every start path charges an `AttemptStart`'s `Reservation` in the transaction that writes the
 attempt row (`reserve_in`, `charge_in`), and every end settles what the attempt holds in the
-transaction that writes its end (`settle_in`, from transitions.end_attempt); nothing on the
-job's path gives a reservation yet, and the config
-refuses `[budgets]` until it does (docs/spend.md), so no cap is accepted and not held.
+transaction that writes its end (`settle_in`, from transitions.end_attempt). What a start
+reserves is the job path's (`jobrouter.spending`).
 """
 
 from __future__ import annotations
@@ -89,6 +88,17 @@ class SpendLedger:
     async def settle_in(self, tx: Tx, attempt_id: str, usd: float, tokens: int) -> None:
         """The attempt's reservations become its actual cost (`usd`, `tokens`)."""
         await settle_in(self._q, tx, attempt_id, Actual(usd, tokens))
+
+    async def charged(self, periods: Sequence[tuple[str, float]]) -> dict[str, tuple[float, int]]:
+        """Each budget's (USD, tokens) charged, reserved and actual, in the given period (a
+        period nothing was charged in yet: 0)."""
+        found: dict[str, tuple[float, int]] = {}
+        for budget, period_start in periods:
+            row = await self.connector.fetchone(
+                self._q["budget_charged"], {"budget": budget, "period_start": period_start}
+            )
+            found[budget] = (0.0, 0) if row is None else (row["charged_usd"], row["charged_tokens"])
+        return found
 
     async def periods(self) -> list[Period]:
         rows = await self.connector.fetchall(self._q["budget_periods"], {})

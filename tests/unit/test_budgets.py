@@ -72,14 +72,15 @@ def test_a_budgets_name_is_a_label() -> None:
     assert "lowercase letters" in str(caught.value)
 
 
-def test_a_valid_budget_is_refused_while_budgets_are_not_enforced() -> None:
-    """A cap accepted and not enforced is an overshoot in silence: until attempts reserve
-    against budgets, a config with one is refused with what to do. Mutant killed: the guard
-    removed (the config would load and nothing would hold the cap)."""
+def test_a_calendar_budget_loads_and_a_rolling_one_is_refused_at_load() -> None:
+    """A rolling window is validated but not held by the ledger (one counter row per calendar
+    period): refused at load, where it can be fixed, instead of refusing every start. Mutant
+    killed: the load-time guard removed (the config loads; every covered start would fail)."""
+    loaded = _config(shop1_daily={"owner": "shop-1", "period": "day", "usd": 5})
+    assert loaded.budgets["shop1_daily"].usd == 5
     with pytest.raises(ValidationError) as caught:
-        _config(shop1_daily={"owner": "shop-1", "period": "day", "usd": 5})
-    assert "[budgets] is validated but not yet enforced" in str(caught.value)
-    assert RouterConfig.model_validate({"providers": PROVIDERS, "tasks": TASKS}).budgets == {}
+        _config(hourly={"period": "rolling", "window": 3600, "usd": 5})
+    assert 'budgets.hourly.period = "rolling" is not enforced' in str(caught.value)
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from jobrouter.client import (
     IdempotencyKeyReused,
     JobClient,
     JobIntent,
+    OverBudget,
     ProblemError,
     RetryPolicy,
     SubmitUnknown,
@@ -121,6 +122,20 @@ async def test_key_reused_names_the_job() -> None:
         with pytest.raises(IdempotencyKeyReused) as raised:
             await jobs.submit(JobIntent("t", {}))
     assert raised.value.job_id == "j0"
+
+
+async def test_a_budget_refusal_is_final_and_says_when_to_come_back() -> None:
+    """A 429 for a budget is a refusal whose period may end hours later: not retried (a plain
+    429 is), raised as OverBudget with the budget and Retry-After. Mutant killed: the
+    `_over_budget` guard removed from the retry decision (4 requests, then SubmitUnknown)."""
+    refusal = problem(429, "budget-exhausted", budget="shop")
+    refusal.headers["Retry-After"] = "3600"
+    script = Script(refusal)
+    async with client(script) as jobs:
+        with pytest.raises(OverBudget) as raised:
+            await jobs.submit(JobIntent("t", {}))
+    assert len(script.requests) == 1
+    assert (raised.value.budget, raised.value.retry_after) == ("shop", 3600.0)
 
 
 @pytest.mark.parametrize("failure", [httpx.ReadTimeout("slow"), httpx.Response(502)])
