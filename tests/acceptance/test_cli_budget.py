@@ -82,9 +82,7 @@ def test_a_submit_over_budget_exits_8_naming_the_budget(tmp_path: Path, db_url: 
     refused = cli(config, "submit", "-t", "echo", "-k", "k2", "-i", hello, "--wait", "0")
     assert refused.returncode == Exit.OVER_BUDGET == 8, refused.stderr
     said = " ".join(refused.stderr.split())
-    assert (
-        "budget cli_daily has nothing left this period: 1000 of its 1000 tokens" in said
-    )
+    assert "budget cli_daily has nothing left this period: 1000 of its 1000 tokens" in said
     assert "submit again when the period ends (in " in said
     assert "raise [budgets.cli_daily] tokens" in said
     replay = cli(config, "submit", "-t", "echo", "-k", "k1", "-i", hello, "--wait", "0")
