@@ -136,12 +136,19 @@ BENCH_CONTRACT = Path(__file__).with_name("bench_contract.yaml")
 
 
 def bench_config(
-    port: int, url: str, contract: bool, poll_s: float = 0.5, transport: str = "litellm"
+    port: int,
+    url: str,
+    contract: bool,
+    poll_s: float = 0.5,
+    transport: str = "litellm",
+    budget: bool = False,
 ) -> str:
     """The benchmark's router config. With `contract` the task is the product as its users
     run it: input validated against the contract's schema, the prompt rendered from it, the
     output checked against its schema and checks, and only certified providers called.
-    `transport` is the providers' (`litellm`, or `openai`: the native transport)."""
+    `transport` is the providers' (`litellm`, or `openai`: the native transport). With
+    `budget` the providers are priced and one global budget, too large to bind, covers every
+    attempt: each start reserves its worst case and each end settles it (docs/spend.md)."""
     task = (
         f'contract = "{BENCH_CONTRACT}"\n'
         if contract
@@ -158,9 +165,10 @@ context_window = 16384  # the stub serves any length; litellm does not know "ope
 max_concurrency = 256
 retry = {{ attempts = 1 }}
 transport = "{transport}"
-"""
+{PRICE if budget else ""}"""
         for name in ("stub", "stub_fallback")
     )
+    budgets = BUDGET if budget else ""
     return f"""
 [database]
 url = "{url}"
@@ -172,6 +180,15 @@ deadline = 60
 [engine]
 workers = 256
 poll_interval = {poll_s}
+{budgets}"""
+
+
+PRICE = "price = { input_usd_per_million = 0.15, output_usd_per_million = 0.6 }\n"
+BUDGET = """
+[budgets.bench_all]
+period = "day"
+usd = 1e9
+tokens = 1000000000000
 """
 
 
@@ -218,7 +235,9 @@ async def prepare(args: argparse.Namespace, url: str, transport: str, workers: i
     # Worker processes on a SQLite file find new jobs only by polling: often (a read of a
     # local file is cheap); PostgreSQL's workers' claims wait on the server for them.
     poll_s = 0.02 if url.startswith("sqlite") and workers else 0.5
-    config_file.write_text(bench_config(args.stub_port, url, args.contract, poll_s, transport))
+    config_file.write_text(
+        bench_config(args.stub_port, url, args.contract, poll_s, transport, args.budget)
+    )
     if args.contract:
         await certify(config_file)
     return config_file
@@ -434,12 +453,20 @@ def main() -> None:
         "certified for both providers before the clock starts",
     )
     parser.add_argument(
+        "--budget",
+        action="store_true",
+        help="price the providers and cover every attempt with one global budget too large "
+        "to bind (needs --contract: its max_tokens bounds the worst case)",
+    )
+    parser.add_argument(
         "--statements",
         type=Path,
         help="count PostgreSQL statements and transactions per job in every "
         "process (tests/bench/statements.py), their files in this folder",
     )
     args = parser.parse_args()
+    if args.budget and not args.contract:
+        parser.error("--budget needs --contract: a job without max_tokens has no worst case")
     runners: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
         "litellm": lambda: run_litellm(args),
         "litellm_router": lambda: run_litellm_router(args),
