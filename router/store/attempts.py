@@ -16,7 +16,7 @@ from jobrouter.states import AttemptState, EventKind, JobState
 from jobrouter.store.changes import Changes
 from jobrouter.store.claims import AttemptStart
 from jobrouter.store.connector import Connector, Tx
-from jobrouter.store.live_watch import LiveVerdict
+from jobrouter.store.live_watch import LiveVerdict, verdict_columns
 from jobrouter.store.outbox import OutboxWritten
 from jobrouter.store.rows import attempt_from_row, dumps, job_from_row
 from jobrouter.store.spend import Reservation
@@ -209,7 +209,15 @@ class AttemptWrites:
             job, attempt = await lock_attempt(self._q, tx, attempt_id)
             _require_state(attempt, only_from, state)
             if attempt.state.terminal or attempt.state is state:  # already recorded (cancel,
-                return attempt  # or a second sweeper): keep the first record
+                if verdict is not None and attempt.state is state:  # or a second sweeper)
+                    # an answer that came after the sweep made its attempt unknown: the
+                    # first record stays, but the answer is evidence (a late good answer's
+                    # CAS keeps its pass; dropping only the broken ones would hide drift)
+                    await tx.execute(
+                        self._q["keep_late_verdict"],
+                        {"id": attempt_id, **verdict_columns(verdict, now)},
+                    )
+                return attempt  # keep the first record
             done = await end_attempt(
                 self._q,
                 tx,

@@ -113,6 +113,12 @@ WHERE id = :id AND state = :from_state
 RETURNING *, EXISTS (SELECT 1 FROM budget_holds h
                      WHERE h.attempt_id = attempts.id AND h.settled = 0) AS held
 
+-- name: keep_late_verdict
+-- An answer that arrived after its attempt was swept to `unknown` (an exclusive task's unusable
+-- answer keeps it unknown, so its end is not written again): its verdict only, once.
+UPDATE attempts SET verdict = :verdict, verdict_at = :verdict_at
+WHERE id = :id AND verdict IS NULL
+
 -- name: record_resolution
 -- Who resolved an `unknown` attempt, and what they checked: in the resolution's transaction.
 UPDATE attempts SET resolved_by = :by, resolution_note = :note WHERE id = :id

@@ -235,3 +235,33 @@ async def test_answers_not_yet_folded_do_not_outlive_a_new_certification(store: 
         read_before, lambda _: [WatchRow("a", "caption", failed=3)]
     )
     assert await store.live_watch.watches() == {}
+
+
+async def test_a_late_answer_of_an_attempt_swept_to_unknown_keeps_its_verdict(
+    store: SqlStore,
+) -> None:
+    """An exclusive job's attempt swept to `unknown` (its lease expired) has no answer and no
+    verdict: nothing counts it, as a pass or otherwise. Its answer arriving afterwards, broken
+    (it stays `unknown`: the provider may have acted), is evidence: its verdict is kept once,
+    and the first record of the attempt stays. A late good answer's CAS keeps its pass, so
+    dropping only the broken one would bias the live rate toward passing.
+    mutant: the unknown -> unknown end returns before keep_late_verdict: no pending verdict."""
+    job = await new_job(store, key="swept")
+    _, attempt = await store.jobs.start_attempt(
+        job.id, provider="a", model=None, worker="w", lease_s=-1.0, exclusive=True
+    )
+    [swept] = await store.jobs.expire_attempts()
+    assert swept.id == attempt.id and swept.state is AttemptState.UNKNOWN
+    assert await store.live_watch.pending(100) == []  # no answer, no verdict
+    for _ in range(2):  # the second: the same end tried again (persist)
+        ended = await store.jobs.finish_attempt(
+            attempt.id,
+            AttemptState.UNKNOWN,
+            error_kind="rejected",
+            error="the answer broke the contract; the task is exclusive",
+            usage=AttemptUsage(),
+            verdict=verdict(attempt.id, failed=True),
+        )
+        assert ended.error == swept.error  # the sweep's record stays
+    [late] = await store.live_watch.pending(100)
+    assert (late.verdict.attempt_id, late.verdict.failed) == (attempt.id, True)
