@@ -57,6 +57,7 @@ class CertificationStore:
             pair = {"provider": provider, "contract": contract}
             await drop_pending_of_pair(self._q, tx, pair)
             await tx.execute(self._q["delete_live_watch"], pair)
+            await tx.execute(self._q["delete_live_watch_points"], pair)
 
     async def list_certifications(self) -> list[CertificationRow]:
         rows = await self.connector.fetchall(self._q["list_certifications"], {})
@@ -82,4 +83,5 @@ class CertificationStore:
             if changed:  # the watch starts from zero: answers not folded yet came before
                 pair = {"provider": provider, "contract": contract}
                 await drop_pending_of_pair(self._q, tx, pair)
+                await tx.execute(self._q["delete_live_watch_points"], pair)
         return changed > 0

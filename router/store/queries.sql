@@ -493,6 +493,11 @@ SELECT * FROM live_watch_points ORDER BY contract, provider, id
 -- name: delete_live_watch
 DELETE FROM live_watch WHERE provider = :provider AND contract = :contract
 
+-- name: delete_live_watch_points
+-- A fresh watch (a new certification, a reinstatement) draws a fresh chart: the points kept
+-- were drawn by the watch before it, against what was certified or counted then.
+DELETE FROM live_watch_points WHERE provider = :provider AND contract = :contract
+
 -- name: drop_attempt_verdicts_of_pair
 -- Before a fresh watch (a new certification, a reinstatement): answers not folded yet speak of
 -- what came before, and are not folded at all. A fold that counted them meanwhile finds them

@@ -74,3 +74,33 @@ async def test_a_fold_that_counted_no_answer_draws_nothing_unless_it_suspended(
     assert await store.live_watch.fold((), lambda _: [replace(row, suspension=SUSPENSION)])
     points = (await store.live_watch.points())[("a", "caption")]
     assert [(p.answered, p.failed, p.suspended) for p in points] == [(4, 1, False), (0, 0, True)]
+
+
+async def test_a_fresh_watch_draws_a_fresh_chart(store: SqlStore) -> None:
+    """A new certification and a reinstatement start the watch from zero, and the chart with it:
+    the pair's points are gone, another pair's kept; a reinstatement refused (the pair not
+    suspended) keeps them. mutants: the points' DELETE dropped from `save_certification`, or from
+    `reinstate`, or run whether or not the reinstatement changed the watch: each assertion in
+    turn fails."""
+    provider = FakeProvider(name="a")
+    await certify(store, provider, "c")
+    row = WatchRow("a", "caption", answered=4, failed=1)
+    other = WatchRow("b", "caption", answered=2)
+    assert await store.live_watch.fold((), lambda _: [row, other])
+    await certify(store, provider, "c")  # certified again: a new watch
+    points = await store.live_watch.points()
+    assert ("a", "caption") not in points
+    assert len(points[("b", "caption")]) == 1
+
+    assert await store.live_watch.fold((), lambda _: [row])
+    assert not await store.certifications.reinstate(
+        provider="a", contract="caption", by="user:ops", reason="not suspended"
+    )
+    assert len((await store.live_watch.points())[("a", "caption")]) == 1
+    assert await store.live_watch.fold((), lambda _: [replace(row, suspension=SUSPENSION)])
+    assert await store.certifications.reinstate(
+        provider="a", contract="caption", by="user:ops", reason="template fixed"
+    )
+    points = await store.live_watch.points()
+    assert ("a", "caption") not in points
+    assert len(points[("b", "caption")]) == 1
