@@ -19,7 +19,7 @@ from jobrouter.health import ProviderHealth
 from jobrouter.leader import Leader
 from jobrouter.metrics import record_attempt
 from jobrouter.outbox import DeliverySettings, OutboxDeliverer, webhooks_from_config
-from jobrouter.periodic import periodic_tasks
+from jobrouter.periodic import HOUR_S, periodic_tasks
 from jobrouter.probes import Prober
 from jobrouter.providers import Provider
 from jobrouter.spending import Spending
@@ -112,7 +112,9 @@ def build_leader(
     itself)."""
     heartbeat = config.leader.heartbeat
     lock = leader_lock(store.connector, dsn, engine.worker_id, heartbeat_s=heartbeat)
-    prober = Prober(store.certifications, engine.tasks, engine.providers)
+    per_hour = config.certification.watch.probes_per_hour
+    interval = HOUR_S / per_hour if per_hour > 0 else HOUR_S  # 0: no probe task at all
+    prober = Prober(store.certifications, engine.tasks, engine.providers, interval)
     tasks = periodic_tasks(
         store, config, wake_engine=engine.wake, forget=gate.forget, prober=prober
     )

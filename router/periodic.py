@@ -10,8 +10,9 @@ certification-expiry  a warning before a passed certification expires (within [c
                       warn_before_days); hourly
 live-watch            live verdicts folded into each pair's watch; a drifting pair suspended
                       (router/watch.py); every [certification.watch] interval (unless disabled)
-golden-probe          a golden case to each certified provider (router/probes.py); every
-                      3600 / [certification.watch] probes_per_hour seconds (0: never)
+golden-probe          a golden case to each certified provider (router/probes.py), each due
+                      3600 / [certification.watch] probes_per_hour seconds after the last in
+                      the store's schedule (0: never); looked at every minute
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from jobrouter.store.sqlstore import SqlStore
 log = logging.getLogger("jobrouter.periodic")
 CERT_CHECK_S = 3600.0
 HOUR_S = 3600.0
+PROBE_POLL_S = 60.0  # how often the leader looks for a due golden probe
 
 CERT_EXPIRY = Gauge(
     "jobrouter_certification_expiry_seconds",
@@ -116,8 +118,10 @@ def watch_tasks(
 
     tasks = [PeriodicTask("live-watch", watch.interval, live_watch)]
     if prober is not None and watch.probes_per_hour > 0:
-        interval = HOUR_S / watch.probes_per_hour
-        tasks.append(PeriodicTask("golden-probe", interval, prober.round, wait_first=True))
+        # the schedule is the store's (probe_schedule): a round sends only what is due, so the
+        # leader can look often and a new one goes on where the last stopped
+        poll = min(PROBE_POLL_S, prober.interval_s)
+        tasks.append(PeriodicTask("golden-probe", poll, prober.round))
     return tasks
 
 

@@ -4,21 +4,26 @@ each certified provider and judges the answer as certification did (schema, chec
 case's expectations). A wrong answer is a verdict like a live one, marked a probe; the fold
 (router/watch.py) suspends the pair at once.
 
-    leader, every 3600 / [certification.watch] probes_per_hour seconds:
-        each provider: its next certified, unsuspended contract (in turn), that contract's
-        next stable case ─> provider.complete ─> verdict (`live_verdicts`, source 'probe')
+    leader, every minute (or every interval, when shorter):
+        each provider with a target whose probe is due (`probe_schedule`, claimed by CAS):
+        its next certified, unsuspended contract (in turn), that contract's next stable case
+        ─> provider.complete ─> verdict (`live_verdicts`, source 'probe')
 
-The cap is the fleet's: only the leader probes, so a provider gets `probes_per_hour` calls an
-hour however many workers or replicas run. Only a case whose every certification run passed
-is sent (a case certification saw vary would suspend on noise). A probe that got no answer
-(timeout, 5xx) could not check: logged and counted as such, never a pass nor a failure.
+The cap is the fleet's and durable: a probe is sent only by the process that moved the
+provider's `next_at` on by one interval (3600 / [certification.watch] probes_per_hour seconds)
+from a time already past, in the store. So a provider gets at most `probes_per_hour` calls an
+hour however many workers or replicas run, across leader changes and even with two leaders at
+once, and a new leader goes on with the turns where the last one stopped. Only a case whose
+every certification run passed is sent (a case certification saw vary would suspend on
+noise). A probe that got no answer (timeout, 5xx) could not check: logged and counted as
+such, never a pass nor a failure.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -57,21 +62,25 @@ class Target:
 
 @dataclass
 class Prober:
-    """The leader's probes: which pair and case comes next is kept here (a new leader starts
-    the turns again, which changes no cap)."""
+    """The leader's probes; when each provider's is due, and its turn, are the store's."""
 
     store: CertificationStore
     tasks: Mapping[str, TaskRuntime]
     providers: Mapping[str, Provider]
-    _turns: dict[str, int] = field(default_factory=dict)
+    interval_s: float  # between two probes of one provider: 3600 / probes_per_hour
+    clock: Callable[[], float] = field(default=time.time)
 
     async def round(self) -> int:
-        """One probe per provider that has a target; returns how many were sent."""
+        """A probe to each provider that has a target and whose probe is due; returns how many
+        were sent."""
         targets = await self._targets()
         sent = 0
         for provider, choices in sorted(targets.items()):
-            turn = self._turns.get(provider, 0)
-            self._turns[provider] = turn + 1
+            turn = await self.store.claim_probe(
+                provider, now=self.clock(), interval_s=self.interval_s
+            )
+            if turn is None:  # not due, or another leader's round took this one
+                continue
             target = choices[turn % len(choices)]
             case = target.cases[(turn // len(choices)) % len(target.cases)]
             try:

@@ -74,6 +74,17 @@ class CertificationStore:
             for row in rows
         }
 
+    async def claim_probe(self, provider: str, *, now: float, interval_s: float) -> int | None:
+        """The turn of `provider`'s golden probe if one is due at `now` (its next one then due
+        `interval_s` later), else None: send the probe only on a turn. A provider not scheduled
+        yet is scheduled for one interval on. The claim commits before the probe is sent, so a
+        probe that crashes is not sent again before its next turn: the cap is never exceeded."""
+        params = {"provider": provider, "now": now, "interval": interval_s}
+        async with self.connector.write() as tx:
+            await tx.execute(self._q["schedule_probe"], params)
+            row = await tx.fetchone(self._q["claim_probe"], params)
+        return None if row is None else int(row["turn"])
+
     async def reinstate(self, *, provider: str, contract: str, by: str, reason: str) -> bool:
         """Lift a suspension on an operator's word (kept: who, why, when). False: the pair was
         not suspended."""

@@ -513,6 +513,21 @@ WHERE verdict_at IS NOT NULL AND provider || '' = :provider
 -- name: delete_probe_verdicts_of_pair
 DELETE FROM probe_verdicts WHERE provider = :provider AND contract = :contract
 
+-- name: schedule_probe
+-- A provider seen with something to probe for the first time: its first probe is due one interval
+-- on, not at once (a fleet that starts, or a leader elected, does not probe at its election).
+INSERT INTO probe_schedule (provider, next_at, turn)
+VALUES (:provider, CAST(:now AS DOUBLE PRECISION) + CAST(:interval AS DOUBLE PRECISION), 0)
+ON CONFLICT (provider) DO NOTHING
+
+-- name: claim_probe
+-- The cap's one decision: the probe is this leader's only if it moves next_at on from a time
+-- already past; a second leader (or a second round) finds it moved and sends nothing.
+UPDATE probe_schedule
+SET next_at = CAST(:now AS DOUBLE PRECISION) + CAST(:interval AS DOUBLE PRECISION), turn = turn + 1
+WHERE provider = :provider AND next_at <= :now
+RETURNING turn - 1 AS turn
+
 -- name: list_suspensions
 SELECT provider, contract, suspended_at, suspension FROM live_watch
 WHERE suspended_at IS NOT NULL ORDER BY contract, provider

@@ -14,10 +14,19 @@ from jobrouter.tasks import TaskRuntime
 from tests.support.fakes import FakeProvider
 
 
-async def certify(store: SqlStore, provider: FakeProvider, contract_fingerprint: str) -> None:
+async def certify(
+    store: SqlStore,
+    provider: FakeProvider,
+    contract_fingerprint: str,
+    cases: tuple[str, ...] = ("tea",),
+) -> None:
+    """A passed certification of `caption` for `provider`, its `cases` passed."""
     now = datetime.now(UTC)
-    case = CaseEvidence(
-        name="tea", passed=True, verdict="pass", rendering=RenderingEvidence(ok=True), runs=1
+    evidence = tuple(
+        CaseEvidence(
+            name=name, passed=True, verdict="pass", rendering=RenderingEvidence(ok=True), runs=1
+        )
+        for name in cases
     )
     record = Certification(
         provider=provider.name,
@@ -26,7 +35,7 @@ async def certify(store: SqlStore, provider: FakeProvider, contract_fingerprint:
         contract_version=1,
         contract_fingerprint=contract_fingerprint,
         passed=True,
-        cases=(case,),
+        cases=evidence,
         certified_at=now,
         expires_at=now + timedelta(days=1),
     )

@@ -115,11 +115,12 @@ def test_the_config_decides_which_tasks_run() -> None:
         None,  # type: ignore[arg-type]
         RouterConfig(),
         wake_engine=lambda: None,
-        prober=Prober(None, {}, {}),  # type: ignore[arg-type]
+        prober=Prober(None, {}, {}, 1800.0),  # type: ignore[arg-type]
     )
     [probe] = [t for t in probing if t.name == "golden-probe"]
-    assert probe.interval_s == 1800.0  # 2 an hour
-    assert probe.wait_first  # not at every election (tests/acceptance/test_certified_routing)
+    # looked at every minute; each provider's probe is due 1800 s (2 an hour) after its last,
+    # in the store (tests/store/test_probes.py)
+    assert probe.interval_s == 60.0
     assert {t.name: t.interval_s for t in full}["retention-purge"] == 24 * 3600.0
 
 
