@@ -55,6 +55,12 @@ class TaskConfig(_Strict):
         default=None, description="contracts/library/<name>.yaml, or a path relative to the config"
     )
     providers: list[str] = Field(min_length=1, description="candidates, in order of preference")
+    order: Literal["config", "cost"] = Field(
+        default="config",
+        description="the order its providers are tried in: `config` (as `providers` lists them) "
+        "or `cost` (cheapest first by input + output USD per million tokens, the highest "
+        "prompt-size tier's; a provider without a known price last; equal prices as listed)",
+    )
     max_attempts: int = Field(default=3, ge=1, le=20)
     hedge_after: float | None = Field(default=None, gt=0, description="seconds of silence")
     deadline: float = Field(default=120.0, gt=0, description="seconds from submit to give up")

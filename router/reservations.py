@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from jobrouter.budgets import period_at
 from jobrouter.config_budgets import BudgetConfig
 from jobrouter.errors import BudgetUnheld
-from jobrouter.providers.pricing import Price, Pricing, UnknownPrice
+from jobrouter.providers.pricing import PER_MILLION, Price, Pricing, UnknownPrice
 from jobrouter.store.spend import Hold, Reservation
 
 NO_MAX_TOKENS = (
@@ -78,3 +78,13 @@ def worst_usd(price: Price, prompt_tokens: int, completion_tokens: int) -> float
             input_rate = max(input_rate, tier.input_per_token)
             output_rate = max(output_rate, tier.output_per_token)
     return prompt_tokens * input_rate + completion_tokens * output_rate
+
+
+def comparable_price(pricing: Pricing) -> float | None:
+    """A provider's price to order providers by (`order = "cost"`): USD of a million tokens in
+    and a million out at the highest rates any prompt-size tier charges (a million-token prompt
+    reaches every tier below it), so a tier can only make a provider dearer, never cheaper than
+    it is ranked. None: the price is unknown."""
+    if isinstance(pricing, UnknownPrice):
+        return None
+    return worst_usd(pricing, PER_MILLION, PER_MILLION)
