@@ -301,18 +301,6 @@ class RouterConfig(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _rolling_budgets_not_held_yet(self) -> RouterConfig:
-        # The ledger counts spend per calendar period: a window that slides would be accepted
-        # and then refuse every start (BudgetUnheld). Refused here, where it can be fixed.
-        for name, budget in self.budgets.items():
-            if budget.period == "rolling":
-                raise ValueError(
-                    f'budgets.{name}.period = "rolling" is not enforced by this version (the '
-                    'ledger counts spend per UTC day or month): use period = "day" or "month"'
-                )
-        return self
-
-    @model_validator(mode="after")
     def _tasks_certified_or_say_so(self) -> RouterConfig:
         if not self.certification.required:
             return self

@@ -227,7 +227,8 @@ async def collect_budgets(
     """Set each budget's gauges from the ledger: its charge in the period that holds `now`
     (read when `/metrics` is scraped, never on a job's path) and its caps."""
     periods = [(name, period_at(budget, now).start) for name, budget in budgets.items()]
-    charged = await ledger.charged(periods)
+    rolling = {name for name, budget in budgets.items() if budget.period == "rolling"}
+    charged = await ledger.charged(periods, rolling)
     for name, (usd, tokens) in charged.items():
         budget = budgets[name]
         BUDGET_CHARGED_USD.labels(budget=name).set(usd)
