@@ -252,7 +252,7 @@ class AttemptCall:
                 outcome.job.winner_attempt_id,
             )
         self.book.ended[attempt.id] = outcome.attempt
-        self.worker.metric(outcome.attempt, False)
+        self.worker.metric(outcome.attempt, self.job.task, False)
 
     async def _unrecorded(
         self,
@@ -342,7 +342,7 @@ class AttemptCall:
             )
         )
         self.book.ended[attempt.id] = done
-        self.worker.metric(done, timed_out)
+        self.worker.metric(done, self.job.task, timed_out)
 
 
 def answered_usage(completion: Completion, provider: str, latency_ms: float) -> AttemptUsage:

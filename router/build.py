@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from jobrouter.config import RouterConfig, TaskConfig, load_config
 from jobrouter.errors import ConfigError
-from jobrouter.policy import TaskPolicy
+from jobrouter.policy import TaskPolicy, by_price
 from jobrouter.providers import Provider
 from jobrouter.tasks import TaskRuntime
 
@@ -79,7 +79,7 @@ def _task_runtime(name: str, task: TaskConfig, config: RouterConfig) -> TaskRunt
         fingerprint = contract_fingerprint(contract)
     side_effects = _side_effects(name, task, contract.side_effects if contract else None)
     policy = TaskPolicy(
-        providers=tuple(task.providers),
+        providers=_provider_order(task, config),
         max_attempts=task.max_attempts,
         exclusive=side_effects == "external",
         hedge_after=task.hedge_after,
@@ -94,6 +94,24 @@ def _task_runtime(name: str, task: TaskConfig, config: RouterConfig) -> TaskRunt
         watched=config.certification.watch.enabled,
         on_budget=task.on_budget,
     )
+
+
+def _provider_order(task: TaskConfig, config: RouterConfig) -> tuple[str, ...]:
+    """The order the policy tries the task's providers in, on every path (a job started as it
+    is created, a claim's first attempt, every failover): as configured, or with `order =
+    "cost"` cheapest first (`jobrouter.policy.by_price`), priced once here as the attempts'
+    costs are (`resolve_price`: the configured price, else litellm's shipped map)."""
+    if task.order == "config":
+        return tuple(task.providers)
+    from jobrouter.providers.pricing import resolve_price
+    from jobrouter.reservations import comparable_price
+
+    prices = {
+        name: comparable_price(resolve_price(name, config.providers[name]))
+        for name in task.providers
+        if name in config.providers
+    }
+    return by_price(task.providers, prices)
 
 
 def task_contract(name: str, task: TaskConfig, base_dir: Path | None) -> Contract | None:

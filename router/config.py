@@ -55,6 +55,12 @@ class TaskConfig(_Strict):
         default=None, description="contracts/library/<name>.yaml, or a path relative to the config"
     )
     providers: list[str] = Field(min_length=1, description="candidates, in order of preference")
+    order: Literal["config", "cost"] = Field(
+        default="config",
+        description="the order its providers are tried in: `config` (as `providers` lists them) "
+        "or `cost` (cheapest first by input + output USD per million tokens, the highest "
+        "prompt-size tier's; a provider without a known price last; equal prices as listed)",
+    )
     max_attempts: int = Field(default=3, ge=1, le=20)
     hedge_after: float | None = Field(default=None, gt=0, description="seconds of silence")
     deadline: float = Field(default=120.0, gt=0, description="seconds from submit to give up")
@@ -292,18 +298,6 @@ class RouterConfig(_Strict):
                         f"budgets.{name}.{key} names {named!r}, which is not a "
                         f"[{key}s.{named}] section (configured: {', '.join(sorted(known))})"
                     )
-        return self
-
-    @model_validator(mode="after")
-    def _rolling_budgets_not_held_yet(self) -> RouterConfig:
-        # The ledger counts spend per calendar period: a window that slides would be accepted
-        # and then refuse every start (BudgetUnheld). Refused here, where it can be fixed.
-        for name, budget in self.budgets.items():
-            if budget.period == "rolling":
-                raise ValueError(
-                    f'budgets.{name}.period = "rolling" is not enforced by this version (the '
-                    'ledger counts spend per UTC day or month): use period = "day" or "month"'
-                )
         return self
 
     @model_validator(mode="after")

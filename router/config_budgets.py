@@ -29,7 +29,8 @@ class BudgetConfig(BaseModel):
     provider: str | None = Field(default=None, min_length=1, description="the provider it caps")
     period: Period = Field(
         description="`day` or `month` (UTC calendar: the spend starts again at 00:00 UTC, on the "
-        "1st), or `rolling` (the last `window` seconds)"
+        "1st), or `rolling` (the last `window` seconds, counted in 60 buckets of `window / 60`: "
+        "the cap holds over any `window - window / 60` seconds; docs/spend.md)"
     )
     window: float | None = Field(
         default=None, gt=0, description="seconds of a `rolling` period (only with rolling)"

@@ -131,7 +131,7 @@ class BudgetCrossed(JobRouterError):
 
 class BudgetUnheld(JobRouterError):
     """A budget covers an attempt whose worst case cannot be reserved (`reason`: no
-    `max_tokens`, an unknown price against a USD cap, a rolling window); `hint` is the fix.
+    `max_tokens`, an unknown price against a USD cap); `hint` is the fix.
     The attempt is not started: a budget is never passed uncharged."""
 
     def __init__(self, *, budget: str, reason: str, hint: str) -> None:

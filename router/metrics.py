@@ -1,24 +1,28 @@
 """Prometheus metrics of the router, on one module-level registry served at `/metrics`.
 
 Counters and histograms are updated as things happen (`record_attempt` is the engine's metric
-hook, `observe_attempt` takes a finished attempt row); the gauges of current state (queue depth,
-circuit states) are refreshed from the store when `/metrics` is scraped, so every process shows
-the shared truth rather than its own share of it.
+hook: an ended attempt's row as written, so its spend is counted from the same figures the
+attempt stores, with no read of its own); the gauges of current state (queue depth, circuit
+states, each budget's charge in its current period) are refreshed from the store when
+`/metrics` is scraped, so every process shows the shared truth rather than its own share of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
+from jobrouter.budgets import period_at
+from jobrouter.config_budgets import BudgetConfig
 from jobrouter.models import Attempt
 from jobrouter.states import AttemptState, CircuitState
 
 if TYPE_CHECKING:
     from jobrouter.store.outbox import OutboxCounts
+    from jobrouter.store.spend import SpendLedger
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 CIRCUIT_STATES = [state.value for state in CircuitState]
@@ -124,16 +128,73 @@ OUTBOX_LATENCY = Histogram(
     registry=REGISTRY,
 )
 
+# Spend, by task and provider: both come from the configuration (a job's task is a configured
+# task, an attempt's provider one of its providers), so the series are bounded by it. Never by
+# owner or job: /metrics needs no token, and a series per job would grow without end.
+SPEND_USD = Counter(
+    "jobrouter_spend_usd",
+    "USD that ended attempts cost (their recorded cost_usd), by task and provider.",
+    ["task", "provider"],
+    registry=REGISTRY,
+)
+PROMPT_TOKENS = Counter(
+    "jobrouter_prompt_tokens",
+    "Prompt tokens that ended attempts reported, by task and provider.",
+    ["task", "provider"],
+    registry=REGISTRY,
+)
+COMPLETION_TOKENS = Counter(
+    "jobrouter_completion_tokens",
+    "Completion tokens that ended attempts reported, by task and provider.",
+    ["task", "provider"],
+    registry=REGISTRY,
+)
+COST_UNKNOWN = Counter(
+    "jobrouter_attempts_cost_unknown",
+    "Ended attempts whose cost is unknown (no answer, no usage reported, or no price), by "
+    "task and provider: spend the USD counter cannot show.",
+    ["task", "provider"],
+    registry=REGISTRY,
+)
+# Each budget's current period, read from the ledger on scrape (`collect_budgets`); labelled by
+# the budget's name, a key of the configuration. A cap the budget does not have is not set.
+BUDGET_CHARGED_USD = Gauge(
+    "jobrouter_budget_charged_usd",
+    "USD charged to a budget in its current period: reservations in flight plus settled "
+    "actuals (refreshed on scrape).",
+    ["budget"],
+    registry=REGISTRY,
+)
+BUDGET_CHARGED_TOKENS = Gauge(
+    "jobrouter_budget_charged_tokens",
+    "Tokens charged to a budget in its current period, reserved plus actual (refreshed on scrape).",
+    ["budget"],
+    registry=REGISTRY,
+)
+BUDGET_CAP_USD = Gauge(
+    "jobrouter_budget_cap_usd",
+    "A budget's USD cap per period, for a budget that caps USD.",
+    ["budget"],
+    registry=REGISTRY,
+)
+BUDGET_CAP_TOKENS = Gauge(
+    "jobrouter_budget_cap_tokens",
+    "A budget's token cap per period, for a budget that caps tokens.",
+    ["budget"],
+    registry=REGISTRY,
+)
+
 
 def http_method_label(method: str) -> str:
     """The request's method as a label value: one of the methods the API knows, else `other`."""
     return method if method in HTTP_METHODS else "other"
 
 
-def record_attempt(attempt: Attempt, timed_out: bool) -> None:
-    """The engine's metric hook: an attempt ended (its row as written)."""
+def record_attempt(attempt: Attempt, task: str, timed_out: bool) -> None:
+    """The engine's metric hook: an attempt of a job of `task` ended (its row as written)."""
     provider, state = attempt.provider, attempt.state
     ATTEMPTS.labels(provider=provider, outcome=state.value).inc()
+    record_spend(attempt, task)
     if state is AttemptState.UNKNOWN:
         UNKNOWNS.labels(provider=provider).inc()
     elif state is AttemptState.LOST:
@@ -146,6 +207,36 @@ def record_attempt(attempt: Attempt, timed_out: bool) -> None:
         ATTEMPT_LATENCY.labels(provider=attempt.provider, outcome=attempt.state.value).observe(
             attempt.latency_ms / 1000
         )
+
+
+def record_spend(attempt: Attempt, task: str) -> None:
+    """Count what an ended attempt cost, from the figures its row records: the tokens it
+    reported, and its USD, or that its USD is unknown (never counted as 0)."""
+    provider = attempt.provider
+    PROMPT_TOKENS.labels(task=task, provider=provider).inc(attempt.prompt_tokens or 0)
+    COMPLETION_TOKENS.labels(task=task, provider=provider).inc(attempt.completion_tokens or 0)
+    if attempt.cost_usd is None:
+        COST_UNKNOWN.labels(task=task, provider=provider).inc()
+    else:
+        SPEND_USD.labels(task=task, provider=provider).inc(attempt.cost_usd)
+
+
+async def collect_budgets(
+    ledger: SpendLedger, budgets: Mapping[str, BudgetConfig], now: float
+) -> None:
+    """Set each budget's gauges from the ledger: its charge in the period that holds `now`
+    (read when `/metrics` is scraped, never on a job's path) and its caps."""
+    periods = [(name, period_at(budget, now).start) for name, budget in budgets.items()]
+    rolling = {name for name, budget in budgets.items() if budget.period == "rolling"}
+    charged = await ledger.charged(periods, rolling)
+    for name, (usd, tokens) in charged.items():
+        budget = budgets[name]
+        BUDGET_CHARGED_USD.labels(budget=name).set(usd)
+        BUDGET_CHARGED_TOKENS.labels(budget=name).set(tokens)
+        if budget.usd is not None:
+            BUDGET_CAP_USD.labels(budget=name).set(budget.usd)
+        if budget.tokens is not None:
+            BUDGET_CAP_TOKENS.labels(budget=name).set(budget.tokens)
 
 
 def set_gauges(open_jobs: dict[str, int], circuits: Iterable[tuple[str, CircuitState]]) -> None:

@@ -56,6 +56,17 @@ class Finish:
 Decision = Start | Wait | Finish
 
 
+def by_price(providers: Sequence[str], prices: Mapping[str, float | None]) -> tuple[str, ...]:
+    """A task's providers cheapest first (`[tasks.NAME] order = "cost"`): `prices` is each
+    one's comparable price (None: unknown), and an unknown price goes last, since nothing says
+    it is cheap. The sort is stable: equal prices, unknown ones too, keep the configured order."""
+    return tuple(sorted(providers, key=lambda name: _price_key(prices.get(name))))
+
+
+def _price_key(price: float | None) -> tuple[bool, float]:
+    return (price is None, 0.0 if price is None else price)
+
+
 def ended_state(kind: ErrorKind, *, exclusive: bool) -> AttemptState:
     """How a failed call is recorded. Only `not_sent` (the provider provably did not act) is a
     plain failure for every task. An answer that may have acted (`rejected`: a 5xx, an unusable

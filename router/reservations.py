@@ -18,16 +18,12 @@ from collections.abc import Mapping, Sequence
 from jobrouter.budgets import period_at
 from jobrouter.config_budgets import BudgetConfig
 from jobrouter.errors import BudgetUnheld
-from jobrouter.providers.pricing import Price, Pricing, UnknownPrice
+from jobrouter.providers.pricing import PER_MILLION, Price, Pricing, UnknownPrice
 from jobrouter.store.spend import Hold, Reservation
 
 NO_MAX_TOKENS = (
     "the attempt has no max_tokens, so its completion (and its cost) has no upper bound",
     "set the contract's sampling.max_tokens or send params.max_tokens",
-)
-ROLLING = (
-    "a rolling window is not held yet: the ledger counts spend per calendar period",
-    'use period = "day" or "month"',
 )
 
 
@@ -42,13 +38,10 @@ def worst_case(
 ) -> Reservation | None:
     """What an attempt covered by the budgets `names` (`jobrouter.budgets.covering`) must
     reserve: None when no budget covers it. BudgetUnheld when a covering budget cannot be
-    held: no `max_tokens`, a USD cap and an unknown price, or a rolling window (the start
-    is refused, never let through uncharged)."""
+    held: no `max_tokens`, or a USD cap and an unknown price (the start is refused, never
+    let through uncharged)."""
     if not names:
         return None
-    for name in names:
-        if budgets[name].period == "rolling":
-            raise BudgetUnheld(budget=name, reason=ROLLING[0], hint=ROLLING[1])
     if max_tokens is None:
         raise BudgetUnheld(budget=names[0], reason=NO_MAX_TOKENS[0], hint=NO_MAX_TOKENS[1])
     usd = 0.0
@@ -62,11 +55,16 @@ def worst_case(
             )
     else:
         usd = worst_usd(pricing, prompt_bytes, max_tokens)
-    holds = tuple(
-        Hold(name, period_at(budgets[name], now).start, budgets[name].usd, budgets[name].tokens)
-        for name in names
-    )
+    holds = tuple(_hold(name, budgets[name], now) for name in names)
     return Reservation(holds, usd, prompt_bytes + max_tokens)
+
+
+def _hold(name: str, budget: BudgetConfig, now: float) -> Hold:
+    """What a charge of `budget` at `now` is held against: its calendar period's row, or its
+    rolling window's bucket of `now`, checked against the window's buckets."""
+    span = period_at(budget, now)
+    window_from = None if span.bucket is None else span.start
+    return Hold(name, span.row, budget.usd, budget.tokens, window_from)
 
 
 def worst_usd(price: Price, prompt_tokens: int, completion_tokens: int) -> float:
@@ -78,3 +76,13 @@ def worst_usd(price: Price, prompt_tokens: int, completion_tokens: int) -> float
             input_rate = max(input_rate, tier.input_per_token)
             output_rate = max(output_rate, tier.output_per_token)
     return prompt_tokens * input_rate + completion_tokens * output_rate
+
+
+def comparable_price(pricing: Pricing) -> float | None:
+    """A provider's price to order providers by (`order = "cost"`): USD of a million tokens in
+    and a million out at the highest rates any prompt-size tier charges (a million-token prompt
+    reaches every tier below it), so a tier can only make a provider dearer, never cheaper than
+    it is ranked. None: the price is unknown."""
+    if isinstance(pricing, UnknownPrice):
+        return None
+    return worst_usd(pricing, PER_MILLION, PER_MILLION)

@@ -51,6 +51,8 @@ class Spending:
         may charge the provider)."""
         self.budgets = dict(budgets)
         self._prices = prices
+        # the budgets whose period is a rolling window: the ledger reads them as their buckets
+        self._rolling = frozenset(n for n, b in self.budgets.items() if b.period == "rolling")
         self._priced: dict[str, Pricing] = {}
         self._clock = clock
 
@@ -112,7 +114,7 @@ class Spending:
         periods = self.door_periods(owner, task)
         if not periods:
             return None
-        return self.refusal(await persist(lambda: ledger.charged(periods)))
+        return self.refusal(await persist(lambda: ledger.charged(periods, self._rolling)))
 
     def door_periods(self, owner: str, task: str) -> list[tuple[str, float]]:
         """The owner, task and global budgets a submit of `owner`'s job of `task` must find room

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from jobrouter.models import Attempt
 from jobrouter.timing import AttemptLimits
 
-MetricFn = Callable[[Attempt, bool], None]  # an ended attempt, and whether it timed out
+# an ended attempt (its row as written), its job's task, and whether it timed out
+MetricFn = Callable[[Attempt, str, bool], None]
 
 
 @dataclass

@@ -556,6 +556,32 @@ WHERE budget = :budget AND period_start = :period_start
   AND charged_usd + :usd <= :usd_cap AND charged_tokens + :tokens <= :token_cap
 RETURNING charged_usd, charged_tokens
 
+-- name: charge_budget_window
+-- A rolling budget's check and charge in one statement: the charge goes into the bucket row
+-- of now (`period_start`), and is refused when the sum of the buckets from the window's first
+-- (`window_from`) on would cross a cap. On: a bucket ahead of this moment (a router whose
+-- clock runs ahead charged it) counts too, so every window holds the cap whatever order the
+-- charges came in. Run only while holding the budget's anchor row (`lock_budget_period` at
+-- period_start -1, spend.ANCHOR): every charge of the budget takes it first, so this
+-- statement's snapshot, taken after that lock, sees every charge committed before it,
+-- whichever bucket it went to.
+UPDATE budget_spend
+SET charged_usd = charged_usd + :usd, charged_tokens = charged_tokens + :tokens,
+    reserved_usd = reserved_usd + :usd, reserved_tokens = reserved_tokens + :tokens
+WHERE budget = :budget AND period_start = :period_start
+  AND (SELECT SUM(w.charged_usd) FROM budget_spend w
+       WHERE w.budget = :budget AND w.period_start >= :window_from) + :usd <= :usd_cap
+  AND (SELECT CAST(SUM(w.charged_tokens) AS BIGINT) FROM budget_spend w
+       WHERE w.budget = :budget AND w.period_start >= :window_from) + :tokens <= :token_cap
+RETURNING charged_usd, charged_tokens
+
+-- name: budget_window_charged
+-- What a rolling budget has charged from its window's first bucket on, as its check counts it.
+SELECT COALESCE(SUM(charged_usd), 0) AS charged_usd,
+       CAST(COALESCE(SUM(charged_tokens), 0) AS BIGINT) AS charged_tokens
+FROM budget_spend
+WHERE budget = :budget AND period_start >= :window_from
+
 -- name: lock_budget_period
 -- Takes the counter row's lock and changes nothing: a claim starting several jobs locks every
 -- budget row it will charge in name order first (router/store/starts.py).
@@ -592,4 +618,5 @@ WHERE budget = :budget AND period_start = :period_start
 UPDATE budget_holds SET settled = 1 WHERE attempt_id = :attempt_id AND budget = :budget
 
 -- name: budget_periods
-SELECT * FROM budget_spend ORDER BY budget, period_start
+-- A rolling budget's anchor row (period_start -1: the lock its charges take) holds no spend.
+SELECT * FROM budget_spend WHERE period_start >= 0 ORDER BY budget, period_start

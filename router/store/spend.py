@@ -2,13 +2,14 @@
 the caller's write transaction (the one that writes the attempt row), and settled to its actual
 cost when it ends. A part of the store, over the connector's named queries.
 
-One counter row per budget and period (`budget_spend`): a reservation is a conditional UPDATE
-of each covering budget's row (`charge_budget`: no row back when the charge would cross a cap),
-in name order so two writers lock the rows in one order. On PostgreSQL the row lock makes each
-check and charge one step under any number of routers (a waiting UPDATE re-reads the committed
-row under READ COMMITTED); on SQLite the one writer does. A reservation one budget refuses takes
-back what it charged the others in the same transaction: it changes nothing, and says which
-budget refused, its cap and what it had charged.
+One counter row per budget and period (`budget_spend`; a rolling budget has one per bucket of
+its window, and an anchor row its charges lock: `_charge`): a reservation is a conditional
+UPDATE of each covering budget's row (`charge_budget`: no row back when the charge would cross a
+cap), in name order so two writers lock the rows in one order. On PostgreSQL the row lock makes
+each check and charge one step under any number of routers (a waiting UPDATE re-reads the
+committed row under READ COMMITTED); on SQLite the one writer does. A reservation one budget
+refuses takes back what it charged the others in the same transaction: it changes nothing, and
+says which budget refused, its cap and what it had charged.
 
 Every start path charges an `AttemptStart`'s `Reservation` in the transaction that writes the
 attempt row (`reserve_in`, `charge_in`), and every end settles what the attempt holds in the
@@ -19,22 +20,32 @@ reserves is the job path's (`jobrouter.spending`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from jobrouter.store.connector import Connector, Tx
+from jobrouter.store.connector import Connector, Row, Tx
 
 Queries = Mapping[str, str]
 
 
+# A rolling budget's anchor row: every charge of the budget locks it first (so a check that sums
+# the window's buckets sees every charge committed before it); it holds no spend.
+ANCHOR = -1.0
+
+
 @dataclass(frozen=True)
 class Hold:
-    """A budget's period a reservation is held against, with its caps (None: uncapped side)."""
+    """A budget's period a reservation is held against, with its caps (None: uncapped side).
+    `window_from`: a rolling budget's first bucket in the window: `period_start` is then the
+    bucket charged, and the cap is checked against the rows from `window_from` on (a bucket
+    ahead of the charged one too: jobrouter.budgets); None: a calendar period, whose one row
+    is `period_start`."""
 
     budget: str
     period_start: float
     usd_cap: float | None
     token_cap: int | None
+    window_from: float | None = None
 
 
 @dataclass(frozen=True)
@@ -89,14 +100,20 @@ class SpendLedger:
         """The attempt's reservations become its actual cost (`usd`, `tokens`)."""
         await settle_in(self._q, tx, attempt_id, Actual(usd, tokens))
 
-    async def charged(self, periods: Sequence[tuple[str, float]]) -> dict[str, tuple[float, int]]:
+    async def charged(
+        self, periods: Sequence[tuple[str, float]], rolling: Collection[str] = ()
+    ) -> dict[str, tuple[float, int]]:
         """Each budget's (USD, tokens) charged, reserved and actual, in the given period (a
-        period nothing was charged in yet: 0)."""
+        period nothing was charged in yet: 0): `(budget, period_start)`, a calendar period's
+        row, or for a budget named in `rolling` its window's first bucket (the buckets from
+        it on are summed, as its check sums them)."""
         found: dict[str, tuple[float, int]] = {}
-        for budget, period_start in periods:
-            row = await self.connector.fetchone(
-                self._q["budget_charged"], {"budget": budget, "period_start": period_start}
-            )
+        for budget, start in periods:
+            if budget in rolling:
+                query, params = "budget_window_charged", {"budget": budget, "window_from": start}
+            else:
+                query, params = "budget_charged", {"budget": budget, "period_start": start}
+            row = await self.connector.fetchone(self._q[query], params)
             found[budget] = (0.0, 0) if row is None else (row["charged_usd"], row["charged_tokens"])
         return found
 
@@ -156,7 +173,7 @@ async def lock_periods_in(q: Queries, tx: Tx, reservations: Sequence[Reservation
     charging several (a claim's first attempts) would otherwise lock, say, `b` for one job
     and then `a` for the next, while another router's start holds `a` and waits for `b`: a
     deadlock PostgreSQL ends by aborting one of them."""
-    periods = sorted({(h.budget, h.period_start) for r in reservations for h in r.holds})
+    periods = sorted({row for r in reservations for h in r.holds for row in _rows(h)})
     for budget, period_start in periods:
         params = {"budget": budget, "period_start": period_start}
         await tx.execute(q["open_budget_period"], params)
@@ -169,24 +186,42 @@ async def charge_in(q: Queries, tx: Tx, reservation: Reservation) -> Crossed | N
     usd, tokens = reservation.usd, reservation.tokens
     charged: list[Hold] = []
     for hold in sorted(reservation.holds, key=lambda h: (h.budget, h.period_start)):
-        params = {"budget": hold.budget, "period_start": hold.period_start}
-        await tx.execute(q["open_budget_period"], params)
-        row = await tx.fetchone(
-            q["charge_budget"],
-            {
-                **params,
-                "usd": usd,
-                "tokens": tokens,
-                "usd_cap": math.inf if hold.usd_cap is None else hold.usd_cap,
-                "token_cap": _token_cap(hold.token_cap),
-            },
-        )
+        row = await _charge(q, tx, hold, usd, tokens)
         if row is None:
             crossed = await _crossed(q, tx, hold, usd)
             await take_back_in(q, tx, Reservation(tuple(charged), usd, tokens))
             return crossed
         charged.append(hold)
     return None
+
+
+async def _charge(q: Queries, tx: Tx, hold: Hold, usd: float, tokens: int) -> Row | None:
+    """One budget's check and charge (no row back: refused). A rolling budget's anchor is
+    locked first, in its own statement: the charge's statement then reads the window after
+    every other charge of the budget has committed or waits behind this one (under READ
+    COMMITTED a statement that waited on a row lock re-reads only that row, so the lock and
+    the sum must not be one statement)."""
+    params: dict[str, object] = {"budget": hold.budget, "period_start": hold.period_start}
+    query = "charge_budget"
+    if hold.window_from is not None:
+        anchor = {"budget": hold.budget, "period_start": ANCHOR}
+        await tx.execute(q["open_budget_period"], anchor)
+        await tx.execute(q["lock_budget_period"], anchor)
+        params["window_from"] = hold.window_from
+        query = "charge_budget_window"
+    await tx.execute(q["open_budget_period"], {k: params[k] for k in ("budget", "period_start")})
+    caps = {
+        "usd_cap": math.inf if hold.usd_cap is None else hold.usd_cap,
+        "token_cap": _token_cap(hold.token_cap),
+    }
+    return await tx.fetchone(q[query], {**params, "usd": usd, "tokens": tokens, **caps})
+
+
+def _rows(hold: Hold) -> list[tuple[str, float]]:
+    """The ledger rows a charge of `hold` locks, in lock order: a rolling budget's anchor first."""
+    if hold.window_from is None:
+        return [(hold.budget, hold.period_start)]
+    return [(hold.budget, ANCHOR), (hold.budget, hold.period_start)]
 
 
 async def record_holds_in(q: Queries, tx: Tx, attempt_id: str, reservation: Reservation) -> None:
@@ -219,8 +254,12 @@ async def take_back_in(q: Queries, tx: Tx, reservation: Reservation) -> None:
 
 
 async def _crossed(q: Queries, tx: Tx, hold: Hold, usd: float) -> Crossed:
-    params = {"budget": hold.budget, "period_start": hold.period_start}
-    row = await tx.fetchone(q["budget_charged"], params)
+    if hold.window_from is None:
+        params = {"budget": hold.budget, "period_start": hold.period_start}
+        row = await tx.fetchone(q["budget_charged"], params)
+    else:
+        window = {"budget": hold.budget, "window_from": hold.window_from}
+        row = await tx.fetchone(q["budget_window_charged"], window)
     assert row is not None  # opened above, in this transaction
     if hold.usd_cap is not None and row["charged_usd"] + usd > hold.usd_cap:
         return Crossed(hold.budget, "usd", hold.usd_cap, row["charged_usd"])

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from jobrouter.budgets import Span, covering, period_at
+from jobrouter.budgets import ROLLING_BUCKETS, Span, covering, period_at
 from jobrouter.config import RouterConfig
 from jobrouter.config_budgets import BudgetConfig
 
@@ -72,15 +72,15 @@ def test_a_budgets_name_is_a_label() -> None:
     assert "lowercase letters" in str(caught.value)
 
 
-def test_a_calendar_budget_loads_and_a_rolling_one_is_refused_at_load() -> None:
-    """A rolling window is validated but not held by the ledger (one counter row per calendar
-    period): refused at load, where it can be fixed, instead of refusing every start. Mutant
-    killed: the load-time guard removed (the config loads; every covered start would fail)."""
-    loaded = _config(shop1_daily={"owner": "shop-1", "period": "day", "usd": 5})
+def test_calendar_and_rolling_budgets_load() -> None:
+    """Both are held by the ledger (a rolling window in buckets: jobrouter.budgets). Mutant
+    seen failing: the load-time refusal of rolling budgets put back."""
+    loaded = _config(
+        shop1_daily={"owner": "shop-1", "period": "day", "usd": 5},
+        hourly={"period": "rolling", "window": 3600, "usd": 5},
+    )
     assert loaded.budgets["shop1_daily"].usd == 5
-    with pytest.raises(ValidationError) as caught:
-        _config(hourly={"period": "rolling", "window": 3600, "usd": 5})
-    assert 'budgets.hourly.period = "rolling" is not enforced' in str(caught.value)
+    assert loaded.budgets["hourly"].window == 3600
 
 
 @pytest.mark.parametrize(
@@ -111,11 +111,23 @@ def test_a_month_is_the_utc_calendar_month(now: float, start: float, end: float)
     assert period_at(BudgetConfig(period="month", usd=1), now) == Span(start, end)
 
 
-def test_a_rolling_period_is_the_window_before_now() -> None:
-    """Its end, for a refusal's Retry-After: at most a window later (when the newest charge
-    has aged out). Mutant killed: the window counted forward from now."""
+def test_a_rolling_period_is_its_bucket_and_the_buckets_before_it() -> None:
+    """An hour's window in 60 one-minute buckets aligned on the epoch: at 10,030 s the charge
+    goes into the bucket of 10,020 s, and the window is the 60 buckets up to it (6,480 s to
+    10,080 s); it ends (Retry-After) when the bucket does. Mutants seen failing: the window
+    counted forward from now; one bucket too many in the window; the bucket not aligned."""
     budget = BudgetConfig(period="rolling", window=3600, usd=1)
-    assert period_at(budget, 10_000.0) == Span(6_400.0, 13_600.0)
+    span = period_at(budget, 10_030.0)
+    assert span == Span(6_480.0, 10_080.0, 10_020.0)
+    assert span.row == 10_020.0
+    assert period_at(budget, 10_079.999) == span  # the same bucket: the same floats
+    assert period_at(budget, 10_080.0).bucket == 10_080.0
+    assert (span.bucket - span.start) / 60 + 1 == ROLLING_BUCKETS
+
+
+def test_a_calendar_period_charges_its_one_row() -> None:
+    span = period_at(BudgetConfig(period="day", usd=1), 10_030.0)
+    assert span.bucket is None and span.row == span.start == 0.0
 
 
 BUDGETS = {

@@ -30,6 +30,8 @@ TOPICS = [
     "Circuits",
     "Certifications close to expiry",
     "Unknown jobs waiting",
+    "Spend rate by task and provider",  # issue 29
+    "Budget use",
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from jobrouter.budgets import period_at
 from jobrouter.config_budgets import BudgetConfig
 from jobrouter.errors import BudgetUnheld
 from jobrouter.providers.pricing import Price, Tier, UnknownPrice
@@ -62,12 +63,14 @@ def test_an_unknown_price_cannot_hold_a_usd_budget_but_can_a_token_one() -> None
     assert tokens_only is not None and (tokens_only.usd, tokens_only.tokens) == (0.0, 15)
 
 
-def test_a_rolling_budget_is_refused_not_overshot() -> None:
-    """A counter row per period cannot hold a window that slides. Mutant killed: the rolling
-    check removed (each start would open a counter of its own and never meet the cap)."""
-    with pytest.raises(BudgetUnheld, match="rolling") as refused:
-        worst_case(BUDGETS, ["rolling"], PRICE, prompt_bytes=10, max_tokens=5, now=NOW)
-    assert refused.value.budget == "rolling"
+def test_a_rolling_budget_holds_the_bucket_of_now_against_its_window() -> None:
+    """Mutant seen failing: the hold's window_from left out (the bucket alone would be held
+    against the cap, as if it were a calendar period)."""
+    reserved = worst_case(BUDGETS, ["rolling"], PRICE, prompt_bytes=10, max_tokens=5, now=NOW)
+    span = period_at(BUDGETS["rolling"], NOW)
+    assert reserved is not None
+    assert reserved.holds == (Hold("rolling", span.row, 1.0, None, span.start),)
+    assert span.start < span.row
 
 
 def test_a_tier_the_bound_prompt_reaches_prices_the_worst_case() -> None:
