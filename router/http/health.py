@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -101,6 +102,8 @@ async def metrics_text(request: Request, router: RouterDep) -> Response:
         ]
         metrics.set_gauges(await router.store.health.open_job_counts(), circuits)
         metrics.set_outbox_gauges(await router.store.outbox.outbox_counts())
+        if router.config.budgets:  # read when scraped, never on a job's path
+            await metrics.collect_budgets(router.store.spend, router.config.budgets, time.time())
     except Exception:  # stale gauges are better than no metrics at all
         log.exception("refreshing gauges for /metrics failed")
     return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
