@@ -93,12 +93,20 @@ async def notify_commits(url: str, listeners: int, notifies: int) -> int:
 async def test_every_listening_backend_pays_a_transaction_per_notifying_one(pg_url: str) -> None:
     """The premise of router/store/waits.py and of workers that do not listen (docs/operations.md):
     PostgreSQL wakes every LISTENing backend for each notifying transaction, and the backend
-    reads the queue in a transaction of its own. Counted on the server, set-up subtracted."""
+    reads the queue in a transaction of its own. Counted on the server, set-up subtracted.
+
+    The database's commit count also counts what the server itself does there: an autovacuum
+    worker visiting the new database commits too (seen once under load: 41 for 40). That
+    noise only ever adds commits, so each count is the least of three readings: a listener
+    that read the queue without a transaction would still make the least 40, not 80."""
     notifies = 40
+
+    async def least(listeners: int, count: int) -> int:
+        return min([await notify_commits(pg_url, listeners, count) for _ in range(3)])
+
     cost = {}
     for listeners in (0, 1, 2):
-        setup = await notify_commits(pg_url, listeners, 0)
-        cost[listeners] = await notify_commits(pg_url, listeners, notifies) - setup
+        cost[listeners] = await least(listeners, notifies) - await least(listeners, 0)
     assert cost == {0: notifies, 1: 2 * notifies, 2: 3 * notifies}
 
 
