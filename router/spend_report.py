@@ -41,7 +41,7 @@ NAMES = frozenset(str(group) for group in Group)
 DEFAULT_BY = (Group.OWNER,)
 Moment = str | datetime | date | None
 By = str | Iterable[str] | None
-NOTHING = SpendLine(attempts=0, tokens=0, cost_usd=None, cost_unknown=0)
+NOTHING = SpendLine(attempts=0, tokens=0, cost_usd=0.0, cost_unknown=0)  # nothing started
 
 
 @dataclass(frozen=True)
