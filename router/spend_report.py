@@ -105,19 +105,20 @@ def _groups(by: By) -> tuple[Group, ...]:
 
 
 def _moment(field: str, value: str | datetime | date) -> float:
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.strip())
-        except ValueError:
-            raise SpendQueryInvalid(
-                field=field,
-                value=repr(value),
-                reason="not an ISO 8601 date or time",
-                hint="send a date (2026-12-01: its 00:00 UTC) or a time (2026-12-01T10:00:00Z)",
-            ) from None
-    if not isinstance(value, datetime):
-        value = datetime(value.year, value.month, value.day)
-    return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
+    try:
+        moment = datetime.fromisoformat(value.strip()) if isinstance(value, str) else value
+        if not isinstance(moment, datetime):
+            moment = datetime(moment.year, moment.month, moment.day)
+        epoch = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+        datetime.fromtimestamp(epoch, UTC)  # the report says its range in UTC: it must exist
+    except (ValueError, OverflowError):  # not ISO 8601, or a year UTC cannot hold
+        raise SpendQueryInvalid(
+            field=field,
+            value=repr(value if isinstance(value, str) else str(value)),
+            reason="not an ISO 8601 date or time of years 1 to 9999 in UTC",
+            hint="send a date (2026-12-01: its 00:00 UTC) or a time (2026-12-01T10:00:00Z)",
+        ) from None
+    return epoch
 
 
 def _iso(epoch: float) -> str:

@@ -34,6 +34,7 @@ def test_groups_come_as_a_list_or_comma_lists_in_order_once_each() -> None:
         ({"by": ["day", "month"]}, "by", "day and month"),
         ({"since": "yesterday"}, "since", "'yesterday'"),
         ({"until": "2026-13-01"}, "until", "'2026-13-01'"),
+        ({"since": "0001-01-01T00:00:00+14:00"}, "since", "'0001-01-01T00:00:00+14:00'"),
         ({"since": "2026-12-05", "until": "2026-12-05"}, "until", "2026-12-05T00:00:00Z"),
         ({"since": "2026-12-06", "until": "2026-12-05"}, "until", "since 2026-12-06"),
     ],
