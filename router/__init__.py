@@ -30,13 +30,14 @@ from jobrouter.errors import (
     NoEligibleProvider,
     ResolutionInvalid,
     RouterClosed,
+    SpendQueryInvalid,
     StoreError,
 )
 from jobrouter.states import AttemptState, JobState
 
 if TYPE_CHECKING:
     from jobrouter.api import Router
-    from jobrouter.models import Attempt, Job, JobEvent
+    from jobrouter.models import Attempt, BudgetUse, Job, JobEvent, SpendLine, SpendReport
 
 # name -> the module that defines it; imported when the name is first read (PEP 562).
 _LAZY = {
@@ -44,6 +45,9 @@ _LAZY = {
     "Attempt": "jobrouter.models",
     "Job": "jobrouter.models",
     "JobEvent": "jobrouter.models",
+    "BudgetUse": "jobrouter.models",
+    "SpendLine": "jobrouter.models",
+    "SpendReport": "jobrouter.models",
 }
 
 __all__ = [
@@ -53,6 +57,7 @@ __all__ = [
     "BudgetCrossed",
     "BudgetExhausted",
     "BudgetUnheld",
+    "BudgetUse",
     "ConfigError",
     "IdempotencyConflict",
     "InvalidText",
@@ -69,6 +74,9 @@ __all__ = [
     "ResolutionInvalid",
     "Router",
     "RouterClosed",
+    "SpendLine",
+    "SpendQueryInvalid",
+    "SpendReport",
     "StoreError",
     "__version__",
 ]

@@ -38,10 +38,11 @@ from jobrouter.errors import (
 )
 from jobrouter.gate import Gate
 from jobrouter.listing import JobFilter
-from jobrouter.models import Attempt, Job, JobEvent, JsonObject
+from jobrouter.models import Attempt, BudgetUse, Job, JobEvent, JsonObject, SpendReport
 from jobrouter.persist import persist
 from jobrouter.providers import CompletionRequest, Provider
 from jobrouter.resolution import Outcome, resolution
+from jobrouter.spend_report import By, Moment, budget_uses, spend, spend_query
 from jobrouter.spending import Spending
 from jobrouter.states import JobState, watch_ends
 from jobrouter.store import SqlStore, open_store
@@ -470,6 +471,21 @@ class Router:
         if job.state is JobState.RUNNING and self.engine is not None:
             self.engine.wake()  # reopened: the policy decides again
         return job
+
+    async def spend(
+        self, *, by: By = None, since: Moment = None, until: Moment = None, owner: str | None = None
+    ) -> SpendReport:
+        """What attempts started at `since` <= t < `until` (default: this UTC month) used, by
+        owner, task, provider, day or month (jobrouter.spend_report); SpendQueryInvalid names
+        a bad parameter. An unknown cost is counted, never summed as 0."""
+        self._check_open()
+        query = spend_query(by=by, since=since, until=until, owner=owner)
+        return await spend(self.store.spend_reads, query)
+
+    async def budget_uses(self, *, owner: str | None = None) -> list[BudgetUse]:
+        """Each configured budget's use this period (with `owner`: that owner's budgets)."""
+        self._check_open()
+        return await budget_uses(self.store.spend, self.config.budgets, owner=owner)
 
     def _check_open(self) -> None:
         if self._closed:

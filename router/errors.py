@@ -20,6 +20,8 @@
     ├── InvalidText                 an id, key or name the database cannot hold (field, reason)
     ├── StoreError                  the database could not be used (url, reason, transient)
     ├── ListingError                a job listing asked for what cannot be answered (reason)
+    ├── SpendQueryInvalid           a spend report asked as it cannot be answered (field,
+    │                               value, reason, hint): an unknown group, a bad date
     ├── LeaseLost                   the leader's lease is no longer its own (worker_id, term):
     │                               another took it, or it expired; never reaches a caller
     └── RouterClosed                the router was used after close()
@@ -211,6 +213,20 @@ class RouterClosed(JobRouterError):
 
 class ListingError(JobRouterError):
     """A job listing that cannot be answered as asked: a malformed cursor, a limit out of range."""
+
+
+class SpendQueryInvalid(JobRouterError):
+    """A spend report (`Router.spend`) asked for what cannot be answered, nothing read: `field`
+    is the parameter (`by`, `since`, `until`), `value` what was sent, `reason` what is wrong
+    and `hint` what to send instead. Over HTTP a 422 naming the parameter; in the CLI the
+    usage exit code."""
+
+    def __init__(self, *, field: str, value: str, reason: str, hint: str) -> None:
+        super().__init__(f"{field}: {reason} (got {value}); {hint}")
+        self.field = field
+        self.value = value
+        self.reason = reason
+        self.hint = hint
 
 
 class LeaseLost(JobRouterError):

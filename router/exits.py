@@ -14,6 +14,7 @@ from jobrouter.errors import (
     JobRefused,
     JobRouterError,
     NoEligibleProvider,
+    SpendQueryInvalid,
 )
 from jobrouter.states import JobState
 
@@ -23,7 +24,7 @@ LOG_LEVEL_ENV = "JOBROUTER_LOG_LEVEL"
 class Exit(IntEnum):
     OK = 0  # done; for a command that waits for a job: the job succeeded
     ERROR = 1  # the command could not do its work: config, database, no such job or attempt
-    USAGE = 2  # the command line is wrong (click's own code)
+    USAGE = 2  # the command line is wrong (click's own code; a bad spend report query too)
     FAILED = 3  # the job failed: every allowed provider definitely failed or was refused
     UNKNOWN = 4  # the job needs attention: an attempt's outcome is unknown (resolve or cancel)
     REFUSED = 5  # nothing was run: the door refused the job, the key was used for another
@@ -50,6 +51,8 @@ def exit_code_of_state(state: JobState) -> Exit:
 def exit_code_of(exc: JobRouterError) -> Exit:
     if isinstance(exc, BudgetExhausted):
         return Exit.OVER_BUDGET
+    if isinstance(exc, SpendQueryInvalid):  # checked by the domain, a usage error all the same
+        return Exit.USAGE
     if isinstance(exc, IdempotencyConflict | NoEligibleProvider | JobRefused):
         return Exit.REFUSED
     return Exit.ERROR

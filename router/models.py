@@ -145,3 +145,58 @@ class FinishOutcome(BaseModel):
     won: bool
     job: Job
     attempt: Attempt
+
+
+class SpendLine(BaseModel):
+    """One line of a spend report (`Router.spend`): the attempts of one group (the keys the
+    report is grouped by are set, the others None) and what they used. `cost_usd` sums the
+    costs known (None: none is known); `cost_unknown` counts the attempts whose cost is
+    unknown, which `cost_usd` leaves out: with any, the real spend is more than it says."""
+
+    model_config = ConfigDict(frozen=True)
+
+    owner: str | None = None
+    task: str | None = None
+    provider: str | None = None
+    period: str | None = Field(
+        default=None, description="the UTC day (`2026-12-04`) or month (`2026-12`)"
+    )
+    attempts: int
+    tokens: int = Field(description="prompt + completion tokens, as the providers reported")
+    cost_usd: float | None = Field(description="the sum of the known costs; null: none known")
+    cost_unknown: int = Field(description="attempts whose cost is unknown (not in cost_usd)")
+
+
+class SpendReport(BaseModel):
+    """What the attempts started at `since` <= t < `until` used, grouped `by` (in that
+    order), for one `owner` or every owner (None), with the `total` over all lines."""
+
+    model_config = ConfigDict(frozen=True)
+
+    since: datetime
+    until: datetime
+    by: list[str]
+    owner: str | None = None
+    lines: list[SpendLine]
+    total: SpendLine
+
+
+class BudgetUse(BaseModel):
+    """A configured budget's use in its current period: what the ledger holds charged
+    (reservations in flight plus settled actuals, `SpendLedger.charged`), its caps (None: the
+    side is uncapped) and what is left under each."""
+
+    model_config = ConfigDict(frozen=True)
+
+    budget: str
+    scope: str  # owner, task, provider or global
+    covers: str | None = None  # the owner, task or provider it caps (None: global)
+    period: str  # day, month (UTC calendar) or rolling
+    period_start: datetime
+    period_end: datetime
+    limit_usd: float | None = None
+    limit_tokens: int | None = None
+    charged_usd: float
+    charged_tokens: int
+    remaining_usd: float | None = None
+    remaining_tokens: int | None = None

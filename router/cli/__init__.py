@@ -62,6 +62,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Delete finished jobs older than the retention, in batches.",
     ),
     "jobs": ("listing", "jobs_app", "Jobs in bulk: list them with filters."),
+    "spend": (
+        "spend",
+        "spend",
+        "Spend per owner, task, provider, day or month, and each budget's use this period.",
+    ),
     "config": ("config", "config_app", "The configuration file."),
     "contracts": (
         "contracts",

@@ -13,7 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from jobrouter import metrics
 from jobrouter.api import Router
 from jobrouter.config import HttpConfig
-from jobrouter.http import health, jobs, listing, openapi, problems
+from jobrouter.http import health, jobs, listing, openapi, problems, spend
 from jobrouter.http.feeds import JobFeeds
 from jobrouter.http.limits import BodyLimit, NoNul
 
@@ -35,6 +35,7 @@ def create_app(router: Router, settings: HttpConfig | None = None) -> FastAPI:
     problems.install(app)
     app.include_router(listing.routes)  # before jobs: /v1/jobs/counts is not a job id
     app.include_router(jobs.routes)
+    app.include_router(spend.routes)
     app.include_router(health.routes)
     app.add_middleware(NoNul)  # inside BodyLimit: the body has been read when it answers
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

@@ -30,6 +30,7 @@ from jobrouter.errors import (
     JobRouterError,
     ResolutionInvalid,
     RouterClosed,
+    SpendQueryInvalid,
     StoreError,
 )
 
@@ -174,7 +175,7 @@ def _allowed_methods(request: Request) -> list[str]:
 
 
 def _refusal(request: Request, exc: Exception) -> JSONResponse | None:
-    """A submit or resolution refused, nothing written (None: not a refusal)."""
+    """A submit, resolution or spend query refused, nothing written (None: not a refusal)."""
     if isinstance(exc, IdempotencyConflict):
         return problem_response(
             request,
@@ -199,6 +200,11 @@ def _refusal(request: Request, exc: Exception) -> JSONResponse | None:
     if isinstance(exc, JobRefused):
         return problem_response(
             request, 422, exc.slug, str(exc), field=exc.field, errors=exc.errors
+        )
+    if isinstance(exc, SpendQueryInvalid):  # the query parameter it names
+        errors = [{"where": f"query.{exc.field}", "problem": exc.reason}]
+        return problem_response(
+            request, 422, "spend-query-invalid", str(exc), field=exc.field, errors=errors
         )
     if isinstance(exc, ResolutionInvalid):
         errors = [{"where": exc.field, "problem": exc.reason}]

@@ -620,3 +620,23 @@ UPDATE budget_holds SET settled = 1 WHERE attempt_id = :attempt_id AND budget = 
 -- name: budget_periods
 -- A rolling budget's anchor row (period_start -1: the lock its charges take) holds no spend.
 SELECT * FROM budget_spend WHERE period_start >= 0 ORDER BY budget, period_start
+
+-- Spend report (router/store/spend_reads.py): the attempts started in [:since, :until),
+-- summed per owner, task, provider and UTC day (days since the epoch: CAST truncates, and
+-- started_at > 0), through attempts_by_started (migration 0022); only :owner's jobs unless
+-- it is NULL (the range drives the plan: the owner only filters what it found). `cost_usd`
+-- sums the known costs only (SUM skips NULL: NULL when none is known, never 0 for unknown);
+-- `cost_unknown` counts the attempts whose cost is unknown.
+
+-- name: spend_by_day
+SELECT j.owner AS owner, j.task AS task, a.provider AS provider,
+       CAST(a.started_at / 86400 AS INTEGER) AS day,
+       COUNT(*) AS attempts,
+       SUM(a.cost_usd) AS cost_usd,
+       CAST(SUM(COALESCE(a.prompt_tokens, 0) + COALESCE(a.completion_tokens, 0)) AS BIGINT)
+           AS tokens,
+       SUM(CASE WHEN a.cost_unknown IS NOT NULL THEN 1 ELSE 0 END) AS cost_unknown
+FROM attempts a JOIN jobs j ON j.id = a.job_id
+WHERE a.started_at >= :since AND a.started_at < :until
+  AND (CAST(:owner AS TEXT) IS NULL OR j.owner = :owner)
+GROUP BY j.owner, j.task, a.provider, CAST(a.started_at / 86400 AS INTEGER)

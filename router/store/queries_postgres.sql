@@ -89,3 +89,18 @@ SELECT * FROM live_watch ORDER BY contract, provider FOR UPDATE
 UPDATE attempts SET verdict_at = NULL
 WHERE verdict_at IS NOT NULL AND provider || '' = :provider
   AND CAST(verdict AS json) ->> 'contract' = :contract
+
+-- name: spend_by_day
+-- The shared statement but for the day: PostgreSQL's CAST to an integer rounds (an attempt
+-- started at 12:00 UTC or later would count for the next day), so it floors first.
+SELECT j.owner AS owner, j.task AS task, a.provider AS provider,
+       CAST(floor(a.started_at / 86400) AS BIGINT) AS day,
+       COUNT(*) AS attempts,
+       SUM(a.cost_usd) AS cost_usd,
+       CAST(SUM(COALESCE(a.prompt_tokens, 0) + COALESCE(a.completion_tokens, 0)) AS BIGINT)
+           AS tokens,
+       SUM(CASE WHEN a.cost_unknown IS NOT NULL THEN 1 ELSE 0 END) AS cost_unknown
+FROM attempts a JOIN jobs j ON j.id = a.job_id
+WHERE a.started_at >= :since AND a.started_at < :until
+  AND (CAST(:owner AS TEXT) IS NULL OR j.owner = :owner)
+GROUP BY j.owner, j.task, a.provider, CAST(floor(a.started_at / 86400) AS BIGINT)

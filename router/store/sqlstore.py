@@ -8,6 +8,8 @@
       ├─ certifications  CertificationStore (certifications.py): certifier, gate, expiry warning
       ├─ live_watch      LiveWatchStore (live_watch.py): the watch of live answers, suspensions
       ├─ tokens          TokenStore (tokens.py): the HTTP API's authentication, `jobrouter token`
+      ├─ spend           SpendLedger (spend.py): budgets' reservations and their settlement
+      ├─ spend_reads     SpendReads (spend_reads.py): the spend report's read of attempts
       └─ health          HealthReads (health.py): `/health/ready` and `/metrics`
 
 The stores share nothing but the connector, with one exception that is the outbox's guarantee
@@ -26,6 +28,7 @@ from jobrouter.store.health import HealthReads
 from jobrouter.store.jobstore import JobStore
 from jobrouter.store.outbox import OutboxStore, OutboxWritten
 from jobrouter.store.spend import SpendLedger
+from jobrouter.store.spend_reads import SpendReads
 from jobrouter.store.tokens import TokenStore
 
 
@@ -41,6 +44,7 @@ class SqlStore:
         self.live_watch = self.certifications.live
         self.tokens = TokenStore(connector)
         self.spend = SpendLedger(connector)
+        self.spend_reads = SpendReads(connector)
         self.health = HealthReads(connector)
 
     async def close(self) -> None:

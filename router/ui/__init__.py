@@ -13,7 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from jobrouter.ui import actions, ops, pages
+from jobrouter.ui import actions, ops, pages, spend
 from jobrouter.ui.counts import CountsCache
 from jobrouter.ui.render import PAGE_HEADERS, templates
 from jobrouter.ui.session import CsrfRefused, SignInRequired
@@ -27,6 +27,7 @@ def install(app: FastAPI) -> None:
     app.include_router(pages.routes)
     app.include_router(actions.routes)
     app.include_router(ops.routes)
+    app.include_router(spend.routes)
     app.add_exception_handler(SignInRequired, _sign_in)
     app.add_exception_handler(CsrfRefused, _csrf_refused)
 

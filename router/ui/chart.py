@@ -1,13 +1,18 @@
-"""The console matrix's chart of a pair's live failure rate (issue 27): the geometry of a small
-inline SVG, drawn server-side from the watch's kept folds (router/store/live_watch.py,
-WatchPoint), so the page needs no JS library. The template (_live_chart.html) only places
-what this computes; the label says in words what the figure shows."""
+"""The console's charts, the geometry of small inline SVGs drawn server-side, so a page needs no
+JS library: the matrix's chart of a pair's live failure rate (issue 27), from the watch's kept
+folds (router/store/live_watch.py, WatchPoint), and the spend page's known spend per UTC day
+(issue 29), from a spend report by day (jobrouter.spend_report). The templates
+(_live_chart.html, _spend_chart.html) only place what this computes; each label says in words
+what the figure shows."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
+from jobrouter.models import SpendLine
 from jobrouter.store.live_watch import WatchPoint
 
 WIDTH, HEIGHT, PAD = 300, 80, 6  # the SVG's user units: small enough for a matrix cell
@@ -94,4 +99,95 @@ def chart_label(
     )
     if fired:
         words.append("suspended by the fold marked in red")
+    return "; ".join(words) + "."
+
+
+# ---- the spend page's chart (issue 29): known spend per UTC day ------------------------------
+
+SPEND_WIDTH, SPEND_HEIGHT = 600, 140
+MAX_DAYS = 400  # a longer range draws only its days with spend, not an axis of empty days
+DAY_S = 86_400
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One UTC day: its known spend as a bar; `unknown` attempts of unknown cost are marked
+    on top (their cost is not in the bar: it is not known, and is never drawn as $0)."""
+
+    day: str
+    x: float
+    y: float
+    width: float
+    height: float
+    unknown: int
+    title: str
+
+
+@dataclass(frozen=True)
+class SpendChart:
+    width: int
+    height: int
+    bars: tuple[Bar, ...]
+    top: float  # the USD at the top of the axis
+    label: str
+
+
+def spend_chart(lines: Sequence[SpendLine], since: datetime, until: datetime) -> SpendChart | None:
+    """The chart of a report by day (`lines`, one per day with attempts): one bar per day of
+    [since, until) when the range is at most MAX_DAYS days (an empty day at zero), else per
+    day with attempts. None when there is no attempt."""
+    if not lines:
+        return None
+    found = {line.period: line for line in lines if line.period}
+    days = _days(since, until) if (until - since).days <= MAX_DAYS else sorted(found)
+    top = max((line.cost_usd or 0.0 for line in lines), default=0.0)
+    slot = (SPEND_WIDTH - 2 * PAD) / max(1, len(days))
+    bars = []
+    for i, day in enumerate(days):
+        line = found.get(day)
+        cost = (line.cost_usd or 0.0) if line else 0.0
+        height = 0.0 if top <= 0 else round(cost / top * (SPEND_HEIGHT - 2 * PAD), 1)
+        bars.append(
+            Bar(
+                day=day,
+                x=round(PAD + i * slot + slot * 0.1, 1),
+                y=round(SPEND_HEIGHT - PAD - height, 1),
+                width=round(slot * 0.8, 1),
+                height=height,
+                unknown=line.cost_unknown if line else 0,
+                title=_bar_title(day, line),
+            )
+        )
+    return SpendChart(SPEND_WIDTH, SPEND_HEIGHT, tuple(bars), top, _spend_label(lines, days))
+
+
+def _days(since: datetime, until: datetime) -> list[str]:
+    first = since.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    count = math.ceil((until - first).total_seconds() / DAY_S)
+    return [(first + timedelta(days=n)).strftime("%Y-%m-%d") for n in range(count)]
+
+
+def _bar_title(day: str, line: SpendLine | None) -> str:
+    if line is None:
+        return f"{day}: no attempt"
+    known = "no cost known" if line.cost_usd is None else f"${line.cost_usd:.6f} known"
+    words = f"{day}: {known} over {line.attempts} attempts, {line.tokens} tokens"
+    if line.cost_unknown:
+        words += f"; {line.cost_unknown} of unknown cost, not in the bar"
+    return words
+
+
+def _spend_label(lines: Sequence[SpendLine], days: Sequence[str]) -> str:
+    """The figures in words, for a reader who cannot see the drawing."""
+    known = sum(line.cost_usd or 0.0 for line in lines)
+    attempts = sum(line.attempts for line in lines)
+    unknown = sum(line.cost_unknown for line in lines)
+    peak = max(lines, key=lambda line: line.cost_usd or 0.0)
+    words = [
+        f"Known spend per UTC day from {days[0]} to {days[-1]}: ${known:.6f} over "
+        f"{attempts} attempts",
+        f"highest {peak.period} (${peak.cost_usd or 0.0:.6f})",
+    ]
+    if unknown:
+        words.append(f"{unknown} attempts of unknown cost, marked above their day's bar")
     return "; ".join(words) + "."

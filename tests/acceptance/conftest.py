@@ -79,6 +79,20 @@ class Server:
             return int(conn.execute(sql, params).fetchone()[0])
 
 
+def cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real `jobrouter` CLI as a subprocess on `config`, with none of this environment's
+    $JOBROUTER_* variables and 200 columns (a table is not narrowed)."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("JOBROUTER_")}
+    return subprocess.run(
+        [sys.executable, "-m", "jobrouter", *args, "-c", str(config)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,  # a guard only
+        env={**environment, "COLUMNS": "200"},
+    )
+
+
 def start_server(
     folder: Path,
     *,

@@ -5,16 +5,13 @@ The real CLI in a subprocess, on every backend."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from jobrouter.exits import Exit
 from jobrouter.store import open_store
 from jobrouter.store.spend import Hold, Reservation, charge_in
-from tests.acceptance.conftest import CONTRACT, ROOT
+from tests.acceptance.conftest import CONTRACT, cli
 from tests.support.backends import db_url
 
 __all__ = ["db_url"]  # the fixture, imported by name
@@ -57,18 +54,6 @@ def spend_it_all(url: str) -> None:
             await store.close()
 
     asyncio.run(go())
-
-
-def cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("JOBROUTER_")}
-    return subprocess.run(
-        [sys.executable, "-m", "jobrouter", *args, "-c", str(config)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,  # a guard only
-        env={**environment, "COLUMNS": "200"},
-    )
 
 
 def test_a_submit_over_budget_exits_8_naming_the_budget(tmp_path: Path, db_url: str) -> None:

@@ -12,12 +12,14 @@ import textwrap
 import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from jobrouter.providers.adapter import Adapter
 from jobrouter.providers.base import CompletionRequest, Message
-from jobrouter.providers.config import ProviderConfig
+from jobrouter.providers.cassettes import cassette
+from jobrouter.providers.config import Prices, ProviderConfig
 from jobrouter.providers.errors import ErrorKind, ProviderError
 from jobrouter.providers.transports import build_provider
 from tests.providers.conftest import TRANSPORTS
@@ -84,12 +86,16 @@ def llama_api_base() -> Iterator[str]:
 
 
 def provider(
-    api_base: str, transport: str, structured_output: str = "json_object_schema"
+    api_base: str,
+    transport: str,
+    structured_output: str = "json_object_schema",
+    price: Prices | None = None,
 ) -> Adapter:
     return build_provider(
         "local",
         ProviderConfig(
             model=f"openai/{ALIAS}",
+            price=price,
             api_base=api_base,
             chat_format="gemma",
             structured_output=structured_output,
@@ -164,3 +170,37 @@ def test_reproduced_formats_render_exactly_as_the_installed_llama_cpp() -> None:
     compared = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(compared) == 18
     assert [(name, ours) for name, real, ours in compared if real != ours] == []
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_replayed_answer_costs_what_it_cost_live(
+    llama_api_base: str, transport: str, tmp_path: Path
+) -> None:
+    """Issue 29: cost replayed from a recorded cassette equals the cost computed live. One
+    priced call to the real server, recorded; then the same request replayed from that
+    cassette (no network): the same reported tokens, the same USD, the same price source, on
+    both transports. mutant: the replay's price read from litellm's map instead of the config
+    (`price=None` in the replaying provider): cost unknown, the assertion on USD fails."""
+    prices = Prices(input_usd_per_million=0.5, output_usd_per_million=1.5)
+    request = CompletionRequest(
+        messages=MESSAGES, output_schema=SCHEMA, temperature=0, max_tokens=24, timeout=600
+    )
+    recorded = tmp_path / "cost.yaml"
+    with cassette(recorded, record=True):
+        async with provider(llama_api_base, transport, price=prices) as live:
+            await live.warm_up()
+            answered = (await live.complete(request)).usage
+    with cassette(recorded, record=False):
+        async with provider(llama_api_base, transport, price=prices) as replay:
+            await replay.warm_up()
+            replayed = (await replay.complete(request)).usage
+    assert answered.prompt_tokens and answered.completion_tokens
+    assert answered.cost_usd == pytest.approx(
+        answered.prompt_tokens * 0.5e-6 + answered.completion_tokens * 1.5e-6
+    )
+    assert (replayed.prompt_tokens, replayed.completion_tokens) == (
+        answered.prompt_tokens,
+        answered.completion_tokens,
+    )
+    assert replayed.cost_usd == answered.cost_usd
+    assert replayed.cost_source == answered.cost_source == "config"

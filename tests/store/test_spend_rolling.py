@@ -173,3 +173,18 @@ async def _fill(router: Router, held: Hold, tokens: int) -> Crossed | None:
         return await charge_in(
             router.store.connector.queries, tx, Reservation((held,), 0.0, tokens)
         )
+
+
+async def test_the_spend_report_shows_a_rolling_budgets_whole_window(store: SqlStore) -> None:
+    """`jobrouter spend`, `GET /v1/spend` and the console read a budget's use through
+    `spend_report.budget_uses`: a rolling budget's use is the sum of its window's buckets, as
+    its check counts it, not the one bucket of the window's start. Mutant seen failing: the
+    `rolling` names not passed to `SpendLedger.charged` (the window's first bucket alone: $0)."""
+    from jobrouter.spend_report import budget_uses
+
+    budget = BudgetConfig(period="rolling", window=60, usd=1.0)
+    assert await _reserve(store, "a1", hold(budget, T0 + 10), 0.25) is None
+    assert await _reserve(store, "a2", hold(budget, T0 + 40), 0.5) is None
+    [use] = await budget_uses(store.spend, {"roll": budget}, now=T0 + 45)
+    assert use.charged_usd == pytest.approx(0.75)
+    assert use.charged_tokens == 20

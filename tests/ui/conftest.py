@@ -40,6 +40,12 @@ hedge_after = 0.2
 [tasks.quote]
 contract = "{QUOTE}"
 providers = ["fast"]
+
+# The spend page's budget (tests/ui/test_console_spend.py): an owner no other test submits for.
+[budgets.carol_daily]
+owner = "carol"
+period = "day"
+tokens = 100000
 """
 
 
