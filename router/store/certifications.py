@@ -82,7 +82,7 @@ class CertificationStore:
         params = {"provider": provider, "now": now, "interval": interval_s}
         async with self.connector.write() as tx:
             await tx.execute(self._q["schedule_probe"], params)
-            row = await tx.fetchone(self._q["claim_probe"], params)
+            row = await tx.fetchone(self._q["claim_probe_turn"], params)
         return None if row is None else int(row["turn"])
 
     async def reinstate(self, *, provider: str, contract: str, by: str, reason: str) -> bool:

@@ -151,6 +151,8 @@ def parse_named_queries(text: str) -> dict[str, str]:
     parts = _NAME.split(text)
     queries: dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in queries:  # the later one would silently replace the earlier for its callers
+            raise ValueError(f"query name {name!r} is used twice; give each query its own name")
         lines = [line for line in body.strip().splitlines() if not line.lstrip().startswith("--")]
         queries[name] = "\n".join(lines).strip()
     return queries

@@ -520,7 +520,7 @@ INSERT INTO probe_schedule (provider, next_at, turn)
 VALUES (:provider, CAST(:now AS DOUBLE PRECISION) + CAST(:interval AS DOUBLE PRECISION), 0)
 ON CONFLICT (provider) DO NOTHING
 
--- name: claim_probe
+-- name: claim_probe_turn
 -- The cap's one decision: the probe is this leader's only if it moves next_at on from a time
 -- already past; a second leader (or a second round) finds it moved and sends nothing.
 UPDATE probe_schedule

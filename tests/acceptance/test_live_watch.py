@@ -3,6 +3,8 @@ SQLite store: two fault servers (tests/providers/fault_server.py), A (primary) a
 both certified for the task's contract. Then A drifts (broken JSON on a share of its answers,
 seeded), and the router's own leader, from live answers alone, suspends A for the contract:
 after that A gets no request at all and B takes every job. A healthy A is never suspended.
+A whose answers hold every live check but miss a golden case is suspended by the leader's
+next golden probe instead.
 
 The counts are the servers' (who was called) and the suspension's own evidence (how many
 answers it took), never the clock: each wait ends on an event and has a guard against a hang.
@@ -29,6 +31,7 @@ from jobrouter.config import (
     WatchConfig,
     WebhookConfig,
 )
+from jobrouter.metrics import REGISTRY
 from jobrouter.providers import _litellm
 from jobrouter.providers.config import ProviderConfig, Transport
 from jobrouter.states import JobState
@@ -240,3 +243,54 @@ async def dropped_system_prompt(
 
 async def all_folded(router: Router) -> bool:
     return await router.store.live_watch.pending(1) == []
+
+
+WRONG = '{"title": "Blue cup"}'  # schema-valid, every live check passes; the golden case fails
+
+
+def probes_sent(provider: str, outcome: str) -> float:
+    """The process's `jobrouter_probes_total` for one provider of `titles` (0 before any)."""
+    labels = {"provider": provider, "contract": "titles", "outcome": outcome}
+    return REGISTRY.get_sample_value("jobrouter_probes_total", labels) or 0.0
+
+
+def probes_an_hour(config: RouterConfig, per_hour: float) -> RouterConfig:
+    watch = config.certification.watch.model_copy(update={"probes_per_hour": per_hour})
+    certification = config.certification.model_copy(update={"watch": watch})
+    return config.model_copy(update={"certification": certification})
+
+
+async def test_a_provider_whose_golden_answers_go_wrong_is_suspended_by_the_next_probe(
+    tmp_path: Path, servers: dict[str, FaultServer]
+) -> None:
+    """A answers every live job with a valid JSON of the wrong value: live answers cannot show
+    it, the leader's golden probe does. After the suspension, A gets no request at all (no job,
+    no probe) while B takes the jobs and goes on being probed.
+    mutant: `probed` (router/watch.py) returns the row unsuspended: never suspended.
+    mutant: Prober._targets keeps a suspended pair (`key in suspended` dropped): A is probed
+    on after its suspension, its request count rises."""
+    config = make_config(tmp_path, servers, CONTRACT)
+    await certify_all(config)
+    servers["A"].control(reset=True, content=WRONG)
+    # Live traffic alone (no probes): every answer holds the contract, nothing to see.
+    async with Router.open(config=probes_an_hour(config, 0)) as router:
+        assert await run_jobs(router, "live", 3) == ["A"] * 3
+        await until(lambda: all_folded(router), "the fold of every verdict")
+        assert await suspension_of(router, "A") is None
+    # One probe a provider every 0.1 s.
+    async with Router.open(config=probes_an_hour(config, 36000)) as router:
+        await until(lambda: suspension_of(router, "A"), "a suspension of A", within=SETTLE_S)
+        suspension = await suspension_of(router, "A")
+        assert suspension is not None and suspension.rule == "golden probe", suspension
+        assert "mug" in suspension.reason and suspension.sample_attempts == ("probe:mug",)
+        # Rounds go through the providers sorted by name: a round that sent B's probe after
+        # the one that was in flight at the suspension began after it, and left A out.
+        seen = probes_sent("B", "pass")
+        await until(lambda: probes_sent("B", "pass") >= seen + 2, "two probes of B")
+        before = {name: int(s.stats()["total"]) for name, s in servers.items()}
+        winners = await run_jobs(router, "after", 10)
+        await until(lambda: probes_sent("B", "pass") >= seen + 4, "two more probes of B")
+        after = {name: int(s.stats()["total"]) for name, s in servers.items()}
+    assert winners == ["B"] * 10
+    assert after["A"] - before["A"] == 0
+    assert after["B"] - before["B"] >= 10 + 2  # the jobs, and the probes meanwhile

@@ -15,6 +15,7 @@ from jobrouter.gate import Gate
 from jobrouter.models import AttemptUsage
 from jobrouter.policy import TaskPolicy
 from jobrouter.printing import render_matrix
+from jobrouter.providers.errors import OutcomeUnknown
 from jobrouter.states import AttemptState
 from jobrouter.store import SqlStore
 from jobrouter.store.live_watch import LiveVerdict, Suspension, WatchRow
@@ -265,3 +266,33 @@ async def test_a_late_answer_of_an_attempt_swept_to_unknown_keeps_its_verdict(
         assert ended.error == swept.error  # the sweep's record stays
     [late] = await store.live_watch.pending(100)
     assert (late.verdict.attempt_id, late.verdict.failed) == (attempt.id, True)
+
+
+async def test_a_circuit_breakers_cool_down_never_lifts_a_suspension(store: SqlStore) -> None:
+    """A suspended pair whose provider's circuit opens, cools down (half-open: the breaker
+    would let its probe through) and closes again is still refused for the contract: only a
+    passing certification or an operator's word lifts a suspension.
+    mutant: the gate asks the breaker first and returns a half-open verdict as it is (the
+    breaker's probe let through): `a` eligible after the cool-down."""
+    provider = await suspended_pair(store)
+
+    def gate(cooldown_s: float) -> tuple[Gate, Breakers]:
+        settings = BreakerSettings(failure_threshold=1, cooldown_s=cooldown_s, refresh_s=0.0)
+        breakers = Breakers(store.circuits, settings)
+        return Gate(store.certifications, {"a": provider}, breakers, required=True), breakers
+
+    cooling, breakers = gate(cooldown_s=3600.0)
+    await breakers.record("a", OutcomeUnknown("read timeout", provider="a"))
+    assert not (await breakers.verdict("a")).ok  # open, cooling down
+    assert not (await cooling.eligibility(caption_task()))["a"].ok
+    cooled, breakers = gate(cooldown_s=0.0)  # the same circuit, its cool-down over
+    half_open = await breakers.verdict("a")
+    assert half_open.ok and "half-open" in half_open.reason
+    refused = (await cooled.eligibility(caption_task()))["a"]
+    assert not refused.ok and "suspended for contract 'caption'" in refused.reason
+    assert await breakers.acquire("a")  # the breaker's probe, and it succeeds: closed
+    await breakers.record("a", None)
+    assert (await breakers.verdict("a")).ok and (await breakers.verdict("a")).reason == ""
+    closed, _ = gate(cooldown_s=0.0)
+    refused = (await closed.eligibility(caption_task()))["a"]
+    assert not refused.ok and "suspended for contract 'caption'" in refused.reason

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -27,6 +27,7 @@ CHROMIUM = os.environ.get("JOBROUTER_CHROMIUM", "/usr/bin/chromium")
 SHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
 VIEWPORT = {"width": 1200, "height": 800}
 QUOTE = Path(__file__).with_name("contracts") / "quote.yaml"
+CHART = Path(__file__).with_name("contracts") / "chart.yaml"
 EXTRA = f"""
 [tasks.gated]
 contract = "{Path(__file__).parents[1] / "acceptance" / "contracts" / "echo.yaml"}"
@@ -39,6 +40,10 @@ hedge_after = 0.2
 
 [tasks.quote]
 contract = "{QUOTE}"
+providers = ["fast"]
+
+[tasks.chart]
+contract = "{CHART}"
 providers = ["fast"]
 
 # The spend page's budget (tests/ui/test_console_spend.py): an owner no other test submits for.
@@ -65,13 +70,20 @@ class Console:
 def certify_quote(server: Server) -> None:
     """A real certification run of provider `fast` for contract `quote` (it fails the case's
     expectation), stored where the server reads the matrix."""
+    certify_fast(server, "quote")
+
+
+def certify_fast(server: Server, contract: str, waivers: Mapping[str, str] | None = None) -> None:
+    """A real certification run of provider `fast` for `contract`, stored where the server
+    reads the matrix; `waivers`: the provider's accept_unverified for this run."""
 
     async def go() -> None:
         config = load_config(server.config)
-        pairs = pairs_to_certify(config, build_tasks(config), provider="fast", contract="quote")
+        [pair] = pairs_to_certify(config, build_tasks(config), provider="fast", contract=contract)
+        pair = replace(pair, accept_unverified=dict(waivers or {}))
         store = await open_store(config.database.url)
         try:
-            await certify_pair(store.certifications, PROVIDERS["fast"], pairs[0], ttl_days=1)
+            await certify_pair(store.certifications, PROVIDERS["fast"], pair, ttl_days=1)
         finally:
             await store.close()
 

@@ -62,3 +62,17 @@ def test_no_postgres_override_differs_only_in_the_json_list() -> None:
     for name, sql in override.items():
         if name in shared:
             assert words(sql) != words(shared[name]), name
+
+
+def test_a_query_name_used_twice_is_refused() -> None:
+    """Two `-- name: claim_probe` (the breaker's half-open claim and the golden probes'
+    schedule) made the later one answer the breaker's calls: every half-open probe raised
+    "query needs parameters ['interval']". mutant: the duplicate check removed: no error."""
+    text = "-- name: q\nSELECT 1\n\n-- name: q\nSELECT 2\n"
+    with pytest.raises(ValueError, match="query name 'q' is used twice"):
+        parse_named_queries(text)
+    for dialect in DIALECTS:  # the shipped files load: no name is used twice in them
+        assert load_queries(dialect)
+    package = resources.files("jobrouter.store")
+    for name in ("queries.sql", "queries_postgres.sql", "bus.sql", "leader.sql"):
+        parse_named_queries(package.joinpath(name).read_text("utf-8"))
