@@ -54,7 +54,7 @@ from tenacity import (
     stop_after_delay,
 )
 
-from jobrouter.models import Attempt, Job, JobEvent, JsonObject
+from jobrouter.models import Attempt, Job, JobEvent, JsonObject, SpendAnswer
 from jobrouter.states import JobState, watch_ends
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -295,6 +295,27 @@ class JobClient:
             only_not_sent=True,
         )
         return Job.model_validate(response.json())
+
+    async def spend(
+        self,
+        by: str = "owner",
+        *,
+        since: str | None = None,
+        until: str | None = None,
+        owner: str | None = None,
+    ) -> SpendAnswer:
+        """What this token's owner's attempts used (an operator's: every owner's, or `owner`'s),
+        grouped `by` owner, task, provider, day or month (a comma list), over `since`..`until`
+        (ISO 8601; default this UTC month), with each budget's use (`GET /v1/spend`). A bad
+        query is a `ProblemError` (422) naming the parameter; safe to retry, it reads."""
+        params = {"by": by, "since": since, "until": until, "owner": owner}
+        response = await self._call(
+            "GET",
+            "/v1/spend",
+            params={k: v for k, v in params.items() if v is not None},
+            what="reading the spend report",
+        )
+        return SpendAnswer.model_validate(response.json())
 
     async def events(self, job_id: str, after: int = 0) -> AsyncIterator[JobEvent]:
         """Every event after `after`, each once and in order, until the job settles (where

@@ -200,3 +200,12 @@ class BudgetUse(BaseModel):
     charged_tokens: int
     remaining_usd: float | None = None
     remaining_tokens: int | None = None
+
+
+class SpendAnswer(SpendReport):
+    """`GET /v1/spend`'s answer (and `JobClient.spend`'s): the report with each budget's use."""
+
+    budgets: list[BudgetUse] = Field(
+        description="each budget's use in its current period (an owner's token: its own "
+        "owner's budgets only)"
+    )

@@ -9,20 +9,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import Field
 
 from jobrouter.http.auth import Caller, Principal, RouterDep
 from jobrouter.http.problems import ProblemError, documented
-from jobrouter.models import BudgetUse, SpendReport
+from jobrouter.models import SpendAnswer
 
 routes = APIRouter(prefix="/v1", tags=["spend"])
-
-
-class SpendAnswer(SpendReport):
-    budgets: list[BudgetUse] = Field(
-        description="each budget's use in its current period (an owner's token: its own "
-        "owner's budgets only)"
-    )
 
 
 def scoped_owner(caller: Principal, owner: str | None) -> str | None:

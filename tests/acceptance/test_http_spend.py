@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from jobrouter.client import JobClient, JobIntent
+from jobrouter.client import JobClient, JobIntent, ProblemError
 from tests.acceptance.conftest import Server, start_server, stop_server
 from tests.acceptance.test_http_api import FAST
 from tests.store.pg import create_database, drop_databases
@@ -133,3 +133,22 @@ def test_a_bad_parameter_is_a_422_naming_it(
     assert problem["field"] == field
     assert problem["errors"][0]["where"] == f"query.{field}"
     assert problem["detail"].startswith(f"{field}: ")
+
+
+async def test_the_http_client_reads_the_same_report(spent: tuple[Server, dict[str, str]]) -> None:
+    """`JobClient.spend` is the route through the Python HTTP client: alice's own report and
+    budgets as the route answers them, an operator's by owner, and a bad query a problem naming
+    it, not retried into a hang. Mutants seen failing: `by` not sent (alice's report grouped
+    by owner only, no task); the answer parsed without its budgets."""
+    server, tokens = spent
+    async with JobClient(server.url, tokens["alice"], retry=FAST) as alice:
+        mine = await alice.spend("owner,task")
+        with pytest.raises(ProblemError) as refused:
+            await alice.spend(since="yesterday")
+    assert mine.model_dump(mode="json") == get(server, tokens["alice"], by="owner,task").json()
+    assert [(x.owner, x.task, x.attempts) for x in mine.lines] == [("alice", "echo", 2)]
+    assert [b.budget for b in mine.budgets] == ["alice_daily"]
+    assert refused.value.status == 422 and "since" in str(refused.value)
+    async with JobClient(server.url, tokens["ops"], retry=FAST) as ops:
+        every = await ops.spend()
+    assert [(x.owner, x.attempts) for x in every.lines] == [("alice", 2), ("bob", 1)]
