@@ -153,9 +153,9 @@ async def test_max_tokens_below_the_contract_reaches_the_provider(tmp_path: Path
 async def test_max_tokens_of_exactly_1_and_of_the_contracts_ceiling_are_admitted(
     tmp_path: Path,
 ) -> None:
-    """Max tokens "from 1 to the contract's sampling.max_tokens" includes both ends (0 and 201 are refused
-    above). Mutants (issue 33, survivors of the door's mutmut run), each seen failing here:
-    `value >= 1` as `value > 1`; `value <= ceiling` as `value < ceiling`."""
+    """Max tokens "from 1 to the contract's sampling.max_tokens" includes both ends (0 and
+    201 are refused above). Mutants (issue 33, survivors of the door's mutmut run), each
+    seen failing here: `value >= 1` as `value > 1`; `value <= ceiling` as `value < ceiling`."""
     a = FakeProvider("a")
     async with Router.open(url(tmp_path), config(tmp_path), providers={"a": a, "b": a}) as router:
         for key, tokens in (("one", 1), ("ceiling", 200)):
