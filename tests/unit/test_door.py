@@ -39,6 +39,7 @@ input_schema:
   properties:
     product: {{type: object, required: [name], properties: {{name: {{type: string}}}}}}
     tone: {{type: string}}
+    tags: {{type: array, items: {{type: string}}}}
 output_schema:
   type: object
   required: [text]
@@ -113,6 +114,35 @@ async def test_bad_work_is_refused_before_any_row(
     assert error.field == field
     assert says in str(error)
     assert a.calls == []
+
+
+@pytest.mark.parametrize(
+    ("input", "field", "value"),
+    [
+        ({"product": {"name": 7}}, "input.product.name", "7"),
+        ({**GOOD, "tags": ["a", 5]}, "input.tags.1", "5"),
+        ({**GOOD, "tone": ["y" * 200]}, "input.tone", '["' + "y" * 75 + "..."),
+        ({"tone": "warm"}, "input", '{"tone":"warm"}'),
+        ({"product": {"name": {"k": "v"}}}, "input.product.name", '{"k":"v"}'),
+    ],
+)
+async def test_an_input_refusal_quotes_the_value_it_refused_and_says_what_to_do(
+    tmp_path: Path, input: Any, field: str, value: str
+) -> None:
+    """A refusal names the field, quotes the value there (as JSON, cut to 80 characters) and
+    says what to do, whatever the depth (issue 33: survivors of the door's mutmut run, each
+    seen failing here: `_at` starting from None or keeping "$" parts (the value `<missing>`),
+    not stepping into a list; `_show` quoting None, never cutting, cutting elsewhere; the
+    refusal without its value, hint or slug; the message split at its last ": " (a value whose
+    own text holds one). Equivalent: `where in ("$", "")` with "" replaced, since
+    validate_input names the root "$")."""
+    a = FakeProvider("a")
+    async with Router.open(url(tmp_path), config(tmp_path), providers={"a": a, "b": a}) as router:
+        error = await refused(router, input)
+    assert (error.field, error.value) == (field, value)
+    assert len(error.value) <= 80
+    assert error.slug == "input-invalid"
+    assert error.hint == "fix the input to fit the contract's input_schema"
 
 
 async def test_nesting_and_size_limits_are_configurable(tmp_path: Path) -> None:
