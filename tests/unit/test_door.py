@@ -145,6 +145,38 @@ async def test_an_input_refusal_quotes_the_value_it_refused_and_says_what_to_do(
     assert error.hint == "fix the input to fit the contract's input_schema"
 
 
+async def test_a_max_tokens_refusal_says_the_range_quotes_the_value_and_the_fix(
+    tmp_path: Path,
+) -> None:
+    """With a contract the range is 1 to its sampling.max_tokens; a task without a contract
+    takes any whole number from 1 (no AttributeError on the missing contract). Survivors of
+    the door's mutmut run, each seen failing here: the ceiling read whatever the contract
+    (`or True`: a crash for the task without one), "at least 1" replaced, the refusal without
+    its value, slug or hint, or with them changed."""
+    bare = TaskConfig(providers=["a"], side_effects="none", certification="none")
+    cfg = config(tmp_path)
+    cfg = cfg.model_copy(update={"tasks": {**cfg.tasks, "bare": bare}})
+    a = FakeProvider("a")
+    async with Router.open(url(tmp_path), cfg, providers={"a": a, "b": a}) as router:
+        with pytest.raises(JobRefused) as capped:
+            await router.submit("shop", "k1", "post", GOOD, {"max_tokens": 201})
+        with pytest.raises(JobRefused) as bottom:
+            await router.submit("shop", "k2", "bare", {"x": 1}, {"max_tokens": 0})
+        job = await router.submit("shop", "k3", "bare", {"x": 1}, {"max_tokens": 5000})
+        assert (await router.wait(job.id, SETTLE)).state is JobState.SUCCEEDED
+    for error, value, reason in (
+        (capped.value, "201", "must be a whole number from 1 to 200 (the contract's "),
+        (bottom.value, "0", "must be a whole number from at least 1"),
+    ):
+        assert (error.field, error.value, error.slug) == (
+            "params.max_tokens",
+            value,
+            "params-refused",
+        )
+        assert error.reason.startswith(reason), error.reason
+        assert error.hint == "lower it or leave it out; more than the contract's is not certified"
+
+
 async def test_nesting_and_size_limits_are_configurable(tmp_path: Path) -> None:
     deep: Any = "leaf"
     for _ in range(40):  # past the default of 32 levels
