@@ -113,6 +113,11 @@ async def test_bad_work_is_refused_before_any_row(
         error = await refused(router, input, params)
     assert error.field == field
     assert says in str(error)
+    # every refusal quotes what it refused, says what to do and names its kind (issue 33:
+    # the door's mutmut survivors `value=None`, `hint=None`, `slug=None` in each check)
+    assert isinstance(error.value, str) and error.value
+    assert isinstance(error.hint, str) and error.hint
+    assert error.slug in ("input-invalid", "params-invalid", "params-refused"), error.slug
     assert a.calls == []
 
 
@@ -201,6 +206,8 @@ async def test_a_hostile_depth_is_refused_without_recursion(tmp_path: Path) -> N
     async with Router.open(url(tmp_path), config(tmp_path), providers={"a": a, "b": a}) as router:
         error = await refused(router, {**GOOD, "deep": deep})
     assert error.slug == "input-too-deep"
+    # the value is named, never quoted (quoting it would walk it); mutant `value=None` killed
+    assert error.value == "<nested deeper>"
 
 
 async def test_max_tokens_below_the_contract_reaches_the_provider(tmp_path: Path) -> None:
