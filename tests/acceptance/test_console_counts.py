@@ -17,16 +17,9 @@ from jobrouter.listing import JobFilter
 from jobrouter.ui.counts import CountsCache
 from jobrouter.ui.session import COOKIE
 from tests.support.backends import db_url as db_url  # a fixture, used by name
+from tests.support.clock import ManualClock
 from tests.support.echo_router import router as router  # a fixture, used by name
 from tests.support.echo_router import submit_echo
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 async def _submit(client: httpx.AsyncClient, token: str, key: str) -> str:
@@ -44,7 +37,7 @@ async def test_the_live_refresh_keeps_the_counts_and_a_page_load_counts_anew(
     router: Router,
 ) -> None:
     app = create_app(router)
-    clock = Clock()
+    clock = ManualClock()
     cache = CountsCache(max_age_s=30.0, clock=clock)
     app.state.console_counts = cache
     token, _ = await router.store.tokens.create_token("shop-1")
@@ -66,7 +59,7 @@ async def test_the_live_refresh_keeps_the_counts_and_a_page_load_counts_anew(
 
 
 async def test_tabs_that_refresh_at_once_share_one_count(router: Router) -> None:
-    cache = CountsCache(clock=Clock())
+    cache = CountsCache(clock=ManualClock())
     stats = router.store.connector.stats
     before = stats.round_trips
     where = JobFilter(owner="shop-1")

@@ -14,6 +14,7 @@ from jobrouter.providers.classify import from_status
 from jobrouter.providers.config import RetryPolicy
 from jobrouter.providers.errors import NotSent, OutcomeUnknown, ProviderError
 from jobrouter.providers.resilience import Bulkhead, RateLimiter, retrying
+from tests.support.clock import ManualClock
 
 T = TypeVar("T")
 
@@ -118,16 +119,8 @@ async def test_retry_after_is_the_wait() -> None:
     assert time.monotonic() - started >= 0.3
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_rate_limiter_requests_per_minute() -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     limiter = RateLimiter("p", requests_per_minute=2, clock=clock)
     assert limiter.acquire() == 0.0
     assert limiter.acquire() == 0.0
@@ -137,7 +130,7 @@ def test_rate_limiter_requests_per_minute() -> None:
 
 
 def test_rate_limiter_tokens_per_minute_and_budget() -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     limiter = RateLimiter("p", tokens_per_minute=600, clock=clock)
     assert limiter.acquire(500) == 0.0
     assert limiter.acquire(200) == pytest.approx(10.0)  # 100 missing at 10 tokens/s

@@ -19,23 +19,14 @@ from jobrouter.tasks import TaskRuntime
 from jobrouter.watch import fold_verdicts
 from tests.store.test_gate_forget import certify
 from tests.store.test_live_watch import SUSPENSION
+from tests.support.clock import ManualClock
 from tests.support.fakes import FakeProvider, Step
 
 INTERVAL_S = 1800.0  # 2 probes an hour, the default
+T0 = 1_000_000.0  # the leaders' time at the start: when a probe is due is decided on it
 
 
-class Clock:
-    """The leaders' time, moved by the test: when a probe is due is decided on it, not on a
-    wait."""
-
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def prober(store: SqlStore, provider: FakeProvider, clock: Clock | None = None) -> Prober:
+def prober(store: SqlStore, provider: FakeProvider, clock: ManualClock | None = None) -> Prober:
     task = TaskRuntime(
         name="caption",
         policy=TaskPolicy(providers=(provider.name,), exclusive=False),
@@ -45,14 +36,20 @@ def prober(store: SqlStore, provider: FakeProvider, clock: Clock | None = None) 
         contract_fingerprint="c",
     )
     providers = {provider.name: provider}
-    return Prober(store.certifications, {"caption": task}, providers, INTERVAL_S, clock or Clock())
+    return Prober(
+        store.certifications,
+        {"caption": task},
+        providers,
+        INTERVAL_S,
+        clock or ManualClock(T0),
+    )
 
 
 async def due(probes: Prober) -> Prober:
     """`probes` after a first round (which schedules its providers one interval on and sends
     nothing) and the interval: each provider's probe is due."""
     assert await probes.round() == 0
-    assert isinstance(probes.clock, Clock)
+    assert isinstance(probes.clock, ManualClock)
     probes.clock.now += INTERVAL_S
     return probes
 
@@ -135,7 +132,7 @@ async def test_a_provider_is_first_probed_one_interval_after_it_is_first_seen(
     `next_at <= :now` as `<` (the due probe not sent at its time)."""
     provider = FakeProvider(name="a", default=Step(output={"text": "Warm saffron tea"}))
     await certify(store, provider, "c")
-    clock = Clock()
+    clock = ManualClock(T0)
     probes = prober(store, provider, clock)
     assert await probes.round() == 0
     clock.now += INTERVAL_S - 1
@@ -154,7 +151,7 @@ async def test_two_leaders_at_once_send_one_probe(store: SqlStore) -> None:
     dropped: both send, two calls."""
     provider = FakeProvider(name="a", default=Step(output={"text": "Warm saffron tea"}))
     await certify(store, provider, "c")
-    clock = Clock()
+    clock = ManualClock(T0)
     first = await due(prober(store, provider, clock))
     second = prober(store, provider, clock)
     sent = await asyncio.gather(first.round(), second.round())
@@ -169,7 +166,7 @@ async def test_a_new_leader_goes_on_where_the_last_one_stopped(store: SqlStore) 
     twice; the turn not moved on (`turn = turn + 1` dropped): `tea` twice."""
     provider = FakeProvider(name="a", default=Step(output={"text": "Warm saffron tea"}))
     await certify(store, provider, "c", cases=("tea", "scarf_playful"))
-    clock = Clock()
+    clock = ManualClock(T0)
     assert await (await due(prober(store, provider, clock))).round() == 1
     successor = prober(store, provider, clock)
     assert await successor.round() == 0
