@@ -32,9 +32,10 @@ from tenacity import RetryCallState
 Jitter = Callable[[float], float]
 """Picks a wait in [0, bound]; tests pass `lambda bound: bound` to know the waits."""
 
-RETRY_AFTER_CEILING_S = 86_400.0
-"""A Retry-After longer than a day is read as a day: every caller caps its wait or stops at a
-deadline far below, and a float that large (or infinite) must not reach `asyncio.sleep`."""
+RETRY_AFTER_CEILING_S = 366 * 86_400.0
+"""A Retry-After longer than a year is read as a year: still past any budget period (the router
+answers a spent monthly budget with the seconds until the month ends), and finite, so an
+"inf" or "1e400" never reaches a sleep or a due time."""
 
 # 2.0 ** 1000 is still a float; past it the bound is the cap for any initial above 1e-290.
 _MAX_EXPONENT = 1000
@@ -114,7 +115,7 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     - delta-seconds ("120", also "1.5"): that many seconds; a negative one is due now (0.0);
     - an HTTP date ("Wed, 21 Oct 2026 07:28:00 GMT"): the seconds from `now` (default the
       wall clock) until then; a date in the past is due now (0.0); a date without a zone is UTC;
-    - longer than `RETRY_AFTER_CEILING_S` (infinity included): the ceiling;
+    - longer than `RETRY_AFTER_CEILING_S` (a year; infinity included): the ceiling;
     - missing, empty, NaN or anything else: None (the caller's own backoff applies)."""
     if value is None or not value.strip():
         return None

@@ -10,7 +10,7 @@ each answered, and what the one parser answers now:
 | "-3"                   | 0.0                  | None              | 0.0      | 0.0     |
 | HTTP date 30 s ahead   | 30.0                 | None              | None     | 30.0    |
 | HTTP date in the past  | 0.0                  | None              | None     | 0.0     |
-| "inf", "1e400"         | inf                  | inf               | inf      | a day   |
+| "inf", "1e400"         | inf                  | inf               | inf      | a year  |
 | "nan"                  | 0.0                  | None              | 0.0      | None    |
 | "soon", ""             | None                 | None              | None     | None    |
 | date "-0000" (no zone) | local time           | None              | None     | UTC     |
@@ -64,7 +64,8 @@ def _backoff_on() -> Iterator[None]:
         (at(-30), 0.0),
         ("inf", RETRY_AFTER_CEILING_S),
         ("1e400", RETRY_AFTER_CEILING_S),
-        ("100000", RETRY_AFTER_CEILING_S),
+        ("100000", 100_000.0),
+        ("40000000", RETRY_AFTER_CEILING_S),
         (at(10 * RETRY_AFTER_CEILING_S), RETRY_AFTER_CEILING_S),
         ("nan", None),
         ("soon", None),
@@ -108,7 +109,7 @@ def test_retry_after_ms() -> None:
 
 @given(st.text())
 def test_any_text_is_no_hint_or_a_bounded_wait(value: str) -> None:
-    """Never raises; always None or a finite wait in [0, a day]."""
+    """Never raises; always None or a finite wait in [0, a year]."""
     seconds = parse_retry_after(value, now=NOW)
     assert seconds is None or 0.0 <= seconds <= RETRY_AFTER_CEILING_S
 
@@ -118,7 +119,7 @@ def test_delta_seconds_are_read_exactly(seconds: int) -> None:
     assert parse_retry_after(str(seconds), now=NOW) == float(seconds)
 
 
-@given(st.integers(min_value=-10 * 86_400, max_value=2 * 86_400))
+@given(st.integers(min_value=-10 * 86_400, max_value=400 * 86_400))
 def test_http_dates_are_the_seconds_until_them(offset: int) -> None:
     expected = min(max(float(offset), 0.0), RETRY_AFTER_CEILING_S)
     assert parse_retry_after(at(offset), now=NOW) == pytest.approx(expected)
