@@ -43,7 +43,7 @@ from jobrouter.aio import stop_if_cancelled
 from jobrouter.delivery import DeliverySettings, Verdict, decide_delivery, log_dead, log_retry
 from jobrouter.engine import make_worker_id
 from jobrouter.metrics import record_delivery
-from jobrouter.providers.backoff import Jitter, full_jitter
+from jobrouter.providers.backoff import Backoff, Jitter, full_jitter
 from jobrouter.store.outbox import OutboxEvent, OutboxStore
 from jobrouter.webhook import Webhook, WebhookSender
 
@@ -58,6 +58,9 @@ MSG_ID_HEADER = "Nats-Msg-Id"
 OWNER_HEADER = "Jobrouter-Owner"
 RECONNECT_WAIT_S = 0.5
 MAX_RETRY_WAIT_S = 30.0
+# Connecting to NATS and setting the delivery up again wait the product's one backoff: full
+# jitter over a bound that doubles from half a second up to 30 s.
+RECONNECT_BACKOFF = Backoff(initial=RECONNECT_WAIT_S, cap=MAX_RETRY_WAIT_S, retry_after_cap=None)
 
 
 @dataclass(frozen=True)
@@ -175,21 +178,20 @@ class NatsDelivery:
         """Serve until stopped; a failure to set up (no JetStream, a stream made elsewhere with
         other subjects) or an unexpected error is logged and retried with backoff, never left
         to end delivery silently."""
-        delay = RECONNECT_WAIT_S
+        failures = 0
         while True:
             stop_if_cancelled()
             began = time.monotonic()
             try:
                 await self._serve()
             except Exception:
-                if time.monotonic() - began > MAX_RETRY_WAIT_S:  # it had been working: afresh
-                    delay = RECONNECT_WAIT_S
-                log.exception(
-                    "delivery through NATS %s failed; again in %.1fs", self.bus.url, delay
-                )
+                log.exception("delivery through NATS %s failed", self.bus.url)
+            # a set-up that had been working for a while starts its backoff afresh
+            failures = 1 if time.monotonic() - began > MAX_RETRY_WAIT_S else failures + 1
+            delay = RECONNECT_BACKOFF.wait_s(failures)
+            log.info("delivery through NATS %s: set up again in %.1fs", self.bus.url, delay)
             await self._close()
             await asyncio.sleep(delay)
-            delay = min(delay * 2, MAX_RETRY_WAIT_S)
 
     async def _serve(self) -> None:
         js = await self._connect()
@@ -216,7 +218,7 @@ class NatsDelivery:
         async def error(exc: Exception) -> None:
             log.warning("NATS %s: %s: %s", self.bus.url, type(exc).__name__, exc)
 
-        delay = RECONNECT_WAIT_S
+        failures = 0
         while True:  # the first connect too: a router without NATS still accepts jobs
             try:
                 self._nc = await nats.connect(
@@ -230,9 +232,10 @@ class NatsDelivery:
                 )
                 break
             except Exception as exc:
+                failures += 1
+                delay = RECONNECT_BACKOFF.wait_s(failures)
                 log.warning("NATS %s unreachable (%s); again in %.1fs", self.bus.url, exc, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, MAX_RETRY_WAIT_S)
         js = self._nc.jetstream(timeout=self.bus.publish_timeout_s)
         await ensure_stream(js, self.bus)
         return js

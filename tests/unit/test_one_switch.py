@@ -110,3 +110,36 @@ def test_both_outbox_deliverers_retries_obey_it(on: bool) -> None:
     settings = DeliverySettings(max_tries=5, backoff_initial_s=30.0, backoff_max_s=600.0)
     decision = decide_delivery(Outcome(False, "HTTP 503", 120.0), 2, settings, now=0.0)
     assert decision.delay_s == (0.0 if on else 120.0)
+
+
+@pytest.mark.parametrize("on", [True, False])
+async def test_the_nats_reconnect_obeys_it(
+    on: bool, sleeps: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NATS unreachable: the reconnect waits the one backoff (its bound 0.5 s, then 1 s, 2 s),
+    zero when on. Mutant: the old doubling `delay` back (seen failing when on)."""
+    nats = pytest.importorskip("nats")
+    from jobrouter.bus_nats import BusSettings, NatsDelivery
+
+    backoff.set_testing(no_backoff=on)
+    refusals = 3
+
+    async def connect(**_: Any) -> Any:
+        nonlocal refusals
+        if refusals == 0:
+            raise asyncio.CancelledError  # ends the loop: the waits are what this test reads
+        refusals -= 1
+        raise OSError("connection refused")
+
+    monkeypatch.setattr(nats, "connect", connect)
+    bus = BusSettings(url="nats://127.0.0.1:1")
+    delivery = NatsDelivery(None, {}, DeliverySettings(), bus)  # type: ignore[arg-type]
+    with pytest.raises(asyncio.CancelledError):
+        await delivery._connect()
+    assert len(sleeps) == 3
+    if on:
+        assert sleeps == [0.0, 0.0, 0.0]
+    else:
+        assert all(
+            0.0 <= wait <= bound for wait, bound in zip(sleeps, (0.5, 1.0, 2.0), strict=True)
+        )
