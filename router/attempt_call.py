@@ -38,7 +38,7 @@ from jobrouter.providers import (
 )
 from jobrouter.providers.errors import CassetteMiss, InvalidOutput
 from jobrouter.providers.redact import scrub, scrub_output
-from jobrouter.states import AttemptState
+from jobrouter.states import AttemptState, EndReason
 from jobrouter.store.jobstore import JobStore
 from jobrouter.store.live_watch import LiveVerdict
 from jobrouter.store.transient import is_transient
@@ -50,7 +50,6 @@ log = logging.getLogger("jobrouter.engine")
 
 # Our own guard around a provider call, beyond the deadline the provider is asked to keep.
 GUARD_S = 0.5
-UNRECORDED = "unrecorded"  # error_kind of an answer whose result could not be recorded
 NOT_CALLED = "the router stopped before calling the provider; nothing was sent"
 # the cost of an attempt that ended without a usable answer: nothing reported what it used
 NO_ANSWER_USAGE = "no usage reported: the attempt ended without a usable answer"
@@ -102,7 +101,7 @@ class AttemptCall:
         """Cancelled before its task ever ran: the provider was never called."""
         await self._end(
             AttemptState.CANCELLED,
-            ErrorKind.NOT_SENT,
+            EndReason.NOT_SENT,
             time.perf_counter(),
             NOT_CALLED,
             phase=CallPhase.NOT_CALLED,
@@ -119,7 +118,7 @@ class AttemptCall:
             record.move(CallPhase.UNBUILT)
             await self._end(
                 AttemptState.FAILED,
-                ErrorKind.NOT_SENT,
+                EndReason.NOT_SENT,
                 began,
                 "the request could not be built, nothing was sent",
                 detail=f"the request could not be built, nothing was sent: {exc}",
@@ -135,7 +134,7 @@ class AttemptCall:
             await self.health.record(
                 attempt.provider, OutcomeUnknown(message, provider=attempt.provider)
             )
-            await self._end(AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began, message, timed_out=True)
+            await self._end(AttemptState.UNKNOWN, EndReason.UNKNOWN, began, message, timed_out=True)
         except ProviderError as exc:
             record.move(CallPhase.ANSWERED)
             await self.health.record(attempt.provider, exc)
@@ -163,7 +162,7 @@ class AttemptCall:
             record.move(CallPhase.ANSWERED)
             log.error("cassette miss in attempt %s: recording is incomplete", attempt.id)
             await self._end(
-                AttemptState.UNKNOWN, "cassette_miss", began, "request not in the cassette"
+                AttemptState.UNKNOWN, EndReason.CASSETTE_MISS, began, "request not in the cassette"
             )
             raise
         except Exception as exc:  # a provider bug: we cannot know whether it ran (I3)
@@ -171,7 +170,7 @@ class AttemptCall:
             log.exception("provider %s raised unexpectedly", attempt.provider)
             await self._end(
                 AttemptState.UNKNOWN,
-                ErrorKind.UNKNOWN,
+                EndReason.UNKNOWN,
                 began,
                 f"provider {attempt.provider} failed unexpectedly: the outcome is unknown",
                 detail=f"provider raised {type(exc).__name__}: {exc}",
@@ -199,7 +198,8 @@ class AttemptCall:
                 "; the provider may have acted and the task is exclusive: check it, then "
                 "resolve this attempt (succeeded with the result, or failed)"
             )
-        await self._end(state, kind, began, error, output=output, detail=detail, verdict=verdict)
+        reason = EndReason.of_error(kind)
+        await self._end(state, reason, began, error, output=output, detail=detail, verdict=verdict)
 
     async def _succeed(self, completion: Completion, began: float) -> None:
         attempt = self.attempt
@@ -271,7 +271,7 @@ class AttemptCall:
         try:
             await self._end(
                 AttemptState.UNKNOWN,
-                UNRECORDED,
+                EndReason.UNRECORDED,
                 began,
                 summary,
                 output=output,
@@ -294,17 +294,17 @@ class AttemptCall:
         if reason is None:  # the router is shutting down: we do not know what the provider did
             await self._end(
                 AttemptState.UNKNOWN,
-                ErrorKind.UNKNOWN,
+                EndReason.UNKNOWN,
                 began,
                 "the router stopped while the request was in flight; the provider may have acted",
             )
         else:
-            await self._end(AttemptState.CANCELLED, "cancelled", began, reason)
+            await self._end(AttemptState.CANCELLED, EndReason.CANCELLED, began, reason)
 
     async def _end(
         self,
         state: AttemptState,
-        kind: str,
+        kind: EndReason,
         began: float,
         error: str,
         timed_out: bool = False,

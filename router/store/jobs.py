@@ -23,7 +23,7 @@ from jobrouter.models import (
     new_id,
     payload_fingerprint,
 )
-from jobrouter.states import AttemptState, EventKind, JobState
+from jobrouter.states import AttemptState, EndReason, EventKind, JobState
 from jobrouter.store.changes import Changes
 from jobrouter.store.claims import AttemptStart
 from jobrouter.store.connector import Connector, Row, Tx
@@ -249,7 +249,7 @@ class JobWrites:
                     AttemptState.CANCELLED,
                     AttemptUsage(),
                     now,
-                    error_kind="cancelled",
+                    error_kind=EndReason.CANCELLED,
                     error=reason,
                 )
                 events.append(
