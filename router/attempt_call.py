@@ -98,7 +98,8 @@ class AttemptCall:
                 tracing.finish_attempt(span, self.record.ended or attempt)
 
     async def not_called(self) -> None:
-        """Cancelled before its task ever ran: the provider was never called."""
+        """Stopped before its provider was called (its task never ran, or its request could
+        not be built and that end could not be recorded): recorded cancelled, nothing sent."""
         await self._end(
             AttemptState.CANCELLED,
             EndReason.NOT_SENT,
