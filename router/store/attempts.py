@@ -12,7 +12,7 @@ from typing import Any
 
 from jobrouter.errors import InvalidTransition
 from jobrouter.models import Attempt, AttemptUsage, FinishOutcome, Job, NewEvent
-from jobrouter.states import AttemptState, EventKind, JobState
+from jobrouter.states import AttemptState, EndReason, EventKind, JobState
 from jobrouter.store.changes import Changes
 from jobrouter.store.connector import Connector, Tx
 from jobrouter.store.live_watch import LiveVerdict, verdict_columns
@@ -190,7 +190,7 @@ class AttemptWrites:
         attempt_id: str,
         state: AttemptState,
         *,
-        error_kind: str | None,
+        error_kind: EndReason | None,
         error: str | None,
         usage: AttemptUsage,
         output: Any = None,
@@ -269,7 +269,7 @@ class AttemptWrites:
                 job, done, won = finished.job, finished.attempt, finished.won
             else:
                 done = await end_attempt(
-                    self._q, tx, attempt, outcome, AttemptUsage(), now, "resolved", note
+                    self._q, tx, attempt, outcome, AttemptUsage(), now, EndReason.RESOLVED, note
                 )
                 job = await self._after_resolution(tx, job, done, record, now)
             row = await tx.fetchone(

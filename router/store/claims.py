@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobrouter.models import Attempt, AttemptUsage, Job
-from jobrouter.states import AttemptState, JobState
+from jobrouter.states import AttemptState, EndReason, JobState
 from jobrouter.store.changes import Changes
 from jobrouter.store.connector import Connector, Tx
 from jobrouter.store.handoff import Handoff
@@ -160,7 +160,7 @@ class Claims:
             done = await self._attempts.finish_attempt(
                 attempt.id,
                 AttemptState.UNKNOWN,
-                error_kind="unknown",
+                error_kind=EndReason.UNKNOWN,
                 usage=AttemptUsage(),
                 error=f"lease expired: worker {attempt.worker} did not record an outcome nor "
                 "renew the lease in time (it stopped, stalled, or lost the database); the "

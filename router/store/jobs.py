@@ -22,7 +22,7 @@ from jobrouter.models import (
     new_id,
     payload_fingerprint,
 )
-from jobrouter.states import AttemptState, EventKind, JobState
+from jobrouter.states import AttemptState, EndReason, EventKind, JobState
 from jobrouter.store.changes import Changes
 from jobrouter.store.connector import Connector, Row, Tx
 from jobrouter.store.handoff import Handoff
@@ -205,7 +205,7 @@ class JobWrites:
                     AttemptState.CANCELLED,
                     AttemptUsage(),
                     now,
-                    error_kind="cancelled",
+                    error_kind=EndReason.CANCELLED,
                     error=reason,
                 )
                 events.append(

@@ -14,8 +14,14 @@ from typing import Any
 
 from jobrouter.errors import AttemptNotFound, InvalidTransition, JobNotFound
 from jobrouter.models import Attempt, AttemptUsage, Job, NewEvent, new_id
-from jobrouter.providers.errors import ErrorKind
-from jobrouter.states import AttemptState, EventKind, JobState, attempt_can_move, job_can_move
+from jobrouter.states import (
+    AttemptState,
+    EndReason,
+    EventKind,
+    JobState,
+    attempt_can_move,
+    job_can_move,
+)
 from jobrouter.store.connector import Tx
 from jobrouter.store.live_watch import LiveVerdict, verdict_columns
 from jobrouter.store.outbox import OutboxWritten
@@ -163,14 +169,16 @@ async def end_attempt(
     dst: AttemptState,
     usage: AttemptUsage,
     now: float,
-    error_kind: str | None = None,
+    error_kind: EndReason | None = None,
     error: str | None = None,
     output: Any = None,
     error_detail: str | None = None,
     verdict: LiveVerdict | None = None,
 ) -> Attempt:
     """The attempt's end, through the transition table; `verdict`, an answer's, in the same
-    UPDATE (no statement of its own: router/store/live_watch.py)."""
+    UPDATE (no statement of its own: router/store/live_watch.py). `error_kind` is one of the
+    closed vocabulary (`EndReason`): any other string is refused before anything is written."""
+    reason = None if error_kind is None else EndReason(error_kind)
     if not attempt_can_move(attempt.state, dst):
         raise InvalidTransition(entity="attempt", entity_id=attempt.id, src=attempt.state, dst=dst)
     usage = kept_usage(usage, attempt)
@@ -180,7 +188,7 @@ async def end_attempt(
             "id": attempt.id,
             "from_state": attempt.state,
             "state": dst,
-            "error_kind": error_kind,
+            "error_kind": reason,
             "error": error,
             "error_detail": error_detail,
             "output": dumps(output),
@@ -204,18 +212,18 @@ async def end_attempt(
             why="it changed under us",
         )
     if row["held"]:  # no statement of its own for an attempt without a reservation
-        actual = settled_at(usage, error_kind)
+        actual = settled_at(usage, reason)
         if actual is not None:
             await settle_in(q, tx, attempt.id, actual)
     return attempt_from_row(row)
 
 
-def settled_at(usage: AttemptUsage, error_kind: str | None) -> Actual | None:
+def settled_at(usage: AttemptUsage, error_kind: EndReason | None) -> Actual | None:
     """What an ending attempt's reservation becomes (docs/spend.md, "Every end settles what
     its attempt holds"): nothing when nothing was sent (`not_sent`: the provider provably did
     not act); its reported tokens and cost when it has them; else None, the reservation stays
     charged (an `unknown` attempt, an answer with no usage: the provider may have billed)."""
-    if error_kind == ErrorKind.NOT_SENT:
+    if error_kind is EndReason.NOT_SENT:
         return NOTHING_SENT
     if usage.prompt_tokens is None or usage.completion_tokens is None:
         return None
