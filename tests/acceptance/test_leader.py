@@ -143,32 +143,46 @@ def overlaps(workers: list[Worker], killed: str, killed_at: float) -> list[str]:
     return found
 
 
+async def steady_leader(workers: list[Worker], pg_url: str) -> tuple[int, str]:
+    """(index, worker id) of the leader that holds the lock (visible in pg_locks by its worker
+    id) and has finished two sweeps. Not simply the first one elected: on a loaded machine a
+    leader elected while the three processes start may miss its first renewal of the test's
+    short lease and step down, and another is elected (seen at a load average of 3; the
+    overlap check below still covers that hand-over)."""
+    try:
+        async with asyncio.timeout(CEILING_S):
+            while True:
+                holder = await lock_holder(pg_url)
+                for index, worker_id in reversed(leaders(workers)):
+                    if worker_id == holder and finished_runs(workers[index], "sweep") >= 2:
+                        return index, worker_id
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(
+            f"no leader holding the lock swept twice within {CEILING_S}s"
+        ) from None
+
+
 async def test_a_killed_leader_is_replaced_and_no_periodic_task_runs_twice_at_once(
     workers: list[Worker], pg_url: str
 ) -> None:
-    first = await wait_for("leader", lambda: leaders(workers))
-    assert len(first) == 1, first
-    index, leader_id = first[0]
-    assert await lock_holder(pg_url) == leader_id  # visible in pg_locks by its worker id
-    await wait_for(
-        "second sweep by the leader", lambda: finished_runs(workers[index], "sweep") >= 2
-    )
+    index, leader_id = await steady_leader(workers, pg_url)
+    elections = len(leaders(workers))
 
     workers[index].process.send_signal(signal.SIGKILL)
     workers[index].process.wait(timeout=30)
     killed_at = time.time()
 
-    elected = await wait_for(
-        "new leader", lambda: [lead for lead in leaders(workers) if lead[1] != leader_id]
-    )
+    elected = await wait_for("new leader", lambda: leaders(workers)[elections:])
     new_index, new_id = elected[0]
     assert new_index != index and new_id != leader_id
     await wait_for(
         "sweep by the new leader", lambda: finished_runs(workers[new_index], "sweep") >= 1
     )
     assert await lock_holder(pg_url) == new_id
-    # the third never led (checked before the shutdown, when a leader stopping lets it lead)
-    assert len(leaders(workers)) == 2, leaders(workers)
+    # one election for the killed one, no more (checked before the shutdown, when a leader
+    # stopping lets another lead)
+    assert len(leaders(workers)) == elections + 1, leaders(workers)
 
     for worker in workers:
         if worker.process.poll() is None:

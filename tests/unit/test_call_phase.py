@@ -29,6 +29,7 @@ from jobrouter.driver import JobDriver
 from jobrouter.errors import InvalidTransition
 from jobrouter.models import Attempt
 from jobrouter.states import AttemptState
+from jobrouter.store import open_store
 from tests.support.fakes import FakeProvider
 from tests.support.store_jobs import create_job
 from tests.unit.test_engine import SETTLE, config, shared, url
@@ -121,8 +122,11 @@ async def one_started_attempt(tmp_path: Path) -> AsyncIterator[tuple[JobDriver, 
     async with Router.open(url(tmp_path), cfg, providers={"a": a, "b": a}) as router:
         engine = router.engine
         assert engine is not None
+        # written through a second store on the file, which hands its jobs to no engine: this
+        # router's engine would otherwise drive the job it claims (router/store/handoff.py)
+        other = await open_store(url(tmp_path))
         job = await create_job(
-            router.store,
+            other,
             owner="shop",
             idempotency_key="k1",
             task="post",
@@ -132,9 +136,10 @@ async def one_started_attempt(tmp_path: Path) -> AsyncIterator[tuple[JobDriver, 
             claimed_by=engine.worker_id,
             claim_s=600,
         )
-        job, started = await router.store.jobs.start_attempt(
+        job, started = await other.jobs.start_attempt(
             job.id, provider="a", model=None, worker=engine.worker_id, lease_s=600, exclusive=False
         )
+        await other.close()
         driver = JobDriver(
             job,
             engine.tasks["post"],
