@@ -58,7 +58,6 @@ async def run(concurrency: int, jobs: int, without: list[str], verdict: bool) ->
             await tx.execute(f"DROP INDEX {index}", {})
     store.connector.jobs_in_flight = lambda: concurrency  # type: ignore[attr-defined]
     usage = AttemptUsage(latency_ms=1.0, model="openai/stub", prompt_tokens=40, completion_tokens=5)
-    first = AttemptStart("stub", "openai/stub", "bench", 30.0, ())
     taken = 0
 
     async def one(index: int) -> None:
@@ -71,7 +70,7 @@ async def run(concurrency: int, jobs: int, without: list[str], verdict: bool) ->
             deadline_s=60,
             claimed_by="bench",
             claim_s=60,
-            first=first,
+            first=AttemptStart("stub", "openai/stub", "bench", 30.0, ()),  # one per attempt
         )
         assert attempt is not None
         seen = LiveVerdict(attempt.id, "stub", "bench", failed=False) if verdict else None
