@@ -16,7 +16,7 @@ from functools import lru_cache
 from importlib import resources
 
 from jobrouter.store.connector import Connector, in_dialect, parse_named_queries
-from jobrouter.store.outbox import OutboxEvent, _event, claim_params
+from jobrouter.store.outbox_rows import OutboxEvent, claim_params, event_from_row
 
 DIALECT_SUFFIX = "__"
 
@@ -54,7 +54,7 @@ class BusOutbox:
             return []
         async with self.connector.write() as tx:
             rows = await tx.fetchall(self._bq["claim_unpublished"], params)
-        return sorted((_event(row) for row in rows), key=lambda e: (e.created_at, e.id))
+        return sorted((event_from_row(row) for row in rows), key=lambda e: (e.created_at, e.id))
 
     async def outbox_published(self, event_ids: Iterable[str]) -> int:
         """The stream acknowledged these events: they are on the bus, in one transaction.
