@@ -167,14 +167,51 @@ def in_dialect(queries: Mapping[str, str], dialect: str) -> dict[str, str]:
     }
 
 
+# The query files of the stores, each shared by both dialects, with its dialect's overrides
+# beside it (`<file>_<dialect>.sql`: a query there replaces the shared one of that name, or is
+# the dialect's own). The leader's lock (leader.sql) is PostgreSQL's alone, loaded apart.
+QUERY_FILES = ("queries", "bus")
+
+
 def load_queries(dialect: str) -> dict[str, str]:
-    """The shared queries, with the dialect's overrides (`queries_<dialect>.sql`) on top."""
+    """The named queries of every query file, each with the dialect's overrides on top."""
     package = resources.files("jobrouter.store")
-    queries = parse_named_queries(package.joinpath("queries.sql").read_text("utf-8"))
-    override = package.joinpath(f"queries_{dialect}.sql")
-    if override.is_file():
-        queries.update(parse_named_queries(override.read_text("utf-8")))
-    return in_dialect(queries, dialect)
+    files = []
+    for stem in QUERY_FILES:
+        override = package.joinpath(f"{stem}_{dialect}.sql")
+        files.append(
+            QueryFile(
+                stem,
+                parse_named_queries(package.joinpath(f"{stem}.sql").read_text("utf-8")),
+                parse_named_queries(override.read_text("utf-8")) if override.is_file() else {},
+            )
+        )
+    return in_dialect(combine_query_files(files), dialect)
+
+
+@dataclass(frozen=True)
+class QueryFile:
+    stem: str  # `queries` for queries.sql and its queries_<dialect>.sql
+    shared: Mapping[str, str]
+    in_dialect: Mapping[str, str]  # the dialect's overrides and its own queries
+
+
+def combine_query_files(files: list[QueryFile]) -> dict[str, str]:
+    """One {name: sql} of several query files. A name belongs to one file: used by two, or
+    overridden by another file's dialect part, it is refused (the later one would silently
+    replace the earlier for its callers)."""
+    queries: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for file in files:
+        for name in {**file.shared, **file.in_dialect}:
+            if owner.setdefault(name, file.stem) != file.stem:
+                raise ValueError(
+                    f"query name {name!r} is used in {owner[name]}.sql and {file.stem}.sql "
+                    "(or its dialect's file); give each query its own name"
+                )
+        queries.update(file.shared)
+        queries.update(file.in_dialect)
+    return queries
 
 
 def load_migrations(dialect: str) -> list[tuple[int, str, str]]:
