@@ -23,7 +23,6 @@ from jobrouter.periodic import HOUR_S, periodic_tasks
 from jobrouter.probes import Prober
 from jobrouter.providers import Provider
 from jobrouter.spending import Spending
-from jobrouter.store.leader_lock import leader_lock
 from jobrouter.store.sqlstore import SqlStore
 from jobrouter.tasks import TaskRuntime
 
@@ -105,13 +104,11 @@ def build_delivery(store: SqlStore, config: RouterConfig) -> Delivery | None:
     return NatsDelivery(store.outbox, hooks, settings, bus)
 
 
-def build_leader(
-    store: SqlStore, config: RouterConfig, dsn: str, engine: Engine, gate: Gate
-) -> Leader:
-    """The leader election of this process (PostgreSQL: advisory lock and lease; SQLite:
-    itself)."""
+def build_leader(store: SqlStore, config: RouterConfig, engine: Engine, gate: Gate) -> Leader:
+    """The leader election of this process, with the lock its store's backend has
+    (PostgreSQL: advisory lock and lease; SQLite: itself)."""
     heartbeat = config.leader.heartbeat
-    lock = leader_lock(store.connector, dsn, engine.worker_id, heartbeat_s=heartbeat)
+    lock = store.connector.leader_lock(engine.worker_id, heartbeat_s=heartbeat)
     per_hour = config.certification.watch.probes_per_hour
     interval = HOUR_S / per_hour if per_hour > 0 else HOUR_S  # 0: no probe task at all
     prober = Prober(store.certifications, engine.tasks, engine.providers, interval)

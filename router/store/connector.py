@@ -1,9 +1,10 @@
-"""The narrow storage seam: a backend opens a connection, runs named queries, and gives write
-transactions. All domain logic lives in the stores `jobrouter.store.sqlstore.SqlStore` holds (one
-per consumer: jobstore.py, outbox.py, circuits.py, certifications.py, tokens.py; their parts in
-files named for what they hold), written once over this seam; the per-dialect
-files only connect, translate parameters and migrate, and the query loader here writes out the
-one spelling the dialects differ in (a JSON list read as rows).
+"""The narrow storage seam: a backend opens a connection, runs named queries, gives write
+transactions and the lock a leader is elected with (`LeaderLock`). All domain logic lives in
+the stores `jobrouter.store.sqlstore.SqlStore` holds (one per consumer: jobstore.py, outbox.py,
+circuits.py, certifications.py, tokens.py; their parts in files named for what they hold),
+written once over this seam; the per-dialect files only connect, translate parameters, migrate
+and hand out their lock, and the query loader here writes out the one spelling the dialects
+differ in (a JSON list read as rows).
 """
 
 from __future__ import annotations
@@ -81,7 +82,49 @@ class Connector(Protocol):
         SQLite runs it on a thread with its own connection; asyncpg never blocks the loop."""
         ...
 
+    def leader_lock(self, worker_id: str, *, heartbeat_s: float) -> LeaderLock:
+        """The lock this process campaigns for leadership with (router/leader.py), as the
+        backend has one: PostgreSQL an advisory lock bound to a lease (leader_lock.py), SQLite
+        this process alone."""
+        ...
+
     async def close(self) -> None: ...
+
+
+class LeaderLock(Protocol):
+    """What a leader is elected with: one backend's exclusive, session-bound lock, and the
+    lease that bounds it in time."""
+
+    @property
+    def lease_s(self) -> float | None:
+        """How long a renewal holds (None: for ever, nobody takes over)."""
+        ...
+
+    @property
+    def retry_in(self) -> float | None:
+        """After a failed try: seconds until the holder's lease expires (None: unknown)."""
+        ...
+
+    async def try_acquire(self) -> bool:
+        """Take the lock (and a new term of its lease) if free; True when this process holds
+        it after the call."""
+        ...
+
+    async def check(self) -> None:
+        """Renew the lease; raise when it is lost or may be (the session no longer answers)."""
+        ...
+
+    async def release(self) -> None:
+        """Let the lock go (drop the session); safe to call when not held."""
+        ...
+
+    async def holder(self) -> str | None:
+        """The worker id of the process that holds the lock, as the database sees it."""
+        ...
+
+    def on_lost(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` as soon as the session holding the lock is seen to end."""
+        ...
 
 
 @runtime_checkable

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -112,3 +113,18 @@ def test_a_query_name_of_two_files_is_refused() -> None:
         "r": "SELECT 2",
         "b": "SELECT 6",
     }
+
+
+def test_no_module_outside_the_store_asks_which_dialect_it_is_on() -> None:
+    """What differs per backend (SQL, the leader's lock) is behind the connector: outside
+    router/store/ no code reads `.dialect`. mutant seen failing: fleet.build_leader branching
+    on `store.connector.dialect == "postgres"`."""
+    root = Path(__file__).resolve().parents[2]
+    asking = [
+        str(path.relative_to(root))
+        for folder in ("router", "providers", "contracts")
+        for path in sorted((root / folder).rglob("*.py"))
+        if (root / "router" / "store") not in path.parents
+        and re.search(r"\.dialect\b", path.read_text("utf-8"))
+    ]
+    assert not asking, asking
