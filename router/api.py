@@ -159,7 +159,7 @@ class Router:
                     store, settings, tasks, provider_map, gate, breakers, spending
                 )
                 deliverer = fleet.build_delivery(store, settings)
-                leader = fleet.build_leader(store, settings, url, engine, gate)
+                leader = fleet.build_leader(store, settings, engine, gate)
                 if not start_in_background:  # before the first claim
                     await warm_up(provider_map.values())
             exporting = telemetry.acquire(settings.telemetry)

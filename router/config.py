@@ -20,9 +20,10 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from jobrouter.config_budgets import BUDGET_NAME, BudgetConfig
-from jobrouter.config_fleet import DeliveryConfig, LeaderConfig, TelemetryConfig
+from jobrouter.config_fleet import NATS_URL_ENV, DeliveryConfig, LeaderConfig, TelemetryConfig
 from jobrouter.errors import ConfigError
 from jobrouter.providers.config import ProviderConfig
 
@@ -318,6 +319,37 @@ class RouterConfig(_Strict):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _bus_claim_within_the_dedupe_window(self) -> RouterConfig:
+        # Only where events go through NATS: webhooks to deliver and a URL, the environment's
+        # included (it wins over the file, as the router reads it when it builds the delivery).
+        on_bus = bool(os.environ.get(NATS_URL_ENV) or self.delivery.nats_url)
+        claim, window = self.outbox.claim, self.delivery.dedupe_window
+        if self.webhooks and on_bus and claim >= window:
+            raise cross_field_error(
+                "delivery.dedupe_window",
+                f"[outbox] claim ({claim}s) must be shorter than [delivery] dedupe_window "
+                f"({window}s), or an event whose relay died before marking it published could "
+                "reach the receiver twice: raise dedupe_window above the claim, or shorten "
+                "[outbox] claim",
+            )
+        return self
+
+
+def cross_field_error(key: str, message: str) -> PydanticCustomError:
+    """A rule over several keys, refused at `key`, the one to change. Pydantic places a
+    model validator's error at the model itself (the file's top level for `RouterConfig`), so
+    the key travels in the error's context, where `error_key` finds it."""
+    return PydanticCustomError("cross_field", message, {"key": key})
+
+
+def error_key(error: ErrorDetails) -> str | None:
+    """The key a validation error is at: its location, or a cross-field rule's own key."""
+    key = ".".join(str(part) for part in error["loc"])
+    if not key and isinstance(error.get("ctx"), dict):
+        key = str(error["ctx"].get("key") or "")
+    return key or None
+
 
 def config_path(given: str | Path | None) -> Path:
     """The config file to use: the one given, else $JOBROUTER_CONFIG, else ./jobrouter.toml."""
@@ -338,7 +370,7 @@ def load_config(path: str | Path) -> RouterConfig:
         config = RouterConfig.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        key = ".".join(str(part) for part in first["loc"]) or None
+        key = error_key(first)
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
         raise ConfigError(first["msg"] + more, file=str(file), key=key) from exc
     return config.model_copy(

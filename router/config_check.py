@@ -18,7 +18,7 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from jobrouter.config import RouterConfig, TaskConfig, WebhookConfig, unset_secrets
+from jobrouter.config import RouterConfig, TaskConfig, WebhookConfig, error_key, unset_secrets
 from jobrouter.errors import ConfigError, StoreError
 
 M = TypeVar("M", bound=BaseModel)
@@ -83,7 +83,7 @@ def suggest(word: str, choices: Sequence[str]) -> str:
 
 def _problem_of(error: Any) -> Problem:
     loc = [str(part) for part in error["loc"]]
-    key = ".".join(loc)
+    key = error_key(error) or ""
     if error["type"] == "extra_forbidden" and loc:
         model = model_at(loc[:-1])
         known = sorted(

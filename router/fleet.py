@@ -24,7 +24,6 @@ from jobrouter.periodic import HOUR_S, periodic_tasks
 from jobrouter.probes import Prober
 from jobrouter.providers import Provider
 from jobrouter.spending import Spending
-from jobrouter.store.leader_lock import leader_lock
 from jobrouter.store.sqlstore import SqlStore
 from jobrouter.tasks import TaskRuntime
 from jobrouter.webhook import webhooks_from_config
@@ -79,14 +78,7 @@ def build_delivery(store: SqlStore, config: RouterConfig) -> Delivery | None:
     url = config.delivery.resolved_nats_url()
     if url is None:
         return OutboxDeliverer(store.outbox, hooks, settings)
-    delivery = config.delivery
-    if config.outbox.claim >= delivery.dedupe_window:
-        raise ConfigError(
-            f"[outbox] claim ({config.outbox.claim}s) must be shorter than [delivery] "
-            f"dedupe_window ({delivery.dedupe_window}s), or an event whose relay died before "
-            "marking it published could reach the receiver twice",
-            key="delivery.dedupe_window",
-        )
+    delivery = config.delivery  # its claim within the dedupe window: RouterConfig's rule
     try:
         import nats  # noqa: F401  (fail here, with the remedy, not in the background)
 
@@ -107,13 +99,11 @@ def build_delivery(store: SqlStore, config: RouterConfig) -> Delivery | None:
     return NatsDelivery(store.outbox, hooks, settings, bus)
 
 
-def build_leader(
-    store: SqlStore, config: RouterConfig, dsn: str, engine: Engine, gate: Gate
-) -> Leader:
-    """The leader election of this process (PostgreSQL: advisory lock and lease; SQLite:
-    itself)."""
+def build_leader(store: SqlStore, config: RouterConfig, engine: Engine, gate: Gate) -> Leader:
+    """The leader election of this process, with the lock its store's backend has
+    (PostgreSQL: advisory lock and lease; SQLite: itself)."""
     heartbeat = config.leader.heartbeat
-    lock = leader_lock(store.connector, dsn, engine.worker_id, heartbeat_s=heartbeat)
+    lock = store.connector.leader_lock(engine.worker_id, heartbeat_s=heartbeat)
     per_hour = config.certification.watch.probes_per_hour
     interval = HOUR_S / per_hour if per_hour > 0 else HOUR_S  # 0: no probe task at all
     prober = Prober(store.certifications, engine.tasks, engine.providers, interval)

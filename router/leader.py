@@ -3,7 +3,8 @@
 Periodic work (sweeping expired attempt leases, re-claiming outbox events of dead processes,
 the retention purge, certification expiry warnings: see `jobrouter.periodic`) must run in one
 process at a time. On PostgreSQL the processes elect that one with a session-level advisory
-lock bound to a lease the leader renews (router/store/leader_lock.py):
+lock bound to a lease the leader renews (router/store/leader_lock.py; the connector gives a
+process its `LeaderLock`, so this module knows no dialect and no SQL):
 
 - every `heartbeat` seconds a follower tries the lock (and when the holder's lease expires, if
   sooner); the one that gets it takes the lease (1.5 heartbeats) with the next term and is the
@@ -45,12 +46,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from prometheus_client import Counter, Gauge
 
 from jobrouter.aio import stop_if_cancelled
 from jobrouter.metrics import REGISTRY
+from jobrouter.store.connector import LeaderLock
 
 log = logging.getLogger("jobrouter.leader")
 
@@ -81,42 +82,6 @@ RENEWALS_PER_HEARTBEAT = 2  # two chances to renew before the cut-off of a 1.5-h
 # A follower waking at the holder's lease expiry (by the database's clock) tries this much
 # later, so the lease is seen expired and not a millisecond short of it.
 EXPIRY_MARGIN_S = 0.01
-
-
-class LeaderLock(Protocol):
-    """What a leader is elected with: one backend's exclusive, session-bound lock, and the
-    lease that bounds it in time."""
-
-    @property
-    def lease_s(self) -> float | None:
-        """How long a renewal holds (None: for ever, nobody takes over)."""
-        ...
-
-    @property
-    def retry_in(self) -> float | None:
-        """After a failed try: seconds until the holder's lease expires (None: unknown)."""
-        ...
-
-    async def try_acquire(self) -> bool:
-        """Take the lock (and a new term of its lease) if free; True when this process holds
-        it after the call."""
-        ...
-
-    async def check(self) -> None:
-        """Renew the lease; raise when it is lost or may be (the session no longer answers)."""
-        ...
-
-    async def release(self) -> None:
-        """Let the lock go (drop the session); safe to call when not held."""
-        ...
-
-    async def holder(self) -> str | None:
-        """The worker id of the process that holds the lock, as the database sees it."""
-        ...
-
-    def on_lost(self, callback: Callable[[], None]) -> None:
-        """Call `callback()` as soon as the session holding the lock is seen to end."""
-        ...
 
 
 @dataclass(frozen=True)

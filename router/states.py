@@ -202,3 +202,12 @@ _ATTEMPT_ENDED: dict[AttemptState, EventKind] = {
     AttemptState.LOST: EventKind.ATTEMPT_LOST,
     AttemptState.CANCELLED: EventKind.ATTEMPT_CANCELLED,
 }
+
+# The state sets the SQL spells as literal lists (`state IN (...)` in router/store/*.sql and
+# the migrations, where a partial index's predicate must read as its queries' do);
+# tests/unit/test_sql_states.py ties every such list to one of these.
+JOB_TERMINAL_STATES = frozenset(state for state in JobState if state.terminal)
+JOB_SETTLED_STATES = frozenset(state for state in JobState if state.settled)
+# queued or running: a worker still drives the job (nothing waits for a person)
+JOB_ACTIVE_STATES = frozenset(state for state in JobState if not state.settled)
+ATTEMPT_OPEN_STATES = frozenset(state for state in AttemptState if state.open)

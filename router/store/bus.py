@@ -4,7 +4,9 @@ With `[delivery] nats_url` set, a relay claims events not yet published, publish
 JetStream stream and marks it `published_at` after the acknowledgement; webhook senders consume
 the stream and record the outcome here (delivered, a failed try, a dead letter), in the same
 columns and tables the database outbox uses, so `jobrouter outbox`, the retention and the
-metrics read one truth. Its SQL is in bus.sql (kept apart from queries.sql: a separate feature).
+metrics read one truth. Its SQL is in bus.sql (kept apart from queries.sql: a separate feature),
+PostgreSQL's own spellings in bus_postgres.sql; the connector loads them as it loads queries.sql
+and queries_postgres.sql, into the one `connector.queries`.
 """
 
 from __future__ import annotations
@@ -12,26 +14,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from functools import lru_cache
-from importlib import resources
 
-from jobrouter.store.connector import Connector, in_dialect, parse_named_queries
-from jobrouter.store.outbox import OutboxEvent, _event, claim_params
-
-DIALECT_SUFFIX = "__"
-
-
-@lru_cache(maxsize=4)
-def bus_queries(dialect: str) -> dict[str, str]:
-    """bus.sql's queries for `dialect`: `<name>__<dialect>` replaces `<name>`."""
-    text = resources.files("jobrouter.store").joinpath("bus.sql").read_text("utf-8")
-    parsed = parse_named_queries(text)
-    queries = {name: sql for name, sql in parsed.items() if DIALECT_SUFFIX not in name}
-    for name, sql in parsed.items():
-        base, _, dialect_of = name.partition(DIALECT_SUFFIX)
-        if dialect_of == dialect:
-            queries[base] = sql
-    return in_dialect(queries, dialect)
+from jobrouter.store.connector import Connector
+from jobrouter.store.outbox_rows import OutboxEvent, claim_params, event_from_row
 
 
 class BusOutbox:
@@ -41,10 +26,6 @@ class BusOutbox:
         self.connector = connector
         self._q = connector.queries
 
-    @property
-    def _bq(self) -> dict[str, str]:
-        return bus_queries(self.connector.dialect)
-
     async def claim_unpublished(
         self, owners: Iterable[str], worker: str, *, claim_s: float, limit: int
     ) -> list[OutboxEvent]:
@@ -53,33 +34,33 @@ class BusOutbox:
         if params is None:
             return []
         async with self.connector.write() as tx:
-            rows = await tx.fetchall(self._bq["claim_unpublished"], params)
-        return sorted((_event(row) for row in rows), key=lambda e: (e.created_at, e.id))
+            rows = await tx.fetchall(self._q["claim_unpublished"], params)
+        return sorted((event_from_row(row) for row in rows), key=lambda e: (e.created_at, e.id))
 
     async def outbox_published(self, event_ids: Iterable[str]) -> int:
         """The stream acknowledged these events: they are on the bus, in one transaction.
         Returns how many were not marked yet."""
         ids = json.dumps(sorted(set(event_ids)))
         async with self.connector.write() as tx:
-            return await tx.execute(self._bq["outbox_published"], {"ids": ids, "now": time.time()})
+            return await tx.execute(self._q["outbox_published"], {"ids": ids, "now": time.time()})
 
     async def outbox_unclaim(self, event_id: str, worker: str) -> None:
         """A publish failed: hand the event back, to be published again at the next round."""
         async with self.connector.write() as tx:
-            await tx.execute(self._bq["outbox_unclaim"], {"id": event_id, "worker": worker})
+            await tx.execute(self._q["outbox_unclaim"], {"id": event_id, "worker": worker})
 
     async def outbox_bus_try(self, event_id: str, *, tries: int, error: str) -> None:
         """A webhook try of a bus message failed; the stream redelivers it later."""
         async with self.connector.write() as tx:
             await tx.execute(
-                self._bq["outbox_bus_try"], {"id": event_id, "tries": tries, "error": error}
+                self._q["outbox_bus_try"], {"id": event_id, "tries": tries, "error": error}
             )
 
     async def outbox_bury_published(self, event_id: str, *, tries: int, error: str) -> bool:
         """The last allowed try of a bus message failed: the event becomes a dead letter, in
         one transaction. False when it is delivered or already gone."""
         async with self.connector.write() as tx:
-            row = await tx.fetchone(self._bq["take_undelivered_outbox"], {"id": event_id})
+            row = await tx.fetchone(self._q["take_undelivered_outbox"], {"id": event_id})
             if row is None:
                 return False
             dead = {
@@ -92,4 +73,4 @@ class BusOutbox:
     async def reclaim_outbox(self) -> int:
         """Free the expired claims of processes that died mid-delivery; how many."""
         async with self.connector.write() as tx:
-            return await tx.execute(self._bq["reclaim_outbox"], {"now": time.time()})
+            return await tx.execute(self._q["reclaim_outbox"], {"now": time.time()})

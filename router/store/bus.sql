@@ -1,5 +1,6 @@
 -- Named queries of router/store/bus.py: delivery through a NATS JetStream bus, and the outbox
--- re-claim of the leader's periodic work. A `<name>__postgres` query replaces `<name>` there.
+-- re-claim of the leader's periodic work. PostgreSQL's own spellings are in bus_postgres.sql
+-- (loaded as queries_postgres.sql is: router/store/connector.py, load_queries).
 
 -- name: claim_unpublished
 -- Undelivered events of the owners with a webhook that are not on the bus yet, claimed for
@@ -12,18 +13,6 @@ WHERE id IN (
       AND owner IN ({json_list(:owners)})
     ORDER BY next_attempt_at
     LIMIT :limit)
-RETURNING *
-
--- name: claim_unpublished__postgres
-UPDATE outbox SET claimed_by = :worker, claim_until = :claim_until
-WHERE id IN (
-    SELECT id FROM outbox
-    WHERE published_at IS NULL AND delivered_at IS NULL
-      AND (claim_until IS NULL OR claim_until < :now)
-      AND owner IN ({json_list(:owners)})
-    ORDER BY next_attempt_at
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED)
 RETURNING *
 
 -- name: outbox_published

@@ -1,9 +1,10 @@
-"""The narrow storage seam: a backend opens a connection, runs named queries, and gives write
-transactions. All domain logic lives in the stores `jobrouter.store.sqlstore.SqlStore` holds (one
-per consumer: jobstore.py, outbox.py, circuits.py, certifications.py, tokens.py; their parts in
-files named for what they hold), written once over this seam; the per-dialect
-files only connect, translate parameters and migrate, and the query loader here writes out the
-one spelling the dialects differ in (a JSON list read as rows).
+"""The narrow storage seam: a backend opens a connection, runs named queries, gives write
+transactions and the lock a leader is elected with (`LeaderLock`). All domain logic lives in
+the stores `jobrouter.store.sqlstore.SqlStore` holds (one per consumer: jobstore.py, outbox.py,
+circuits.py, certifications.py, tokens.py; their parts in files named for what they hold),
+written once over this seam; the per-dialect files only connect, translate parameters, migrate
+and hand out their lock, and the query loader here writes out the one spelling the dialects
+differ in (a JSON list read as rows).
 """
 
 from __future__ import annotations
@@ -81,7 +82,49 @@ class Connector(Protocol):
         SQLite runs it on a thread with its own connection; asyncpg never blocks the loop."""
         ...
 
+    def leader_lock(self, worker_id: str, *, heartbeat_s: float) -> LeaderLock:
+        """The lock this process campaigns for leadership with (router/leader.py), as the
+        backend has one: PostgreSQL an advisory lock bound to a lease (leader_lock.py), SQLite
+        this process alone."""
+        ...
+
     async def close(self) -> None: ...
+
+
+class LeaderLock(Protocol):
+    """What a leader is elected with: one backend's exclusive, session-bound lock, and the
+    lease that bounds it in time."""
+
+    @property
+    def lease_s(self) -> float | None:
+        """How long a renewal holds (None: for ever, nobody takes over)."""
+        ...
+
+    @property
+    def retry_in(self) -> float | None:
+        """After a failed try: seconds until the holder's lease expires (None: unknown)."""
+        ...
+
+    async def try_acquire(self) -> bool:
+        """Take the lock (and a new term of its lease) if free; True when this process holds
+        it after the call."""
+        ...
+
+    async def check(self) -> None:
+        """Renew the lease; raise when it is lost or may be (the session no longer answers)."""
+        ...
+
+    async def release(self) -> None:
+        """Let the lock go (drop the session); safe to call when not held."""
+        ...
+
+    async def holder(self) -> str | None:
+        """The worker id of the process that holds the lock, as the database sees it."""
+        ...
+
+    def on_lost(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` as soon as the session holding the lock is seen to end."""
+        ...
 
 
 @runtime_checkable
@@ -167,14 +210,51 @@ def in_dialect(queries: Mapping[str, str], dialect: str) -> dict[str, str]:
     }
 
 
+# The query files of the stores, each shared by both dialects, with its dialect's overrides
+# beside it (`<file>_<dialect>.sql`: a query there replaces the shared one of that name, or is
+# the dialect's own). The leader's lock (leader.sql) is PostgreSQL's alone, loaded apart.
+QUERY_FILES = ("queries", "bus")
+
+
 def load_queries(dialect: str) -> dict[str, str]:
-    """The shared queries, with the dialect's overrides (`queries_<dialect>.sql`) on top."""
+    """The named queries of every query file, each with the dialect's overrides on top."""
     package = resources.files("jobrouter.store")
-    queries = parse_named_queries(package.joinpath("queries.sql").read_text("utf-8"))
-    override = package.joinpath(f"queries_{dialect}.sql")
-    if override.is_file():
-        queries.update(parse_named_queries(override.read_text("utf-8")))
-    return in_dialect(queries, dialect)
+    files = []
+    for stem in QUERY_FILES:
+        override = package.joinpath(f"{stem}_{dialect}.sql")
+        files.append(
+            QueryFile(
+                stem,
+                parse_named_queries(package.joinpath(f"{stem}.sql").read_text("utf-8")),
+                parse_named_queries(override.read_text("utf-8")) if override.is_file() else {},
+            )
+        )
+    return in_dialect(combine_query_files(files), dialect)
+
+
+@dataclass(frozen=True)
+class QueryFile:
+    stem: str  # `queries` for queries.sql and its queries_<dialect>.sql
+    shared: Mapping[str, str]
+    in_dialect: Mapping[str, str]  # the dialect's overrides and its own queries
+
+
+def combine_query_files(files: list[QueryFile]) -> dict[str, str]:
+    """One {name: sql} of several query files. A name belongs to one file: used by two, or
+    overridden by another file's dialect part, it is refused (the later one would silently
+    replace the earlier for its callers)."""
+    queries: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for file in files:
+        for name in {**file.shared, **file.in_dialect}:
+            if owner.setdefault(name, file.stem) != file.stem:
+                raise ValueError(
+                    f"query name {name!r} is used in {owner[name]}.sql and {file.stem}.sql "
+                    "(or its dialect's file); give each query its own name"
+                )
+        queries.update(file.shared)
+        queries.update(file.in_dialect)
+    return queries
 
 
 def load_migrations(dialect: str) -> list[tuple[int, str, str]]:

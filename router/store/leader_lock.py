@@ -10,7 +10,8 @@ term. Each renewal names the term, so a leader that wakes up after being replace
 from its first renewal (or from its closed session) and runs nothing.
 
 SQLite (one machine, one file): the single process leads; nothing to renew.
-Queries: leader.sql.
+Queries: leader.sql. Each connector hands out its backend's lock (`Connector.leader_lock`:
+postgres.py, sqlite.py), so the leader (router/leader.py) never asks which backend it is on.
 """
 
 from __future__ import annotations
@@ -176,13 +177,3 @@ class PgLeaseLock:
         if row is None or not str(row["app"]).startswith(APP_NAME_PREFIX):
             return None
         return str(row["app"])[len(APP_NAME_PREFIX) :]
-
-
-def leader_lock(
-    connector: Connector, dsn: str, worker_id: str, *, heartbeat_s: float
-) -> SoleLock | PgLeaseLock:
-    """The lock for the connector's backend: an advisory lock with a lease on PostgreSQL, else
-    this process."""
-    if connector.dialect == "postgres":
-        return PgLeaseLock(dsn, worker_id, connector, heartbeat_s=heartbeat_s)
-    return SoleLock(worker_id)

@@ -8,7 +8,8 @@ transaction of the terminal change (I8); that write tells `OutboxWritten`, which
 as dead letters and replayed; and finished jobs whose completion is no longer owed to a
 configured webhook (delivered, or parked for an owner without one) are purged, in small batches.
 Every retry fact (tries, next_attempt_at, last_error, the claim) lives in the row. The bus
-relay's part of the outbox is bus.py (`OutboxStore.bus`).
+relay's part of the outbox is bus.py (`OutboxStore.bus`); the row both read, `OutboxEvent`, and a
+claim's parameters are outbox_rows.py (so bus.py need not import this module back).
 """
 
 from __future__ import annotations
@@ -18,32 +19,14 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import NamedTuple
 
+from jobrouter.store.bus import BusOutbox
 from jobrouter.store.connector import Connector, Row, Tx
-
-if TYPE_CHECKING:
-    from jobrouter.store.bus import BusOutbox
+from jobrouter.store.outbox_rows import OutboxEvent as OutboxEvent  # the deliverers' import
+from jobrouter.store.outbox_rows import claim_params, event_from_row
 
 REPLAY_BATCH = 500
-
-
-@dataclass(frozen=True)
-class OutboxEvent:
-    """One completion event: `id` is its idempotency key for receivers."""
-
-    id: str
-    job_id: str
-    owner: str
-    kind: str
-    payload: str  # the event as JSON text, exactly as written with the terminal change
-    created_at: float
-    tries: int  # delivery tries so far
-    next_attempt_at: float | None = None
-    last_error: str | None = None
-    delivered_at: float | None = None
-    claimed_by: str | None = None
-    dead_at: float | None = None  # set on dead letters only
 
 
 @dataclass(frozen=True)
@@ -127,7 +110,7 @@ class OutboxStore:
             return []
         async with self.connector.write() as tx:
             rows = await tx.fetchall(self._q["claim_outbox"], params)
-        events = [_event(row) for row in rows]
+        events = [event_from_row(row) for row in rows]
         return sorted(events, key=lambda event: (event.next_attempt_at or 0.0, event.id))
 
     async def outbox_delivered(self, event_id: str) -> bool:
@@ -235,12 +218,12 @@ class OutboxStore:
     async def dead_letters(self, limit: int = 50) -> list[OutboxEvent]:
         """The newest dead letters first."""
         rows = await self.connector.fetchall(self._q["list_dead"], {"limit": limit})
-        return [_event(row) for row in rows]
+        return [event_from_row(row) for row in rows]
 
     async def outbox_event(self, event_id: str) -> OutboxEvent | None:
         """A pending or delivered event (a dead letter is in `dead_letters`)."""
         row = await self.connector.fetchone(self._q["get_outbox_event"], {"id": event_id})
-        return _event(row) if row else None
+        return event_from_row(row) if row else None
 
     # ---- retention -----------------------------------------------------------------------------
 
@@ -286,38 +269,3 @@ def _owners_json(owners: Iterable[str]) -> str:
     """The owners with a webhook as one JSON-array text parameter (a str is one owner, not a
     list of letters)."""
     return json.dumps(sorted({owners} if isinstance(owners, str) else set(owners)))
-
-
-def claim_params(
-    owners: Iterable[str], worker: str, *, claim_s: float, limit: int
-) -> dict[str, Any] | None:
-    """The parameters of an outbox claim (webhook delivery or the bus relay); None: nothing to
-    claim (no owner, or no room)."""
-    wanted = sorted(set(owners))
-    if not wanted or limit <= 0:
-        return None
-    now = time.time()
-    return {
-        "owners": json.dumps(wanted),
-        "worker": worker,
-        "now": now,
-        "claim_until": now + claim_s,
-        "limit": limit,
-    }
-
-
-def _event(row: Row) -> OutboxEvent:
-    return OutboxEvent(
-        id=row["id"],
-        job_id=row["job_id"],
-        owner=row["owner"],
-        kind=row["kind"],
-        payload=row["payload"],
-        created_at=float(row["created_at"]),
-        tries=int(row["tries"]),
-        next_attempt_at=row.get("next_attempt_at"),
-        last_error=row.get("last_error"),
-        delivered_at=row.get("delivered_at"),
-        claimed_by=row.get("claimed_by"),
-        dead_at=row.get("dead_at"),
-    )

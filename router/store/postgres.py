@@ -47,7 +47,7 @@ from jobrouter.store.connector import (
     run_callbacks,
     until_done,
 )
-from jobrouter.store.leader_lock import SERVER_KEEPALIVE
+from jobrouter.store.leader_lock import SERVER_KEEPALIVE, PgLeaseLock
 from jobrouter.store.pg_connection import (
     CONNECT_TIMEOUT_S,
     CONNECTION_ERRORS,
@@ -187,8 +187,11 @@ class PostgresConnector:
         listener: Listener,
         acquire_timeout: float = ACQUIRE_TIMEOUT_S,
         command_timeout: float = COMMAND_TIMEOUT_S,
+        *,
+        dsn: str,
     ) -> None:
         self.url = url  # password masked: this one is shown in messages and logs
+        self._dsn = dsn  # the URL as given: the leader lock connects with it
         # A read that waits on the server (router/store/server_waits.py) stays well within
         # the statement timeout.
         self.longest_wait_s = command_timeout / 2
@@ -230,7 +233,7 @@ class PostgresConnector:
         except BaseException:
             await pool.close()
             raise
-        return cls(safe, pool, listener, acquire_timeout, command_timeout)
+        return cls(safe, pool, listener, acquire_timeout, command_timeout, dsn=url)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[_PostgresTx]:
@@ -288,6 +291,11 @@ class PostgresConnector:
 
     async def fetchall_aside(self, query: str, params: Params) -> list[Row]:
         return await self.fetchall(query, params)  # asyncpg awaits the server: never blocks
+
+    def leader_lock(self, worker_id: str, *, heartbeat_s: float) -> PgLeaseLock:
+        """The advisory lock and its lease, on a connection of its own (a pooled one goes back
+        to the pool, and a session lock with it)."""
+        return PgLeaseLock(self._dsn, worker_id, self, heartbeat_s=heartbeat_s)
 
     async def close(self) -> None:
         await self._listener.close()

@@ -56,6 +56,7 @@ from jobrouter.store.connector import (
     run_callbacks,
     until_done,
 )
+from jobrouter.store.leader_lock import SoleLock
 from jobrouter.store.sqlite_file import (
     BUSY_TIMEOUT_MS,
     connect,
@@ -346,6 +347,11 @@ class SqliteConnector:
                     if not read.cancelled():
                         read.exception()  # the interruption: the caller was cancelled anyway
                     raise
+
+    def leader_lock(self, worker_id: str, *, heartbeat_s: float) -> SoleLock:
+        """One machine, one file: this process leads (SQLite has no session lock that dies
+        with its process)."""
+        return SoleLock(worker_id)
 
     async def close(self) -> None:
         # Writers still queued commit their batch themselves; wait until the last COMMIT is over.

@@ -10,9 +10,10 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from jobrouter.leader import Leader, LeaderLock, PeriodicTask
+from jobrouter.leader import Leader, PeriodicTask
 from jobrouter.store import SqlStore, open_store
-from jobrouter.store.leader_lock import LEADER_LOCK, leader_lock
+from jobrouter.store.connector import LeaderLock
+from jobrouter.store.leader_lock import LEADER_LOCK, PgLeaseLock, SoleLock
 from tests.store.pg import fresh_database
 
 WAIT_S = 30.0  # a guard only: each wait ends on an event
@@ -98,15 +99,15 @@ async def pg_stores() -> AsyncIterator[tuple[str, list[SqlStore]]]:
                 await store.close()
 
 
-def make_leader(store: SqlStore, url: str, who: str, probe: Probe) -> Leader:
-    lock = CountingLock(leader_lock(store.connector, url, who, heartbeat_s=1.0))
+def make_leader(store: SqlStore, who: str, probe: Probe) -> Leader:
+    lock = CountingLock(store.connector.leader_lock(who, heartbeat_s=1.0))
     return Leader(lock, who, [probe.task(who)], heartbeat_s=0.05)
 
 
 async def test_the_single_process_on_sqlite_leads(tmp_path: Path) -> None:
     store = await open_store(f"sqlite:///{tmp_path / 'jobs.db'}")
     probe = Probe()
-    leader = make_leader(store, "sqlite", "w1", probe)
+    leader = make_leader(store, "w1", probe)
     leader.start()
     try:
         await elected(leader)
@@ -129,10 +130,10 @@ async def test_one_leader_and_hand_over_when_its_session_dies(
     election between processes killed with SIGKILL is tests/acceptance/test_leader.py.)"""
     db_url, (store_a, store_b) = pg_stores
     probe = Probe()
-    a = make_leader(store_a, db_url, "a", probe)
+    a = make_leader(store_a, "a", probe)
     a.start()
     await elected(a)
-    b = make_leader(store_b, db_url, "b", probe)
+    b = make_leader(store_b, "b", probe)
     b_lock = b.lock
     assert isinstance(b_lock, CountingLock)
     b.start()
@@ -204,9 +205,7 @@ async def test_a_leader_that_loses_its_heartbeat_stops_its_tasks_before_letting_
         finally:
             order.append("task ended")
 
-    lock = FailingCheck(
-        leader_lock(store.connector, "sqlite", "a", heartbeat_s=1.0), order, failing=inside
-    )
+    lock = FailingCheck(store.connector.leader_lock("a", heartbeat_s=1.0), order, failing=inside)
     leader = Leader(lock, "a", [PeriodicTask("held", 1.0, held_run)], heartbeat_s=0.05)
     leader.start()
     try:
@@ -216,3 +215,31 @@ async def test_a_leader_that_loses_its_heartbeat_stops_its_tasks_before_letting_
         await leader.stop()
         await store.close()
     assert order[:3] == ["check failed", "task ended", "released"]
+
+
+async def test_each_backend_hands_out_its_own_lock(tmp_path: Path) -> None:
+    """The leader asks the connector for its lock, never which backend it is on: SQLite's is
+    this process alone. mutant seen failing: SqliteConnector.leader_lock handing out a
+    PgLeaseLock."""
+    store = await open_store(f"sqlite:///{tmp_path / 'jobs.db'}")
+    try:
+        lock = store.connector.leader_lock("w1", heartbeat_s=1.0)
+        assert isinstance(lock, SoleLock) and await lock.holder() == "w1"
+    finally:
+        await store.close()
+
+
+@pytest.mark.postgres
+async def test_the_postgres_lock_connects_with_the_url_as_given() -> None:
+    """The connector shows its URL masked; the lock's own connection needs the password.
+    mutant seen failing: PostgresConnector's lock given the masked `url`."""
+    async with fresh_database() as url:
+        with_password = url.replace("://postgres@", "://postgres:not-shown@", 1)
+        assert with_password != url
+        store = await open_store(with_password)
+        try:
+            lock = store.connector.leader_lock("w1", heartbeat_s=1.0)
+            assert isinstance(lock, PgLeaseLock) and lock.dsn == with_password
+            assert "not-shown" not in store.connector.url
+        finally:
+            await store.close()

@@ -15,7 +15,7 @@ import pytest
 
 from jobrouter.leader import Leader, PeriodicTask
 from jobrouter.store import SqlStore, open_store
-from jobrouter.store.leader_lock import LEADER_LOCK, PgLeaseLock, leader_lock
+from jobrouter.store.leader_lock import LEADER_LOCK, PgLeaseLock
 from tests.store.pg import fresh_database
 from tests.store.test_leader import WAIT_S, deposed, elected
 
@@ -40,8 +40,8 @@ async def admin_fetchval(url: str, query: str, *args: object) -> object:
         await conn.close()
 
 
-def pg_lock(store: SqlStore, url: str, who: str, heartbeat_s: float) -> PgLeaseLock:
-    lock = leader_lock(store.connector, url, who, heartbeat_s=heartbeat_s)
+def pg_lock(store: SqlStore, who: str, heartbeat_s: float) -> PgLeaseLock:
+    lock = store.connector.leader_lock(who, heartbeat_s=heartbeat_s)
     assert isinstance(lock, PgLeaseLock)
     return lock
 
@@ -59,12 +59,12 @@ async def test_a_follower_replaces_a_leader_that_stopped_renewing_though_its_ses
     # lapse between its election and the holder read (seen: None == 'b'); at 2 s it takes a
     # stall of a second.
     heartbeat_s = 2.0
-    frozen = pg_lock(store, url, "a", heartbeat_s=heartbeat_s)
+    frozen = pg_lock(store, "a", heartbeat_s=heartbeat_s)
     session_ended = asyncio.Event()
     frozen.on_lost(session_ended.set)
     assert await frozen.try_acquire()
     assert frozen.term == 1
-    b = Leader(pg_lock(store, url, "b", heartbeat_s=heartbeat_s), "b", [], heartbeat_s=heartbeat_s)
+    b = Leader(pg_lock(store, "b", heartbeat_s=heartbeat_s), "b", [], heartbeat_s=heartbeat_s)
     b.start()
     try:
         await elected(b)
@@ -94,7 +94,7 @@ async def test_a_run_is_fenced_by_the_term(pg_store: tuple[str, SqlStore]) -> No
         inside.set()
         await release.wait()
 
-    lock = pg_lock(store, url, "a", heartbeat_s=LONG_S)
+    lock = pg_lock(store, "a", heartbeat_s=LONG_S)
     leader = Leader(lock, "a", [PeriodicTask("held", 0.01, held_run)], heartbeat_s=LONG_S)
     leader.start()
     try:
@@ -168,7 +168,7 @@ async def test_a_leader_whose_session_the_server_ended_steps_down_before_its_nex
     periodic run to notice: the termination listener deposes it at once. (mutant: the listener
     not added in PgLeaseLock._connection: no step-down until the heartbeat, seen failing.)"""
     url, store = pg_store
-    leader = Leader(pg_lock(store, url, "a", heartbeat_s=LONG_S), "a", [], heartbeat_s=LONG_S)
+    leader = Leader(pg_lock(store, "a", heartbeat_s=LONG_S), "a", [], heartbeat_s=LONG_S)
     leader.start()
     try:
         await elected(leader)

@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
-from jobrouter.leader import Leader, LeaderLock
+from jobrouter.leader import Leader
 from jobrouter.store import SqlStore
-from jobrouter.store.leader_lock import leader_lock
+from jobrouter.store.connector import LeaderLock
 from tests.store.test_leader import WAIT_S, deposed, elected
 
 
@@ -69,7 +69,7 @@ async def test_a_normal_close_steps_down_at_info(
 ) -> None:
     """mutant: `stop` deposing at the default level (WARNING), seen failing on both backends."""
     caplog.set_level(logging.INFO, logger="jobrouter.leader")
-    lock = LosableLock(leader_lock(store.connector, db_url, "w1", heartbeat_s=0.05))
+    lock = LosableLock(store.connector.leader_lock("w1", heartbeat_s=0.05))
     leader = await elected_leader(store, lock)
     await leader.stop()
     [record] = stepped_down(caplog)
@@ -82,7 +82,7 @@ async def test_a_lost_lock_steps_down_at_warning(
 ) -> None:
     """mutant: `_depose`'s default level INFO, seen failing on both backends."""
     caplog.set_level(logging.INFO, logger="jobrouter.leader")
-    lock = LosableLock(leader_lock(store.connector, db_url, "w1", heartbeat_s=0.05))
+    lock = LosableLock(store.connector.leader_lock("w1", heartbeat_s=0.05))
     leader = await elected_leader(store, lock)
     try:
         lock.lose()

@@ -14,7 +14,7 @@ import pytest
 from jobrouter.retention import plan_purge, purge
 from jobrouter.states import JobState
 from jobrouter.store import SqlStore, open_store
-from jobrouter.store.outbox import claim_params
+from jobrouter.store.outbox_rows import claim_params
 from tests.support.outbox_jobs import DAY_S, age_jobs, count, event_of, job_in
 
 OWNERS = ["shop"]

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from jobrouter.api import Router
+from jobrouter.config import load_config
 from jobrouter.errors import ConfigError
 from jobrouter.exits import Exit
 
@@ -81,3 +82,24 @@ async def test_the_check_and_the_router_refuse_by_the_same_rule(tmp_path: Path) 
         await Router.open(config=file)
     assert refused.value.key == "webhooks.shop.secret_env"
     assert refused.value.reason == problems["webhooks.shop.secret_env"]
+
+
+def test_a_bus_claim_longer_than_the_dedupe_window_is_reported_at_its_key(tmp_path: Path) -> None:
+    """A rule of two keys lives in the config model, so `config check` names it, with the key
+    to change and what to do; `load_config` (what `serve` opens) says the same with the file.
+    mutants seen failing: the key not read from the error's context (reported at "(file)");
+    the rule left in fleet.build_delivery only (the check said "valid")."""
+    file = write(
+        tmp_path,
+        "[certification]\nrequired = false\n[outbox]\nclaim = 60\n"
+        '[delivery]\nnats_url = "nats://127.0.0.1:4222"\ndedupe_window = 30\n' + WEBHOOK,
+    )
+    code, problems = check(file, **{SECRET: "s3cret"})
+    assert code == Exit.ERROR and list(problems) == ["delivery.dedupe_window"]
+    message = problems["delivery.dedupe_window"]
+    assert "[outbox] claim (60.0s) must be shorter than" in message
+    assert "raise dedupe_window above the claim, or shorten [outbox] claim" in message
+    with pytest.raises(ConfigError) as refused:
+        load_config(file)
+    assert refused.value.key == "delivery.dedupe_window" and refused.value.file == str(file)
+    assert refused.value.reason == message

@@ -11,9 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from jobrouter.bus_nats import NatsDelivery, message_id
-from jobrouter.config import RouterConfig, WebhookConfig
+from jobrouter.config import OutboxConfig, RouterConfig, WebhookConfig
 from jobrouter.config_fleet import NATS_URL_ENV, DeliveryConfig
-from jobrouter.errors import ConfigError
 from jobrouter.fleet import build_delivery
 from jobrouter.outbox import OutboxDeliverer
 from jobrouter.store import SqlStore, open_store
@@ -48,13 +47,32 @@ async def test_the_environment_variable_moves_delivery_onto_nats(
     assert isinstance(built, NatsDelivery) and built.bus.url == "nats://127.0.0.1:4222"
 
 
-async def test_a_claim_longer_than_the_dedupe_window_is_refused(store: SqlStore) -> None:
-    config = RouterConfig(
-        webhooks=HOOKS,
-        delivery=DeliveryConfig(nats_url="nats://127.0.0.1:4222", dedupe_window=30.0),
-    )
-    with pytest.raises(ConfigError, match="dedupe_window"):
-        build_delivery(store, config)
+def test_a_claim_longer_than_the_dedupe_window_is_refused() -> None:
+    """The config model refuses it (it was refused only when the delivery was built), so
+    `config check` reports it too (tests/unit/test_config_check.py)."""
+    with pytest.raises(ValidationError, match="dedupe_window"):
+        RouterConfig(
+            webhooks=HOOKS,
+            delivery=DeliveryConfig(nats_url="nats://127.0.0.1:4222", dedupe_window=30.0),
+        )
+
+
+def test_the_dedupe_rule_holds_only_for_webhooks_delivered_through_nats(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """mutants seen failing: the rule without its `self.webhooks` condition; without the
+    environment's URL (`on_bus` from the file only); `>=` written `>` (a claim as long as the
+    window passes)."""
+    short = DeliveryConfig(dedupe_window=30.0)
+    RouterConfig(delivery=short)  # no URL: the database outbox, no dedupe window at all
+    bus = DeliveryConfig(nats_url="nats://127.0.0.1:4222", dedupe_window=30.0)
+    RouterConfig(delivery=bus)  # no webhooks: nothing is delivered
+    RouterConfig(webhooks=HOOKS, delivery=bus, outbox=OutboxConfig(claim=29.0))
+    with pytest.raises(ValidationError, match="dedupe_window"):
+        RouterConfig(webhooks=HOOKS, delivery=bus, outbox=OutboxConfig(claim=30.0))
+    monkeypatch.setenv(NATS_URL_ENV, "nats://127.0.0.1:4222")
+    with pytest.raises(ValidationError, match="dedupe_window"):
+        RouterConfig(webhooks=HOOKS, delivery=short)
 
 
 def test_a_nats_url_must_be_one() -> None:
@@ -93,7 +111,7 @@ def test_a_router_without_the_setting_never_imports_nats(tmp_path: Path) -> None
 import asyncio, os, sys
 os.environ["SHOP_SECRET"] = "s"
 from jobrouter import Router
-from jobrouter.config import RouterConfig, WebhookConfig
+from jobrouter.config import OutboxConfig, RouterConfig, WebhookConfig
 hooks = {{"shop": WebhookConfig(url="http://127.0.0.1:9/hook", secret_env="SHOP_SECRET")}}
 async def main():
     async with Router.open("sqlite:///{tmp_path / "r.db"}", RouterConfig(webhooks=hooks)):
