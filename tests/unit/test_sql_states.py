@@ -21,6 +21,7 @@ from jobrouter.states import (
     JOB_TERMINAL_STATES,
     AttemptState,
     CircuitState,
+    EndReason,
     EventKind,
     JobState,
 )
@@ -28,11 +29,10 @@ from jobrouter.store.connector import parse_named_queries
 
 STORE = Path(__file__).resolve().parents[2] / "router" / "store"
 
-# error_kind holds a provider's classification (ErrorKind) or one of the router's own end
-# reasons, bare strings today; once those are an enum, ROUTER_END_REASONS points at it.
+# error_kind holds an attempt's end reason: a provider's classification (ErrorKind) or one of
+# the router's own, all in the closed enum states.EndReason.
 PROVIDER_ERROR_KINDS = frozenset(ErrorKind)
-ROUTER_END_REASONS = frozenset({"unrecorded", "cassette_miss", "cancelled", "resolved"})
-ERROR_KINDS = PROVIDER_ERROR_KINDS | ROUTER_END_REASONS
+ERROR_KINDS = frozenset(EndReason)
 
 NAMED_SETS: dict[frozenset[str], str] = {
     frozenset(JOB_TERMINAL_STATES): "JOB_TERMINAL_STATES",
