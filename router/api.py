@@ -35,8 +35,11 @@ from jobrouter.errors import (
     ConfigError,
     JobNotFound,
     RouterClosed,
+    UnknownTask,
+    WaitTimeout,
 )
 from jobrouter.gate import Gate
+from jobrouter.identity import check_identity
 from jobrouter.listing import JobFilter
 from jobrouter.models import Attempt, BudgetUse, Job, JobEvent, JsonObject, SpendReport
 from jobrouter.persist import persist
@@ -56,7 +59,7 @@ if TYPE_CHECKING:  # built by jobrouter.fleet, imported only by a router that ru
     from jobrouter.leader import Leader
 
 log = logging.getLogger("jobrouter.router")
-MAX_KEY_LENGTH = 255
+_check_identity = check_identity  # the name `submit` calls it by
 # `wait` reads a job itself only after this long without news (the store's one read for all
 # open waits finds settles; this is a safety net), and looks again whether the job is still
 # driven here every WAIT_RECHECK_S.
@@ -259,6 +262,21 @@ class Router:
             raise refusal  # a replay under its key still gets its job back
         return await self._create(owner, idempotency_key, runtime, input, params or {}, request)
 
+    def task(self, name: str) -> TaskRuntime:
+        """The configured task `name`; `UnknownTask` (naming the configured ones) if none."""
+        runtime = self.tasks.get(name)
+        if runtime is None:
+            raise UnknownTask(name, sorted(self.tasks))
+        return runtime
+
+    def check_submit(self, owner: str, idempotency_key: str, task: str) -> None:
+        """The checks `submit` makes before the door, in its order, without submitting: an
+        edge calls it to refuse a bad key or task before it reads more of the request
+        (`InvalidIdentity`, `InvalidIdempotencyKey`, `UnknownTask`)."""
+        self._check_open()
+        _check_identity(owner, idempotency_key)
+        self.task(task)
+
     async def _create(
         self,
         owner: str,
@@ -400,13 +418,15 @@ class Router:
 
     # The issue's API names it `timeout`; it bounds the wait, as asyncio.wait_for's does.
     async def wait(self, job_id: str, timeout: float | None = None) -> Job:  # noqa: ASYNC109
-        """The job once it is terminal or needs attention; TimeoutError if not by `timeout`.
+        """The job once it is terminal or needs attention; `WaitTimeout` (a `TimeoutError`)
+        if not by `timeout`.
 
         Reads the job only when it may have changed out of sight: a job just created here is
         known as committed, a change made here comes with the job, and other processes'
         changes are found by the store's one read for all open waits (router/store/waits.py),
         which brings the settled job's row. Nothing is LISTENed for: on PostgreSQL every
         notification costs every listening backend a transaction."""
+        self._check_open()  # else a closed router's wait would sit out its timeout
         deadline = None if timeout is None else time.monotonic() + timeout
         with (
             self.store.jobs.watching(job_id) as change,
@@ -416,7 +436,7 @@ class Router:
             while not watch_ends(job.state, caught_up=True):  # the job read is caught up
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    raise TimeoutError(f"job {job_id} is still {job.state} after {timeout}s")
+                    raise WaitTimeout(job_id=job_id, state=str(job.state), timeout=timeout)
                 looking.near = self._driving(job_id)
                 # asyncio.timeout, not wait_for: no extra task, one loop turn less per wake-up.
                 poll = WAIT_RECHECK_S if looking.near else WAIT_POLL_S
@@ -525,15 +545,6 @@ class _Opening:
     ) -> None:
         if self._router is not None:
             await self._router.close()
-
-
-def _check_identity(owner: str, idempotency_key: str) -> None:
-    if not owner or not owner.strip():
-        raise ValueError("owner must be a non-empty string")
-    if not idempotency_key or len(idempotency_key) > MAX_KEY_LENGTH:
-        raise ValueError(
-            f"idempotency_key must be 1 to {MAX_KEY_LENGTH} characters, got {len(idempotency_key)}"
-        )
 
 
 __all__ = ["Router"]
