@@ -8,7 +8,6 @@ from fastapi import APIRouter, Body, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from jobrouter.api import Router
-from jobrouter.errors import AttemptNotFound, JobNotFound
 from jobrouter.http.auth import Caller, Operator, Principal, RouterDep
 from jobrouter.http.feeds import CountedStream, JobFeeds
 from jobrouter.http.openapi import SSE_EVENT
@@ -178,9 +177,7 @@ async def cancel_job(
 async def resolve_attempt(
     attempt_id: str, body: ResolveAttempt, request: Request, router: RouterDep, op: Operator
 ) -> Response:
-    if await router.store.jobs.get_attempt(attempt_id) is None:
-        raise AttemptNotFound(attempt_id)
-    job = await router.resolve(
+    job = await router.resolve(  # AttemptNotFound (404) for no such attempt
         attempt_id, body.outcome, body.result, body.note, by=by_token(op.token_id)
     )
     return _resource(request, op, job)
@@ -227,7 +224,7 @@ async def job_events(
             headers={"Retry-After": "5"},
         )
     return CountedStream(
-        event_stream(feeds, job_id, start, heartbeat, router.store.tokens, caller.token_id),
+        event_stream(feeds, job_id, start, heartbeat, router.token_status, caller.token_id),
         release=release,
         media_type="text/event-stream",
         headers=HEADERS,
@@ -249,10 +246,7 @@ def _checked_key(key: str) -> str:
 async def _visible_job(router: Router, caller: Principal, job_id: str) -> Job:
     """The job if the caller may see it; another owner's job is reported missing, not
     forbidden, so ids of other owners cannot be probed."""
-    job = await router.store.jobs.get_job(job_id)
-    if job is None or not caller.may_see(job.owner):
-        raise JobNotFound(job_id)
-    return job
+    return await router.visible_job(job_id, to=None if caller.operator else caller.owner)
 
 
 def _resource(request: Request, caller: Principal, job: Job) -> Response:
