@@ -250,3 +250,40 @@ async def test_a_closed_router_says_so(tmp_path: Path) -> None:
             await call
     with pytest.raises(RouterClosed):
         router.check_submit("shop", "k3", "caption")
+
+
+# ---- HTTP calls the domain's checks, and answers them as before --------------------------------
+
+
+async def test_http_answers_the_domains_key_and_task_checks(tmp_path: Path) -> None:
+    """The 255-character and unknown-task rules live in the domain only; HTTP answers them
+    with the 400 and 422 it gave when it checked them itself, the key before the task.
+    Mutant: jobs.submit_job without its `router.check_submit` call (a long key reaches
+    submit, which answers it; an unknown task reaches submit's own ConfigError: a 500);
+    check_identity's length bound moved by one. Both seen failing."""
+    import httpx
+
+    from jobrouter.http.app import create_app
+
+    async with open_router(tmp_path) as router:  # type: ignore[attr-defined]
+        token, _ = await router.store.tokens.create_token("shop-1")
+        transport = httpx.ASGITransport(app=create_app(router))
+        auth = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://jobrouter") as client:
+
+            async def submit(key: str, task: str) -> httpx.Response:
+                body = {"task": task, "input": {"x": 1}}
+                return await client.post(
+                    "/v1/jobs", json=body, headers={**auth, "Idempotency-Key": key}
+                )
+
+            long_key = await submit("k" * 256, "summary")
+            unknown = await submit("k1", "summary")
+            at_limit = await submit("k" * 255, "caption")
+    assert long_key.status_code == 400
+    assert long_key.json()["type"] == "urn:jobrouter:problem:idempotency-key-invalid"
+    assert "255" in long_key.json()["detail"]
+    assert unknown.status_code == 422
+    assert unknown.json()["type"] == "urn:jobrouter:problem:unknown-task"
+    assert unknown.json()["detail"] == "no task 'summary'; configured tasks: caption"
+    assert at_limit.status_code == 202
