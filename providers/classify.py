@@ -62,15 +62,14 @@ have raised, so this module imports none of them (litellm stays lazy).
 
 from __future__ import annotations
 
-import email.utils
 import json
 import socket
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jobrouter.providers.backoff import parse_retry_after, parse_retry_after_ms
 from jobrouter.providers.errors import (
     CassetteMiss,
     NotSent,
@@ -192,28 +191,16 @@ def _response_of(link: BaseException) -> Any | None:
     return None
 
 
-def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
-    """Seconds to wait from `retry-after-ms`, or `retry-after` as seconds or an HTTP date."""
+def retry_after_from_headers(
+    headers: Mapping[str, str] | None, now: float | None = None
+) -> float | None:
+    """Seconds to wait from `retry-after-ms` (OpenAI's), else `retry-after` (seconds or an HTTP
+    date), read by the one parser's rules (`jobrouter.providers.backoff`)."""
     if not headers:
         return None
     lowered = {str(k).lower(): str(v) for k, v in headers.items()}
-    if "retry-after-ms" in lowered:
-        try:
-            return max(0.0, float(lowered["retry-after-ms"]) / 1000.0)
-        except ValueError:
-            pass
-    value = lowered.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    in_ms = parse_retry_after_ms(lowered.get("retry-after-ms"))
+    return in_ms if in_ms is not None else parse_retry_after(lowered.get("retry-after"), now=now)
 
 
 def _headers_of(response: Any, top: BaseException) -> Mapping[str, str] | None:
@@ -319,7 +306,7 @@ def _from_response(
 ) -> ProviderError:
     status = int(response.status_code)
     headers = _headers_of(response, top)
-    retry_after = parse_retry_after(headers)
+    retry_after = retry_after_from_headers(headers)
     message = _answer_message(response) if top is link else _message(top, link)
     location = None
     if status in REDIRECT_STATUSES:

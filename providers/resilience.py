@@ -4,14 +4,16 @@
 - `RateLimiter`: token buckets for requests and tokens per minute. `acquire` never sleeps: it
   admits (returns 0.0) or says how long to wait, and refuses with `NotSent` when that wait is
   beyond the caller's budget. `admit` is the sleeping loop around it.
-- `retrying`: tenacity with full-jitter exponential backoff, bounded attempts, never past the
-  deadline. It retries exactly the errors whose `retryable` flag `jobrouter.providers.classify` set
-  (the provider provably did not act and may accept the request later: a refused connection, a 429),
-  waiting Retry-After when given. It never re-derives that from status codes.
+- `retrying`: tenacity with the product's one backoff (`jobrouter.providers.backoff`: full
+  jitter, capped exponential), bounded attempts, never past the deadline. It retries exactly the
+  errors whose `retryable` flag `jobrouter.providers.classify` set (the provider provably did not
+  act and may accept the request later: a refused connection, a 429), waiting at least the
+  Retry-After when given, however long: the deadline, not a cap, stops it. It never re-derives
+  that from status codes.
 
-`set_testing(no_backoff=True)` makes every wait zero, as `stamina.set_testing` does, so tests
-exercise the retry decisions at full speed. The circuit breaker is not here: its state lives in
-the router's store so that every worker sees it.
+`set_testing(no_backoff=True)` is `jobrouter.providers.backoff.set_testing`, re-exported: every
+retry wait and rate-limit sleep becomes zero. The circuit breaker is not here: its state lives
+in the router's store so that every worker sees it.
 """
 
 from __future__ import annotations
@@ -24,20 +26,12 @@ from typing import TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
-from tenacity.wait import wait_random_exponential
 
+from jobrouter.providers.backoff import Backoff, effective_wait, set_testing, tenacity_wait
 from jobrouter.providers.config import RetryPolicy
 from jobrouter.providers.errors import NotSent, ProviderError
 
 T = TypeVar("T")
-
-_testing_no_backoff = False
-
-
-def set_testing(*, no_backoff: bool = True) -> None:
-    """Switch every retry wait and rate-limit sleep to zero (tests only)."""
-    global _testing_no_backoff
-    _testing_no_backoff = no_backoff
 
 
 class Bulkhead:
@@ -143,14 +137,14 @@ class RateLimiter:
             wait = self.acquire(tokens, budget=remaining)
             if wait == 0.0:
                 return
-            await asyncio.sleep(0.0 if _testing_no_backoff else wait)
+            await asyncio.sleep(effective_wait(wait))
 
 
 def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, ProviderError) and exc.retryable
 
 
-def _retry_after(exc: BaseException | None) -> float | None:
+def _retry_after(exc: BaseException) -> float | None:
     return exc.retry_after if isinstance(exc, ProviderError) and exc.retryable else None
 
 
@@ -194,21 +188,16 @@ async def retrying(
             raise failure
         return await call()
 
-    backoff = wait_random_exponential(multiplier=policy.initial, max=policy.max)
-
-    def wait(state: RetryCallState) -> float:
-        if _testing_no_backoff:
-            return 0.0
-        outcome = state.outcome
-        hinted = _retry_after(outcome.exception() if outcome is not None else None)
-        return hinted if hinted is not None else float(backoff(state))
-
+    backoff = Backoff(initial=policy.initial, cap=policy.max, retry_after_cap=None)
     async for attempt in AsyncRetrying(
         retry=retry_if_exception(_retryable),
         stop=stop_after_attempt(policy.attempts) | _StopBeforeDeadline(deadline),
-        wait=wait,
+        wait=tenacity_wait(backoff, _retry_after),
         reraise=True,
     ):
         with attempt:
             return await replay_then_call()
     raise AssertionError("unreachable: tenacity either returns or reraises")  # pragma: no cover
+
+
+__all__ = ["Bulkhead", "RateLimiter", "retrying", "set_testing"]

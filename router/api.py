@@ -27,7 +27,7 @@ from jobrouter.build import (
     warm_up,
 )
 from jobrouter.config import RouterConfig
-from jobrouter.door import DoorLimits, admit
+from jobrouter.door import DoorLimits, NewJob, admit
 from jobrouter.errors import (
     AttemptNotFound,
     ConfigError,
@@ -38,18 +38,17 @@ from jobrouter.identity import check_identity
 from jobrouter.models import Job, JsonObject
 from jobrouter.operations import Operations
 from jobrouter.persist import persist
-from jobrouter.providers import CompletionRequest, Provider
+from jobrouter.providers import Provider
 from jobrouter.reads import JobReads
 from jobrouter.resolution import Outcome, resolution
 from jobrouter.spending import Spending
 from jobrouter.states import JobState
 from jobrouter.store import SqlStore, open_store
-from jobrouter.store.claims import AttemptStart
 from jobrouter.store.transient import is_transient
 from jobrouter.tasks import TaskRuntime
 
 if TYPE_CHECKING:  # built by jobrouter.fleet, imported only by a router that runs workers
-    from jobrouter.engine import Engine, OnCreated
+    from jobrouter.engine import Engine
     from jobrouter.fleet import Delivery
     from jobrouter.leader import Leader
 
@@ -254,7 +253,9 @@ class Router(JobReads, Operations):
         refusal = await self.spending.door(self.store.spend, owner, runtime.name)
         if refusal is not None and await self.find(owner, idempotency_key) is None:
             raise refusal  # a replay under its key still gets its job back
-        return await self._create(owner, idempotency_key, runtime, input, params or {}, request)
+        return await self._create(
+            NewJob(owner, idempotency_key, runtime, input, params or {}, request)
+        )
 
     def task(self, name: str) -> TaskRuntime:
         """The configured task `name`; `UnknownTask` (naming the configured ones) if none."""
@@ -271,94 +272,47 @@ class Router(JobReads, Operations):
         _check_identity(owner, idempotency_key)
         self.task(task)
 
-    async def _create(
-        self,
-        owner: str,
-        idempotency_key: str,
-        runtime: TaskRuntime,
-        input: JsonObject,
-        params: JsonObject,
-        request: CompletionRequest,
-    ) -> Job:
+    async def _create(self, new: NewJob) -> Job:
         """Create the job; with workers here, through the engine: claimed by them and, when it
         can start at once, with its first attempt in the same transaction (one commit instead
-        of two). The job goes to a worker as soon as it is committed, even if this call is
-        cancelled while waiting for the commit (a job created but never driven would wait for
-        its claim and its attempt's lease to expire, and end `unknown` though never sent)."""
+        of two), driven as soon as it is committed. A job found under its key, not settled, is
+        taken up by the engine (`Engine.take_up`)."""
         engine = self.engine
-
-        async def insert(first: AttemptStart | None, on_created: OnCreated | None) -> Job:
-            try:
-                job, _ = await self.store.jobs.create_and_start(
-                    owner=owner,
-                    idempotency_key=idempotency_key,
-                    task=runtime.name,
-                    input=input,
-                    params=params,
-                    deadline_s=runtime.deadline_s,
-                    claimed_by=engine.worker_id if engine else None,
-                    claim_s=self.config.engine.claim,
-                    first=first,
-                    on_created=on_created,
-                )
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                job = await self._read_back(owner, idempotency_key, runtime, input, params, exc)
-            return job
-
-        job = await (
-            engine.create(runtime, request, insert, owner) if engine else insert(None, None)
-        )
-        if not job.created and not job.state.settled:
-            await self._take_up(job)
+        try:
+            job = await (engine.create(new) if engine else self._insert(new))
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            job = await self._read_back(new, exc)
+        if engine is not None and not job.created and not job.state.settled:
+            await engine.take_up(job)
         return job
 
-    async def _read_back(
-        self,
-        owner: str,
-        idempotency_key: str,
-        runtime: TaskRuntime,
-        input: JsonObject,
-        params: JsonObject,
-        error: BaseException,
-    ) -> Job:
+    async def _insert(self, new: NewJob) -> Job:
+        """The job created queued (or found under its key): claimed by this process's engine
+        when it runs one, which the store hands it to once committed."""
+        engine = self.engine
+        job, _ = await self.store.jobs.create_and_start(
+            owner=new.owner,
+            idempotency_key=new.idempotency_key,
+            task=new.task.name,
+            input=new.input,
+            params=new.params,
+            deadline_s=new.task.deadline_s,
+            claimed_by=engine.worker_id if engine else None,
+            claim_s=self.config.engine.claim,
+        )
+        return job
+
+    async def _read_back(self, new: NewJob, error: BaseException) -> Job:
         """Creating the job failed in a way that may have committed (a lost COMMIT
         acknowledgement): read it back by its key, creating it (queued) if it is not there.
-        A job found is taken up by `_take_up` like any replay (`created` is then False, even
-        if it was this call's own lost COMMIT that created it)."""
+        A job found is taken up like any replay (`created` is then False, even if it was this
+        call's own lost COMMIT that created it)."""
         log.warning(
-            "creating job %s/%s failed (%s); reading it back", owner, idempotency_key, error
+            "creating job %s/%s failed (%s); reading it back", new.owner, new.idempotency_key, error
         )
-        engine = self.engine
-        return (
-            await persist(
-                lambda: self.store.jobs.create_and_start(
-                    owner=owner,
-                    idempotency_key=idempotency_key,
-                    task=runtime.name,
-                    input=input,
-                    params=params,
-                    deadline_s=runtime.deadline_s,
-                    claimed_by=engine.worker_id if engine else None,
-                    claim_s=self.config.engine.claim,
-                    on_created=lambda job, _: engine.hand_over(job) if engine else None,
-                )
-            )
-        )[0]
-
-    async def _take_up(self, job: Job) -> None:
-        """A job found under its key, not settled: when this process holds its claim (or the
-        claim expired) and drives nothing of it, drive it. Its creator may be this process,
-        whose COMMIT acknowledgement was lost (so nobody drives it), or one that crashed."""
-        engine = self.engine
-        if engine is None or engine.is_driving(job.id):
-            return
-        claimed = await persist(
-            lambda: self.store.jobs.claim(job.id, engine.worker_id, self.config.engine.claim)
-        )
-        if claimed is not None and not engine.is_driving(job.id):
-            engine.hand_over(claimed)
+        return await persist(lambda: self._insert(new))
 
     async def cancel(self, job_id: str, reason: str = "cancelled by the owner") -> Job:
         self._check_open()

@@ -7,8 +7,10 @@ An answer whose result cannot be recorded is kept on its attempt, marked "answer
 could not be recorded", for an operator to resolve with it.
 
 An `AttemptCall` knows the store, the provider-health port (router/health.py), its provider,
-its `Worker` (router/worker.py), the task, the job's request and deadline, and the `Book` it
-shares with its driver.
+its `Worker` (router/worker.py), the task, the job's request and deadline, and its
+`CallRecord` (router/call_phase.py), shared with its driver: the call moves it through its
+phases as it goes (written, calling, answered or unbuilt, recorded), and the driver's stop reads
+them.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from jobrouter import tracing
+from jobrouter.call_phase import CallPhase, CallRecord
 from jobrouter.disclosure import broken_contract, provider_failure
 from jobrouter.health import ProviderHealth
 from jobrouter.models import Attempt, AttemptUsage, Job, canonical_json
@@ -36,7 +38,7 @@ from jobrouter.providers import (
 )
 from jobrouter.providers.errors import CassetteMiss, InvalidOutput
 from jobrouter.providers.redact import scrub, scrub_output
-from jobrouter.states import AttemptState
+from jobrouter.states import AttemptState, EndReason
 from jobrouter.store.jobstore import JobStore
 from jobrouter.store.live_watch import LiveVerdict
 from jobrouter.store.transient import is_transient
@@ -48,23 +50,9 @@ log = logging.getLogger("jobrouter.engine")
 
 # Our own guard around a provider call, beyond the deadline the provider is asked to keep.
 GUARD_S = 0.5
-UNRECORDED = "unrecorded"  # error_kind of an answer whose result could not be recorded
 NOT_CALLED = "the router stopped before calling the provider; nothing was sent"
 # the cost of an attempt that ended without a usable answer: nothing reported what it used
 NO_ANSWER_USAGE = "no usage reported: the attempt ended without a usable answer"
-
-
-@dataclass
-class Book:
-    """What a driver and its attempt calls share, by attempt id: each attempt's row as its end
-    was recorded (`ended`), the calls whose provider call is over and whose outcome is being
-    recorded (`answered`), the calls whose provider call began (`calling`: the request may be
-    out), and why the driver cancelled a call (`cancel_reasons`; none: the router stopped)."""
-
-    ended: dict[str, Attempt] = field(default_factory=dict)
-    answered: set[str] = field(default_factory=set)
-    calling: set[str] = field(default_factory=set)
-    cancel_reasons: dict[str, str] = field(default_factory=dict)
 
 
 class AttemptCall:
@@ -82,11 +70,12 @@ class AttemptCall:
         job: Job,
         request: CompletionRequest | None,
         deadline: Deadline,
-        book: Book,
+        record: CallRecord,
         on_won: Callable[[Job], None],
     ) -> None:
-        """`request`: the job's request (built before any attempt row); `on_won` is given the
-        settled job when this attempt's answer wins the compare-and-swap."""
+        """`request`: the job's request (built before any attempt row); `record`: the call's
+        record, in phase `written`; `on_won` is given the settled job when this attempt's answer
+        wins the compare-and-swap."""
         self.attempt = attempt
         self.store = store
         self.health = health
@@ -96,7 +85,7 @@ class AttemptCall:
         self.job = job
         self.request = request
         self.deadline = deadline
-        self.book = book
+        self.record = record
         self.on_won = on_won
 
     async def run(self) -> None:
@@ -105,46 +94,50 @@ class AttemptCall:
             try:
                 await self._call()
             finally:
-                self.worker.in_hand.tasks.discard(attempt.id)
-                if attempt.id in self.book.ended:  # recorded: nothing left to remember
-                    self.worker.in_hand.calls_begun.discard(attempt.id)
-                tracing.finish_attempt(span, self.book.ended.get(attempt.id, attempt))
+                self.worker.in_hand.let_go(self.record)
+                tracing.finish_attempt(span, self.record.ended or attempt)
 
     async def not_called(self) -> None:
-        """Cancelled before its task ever ran: the provider was never called."""
-        await self._end(AttemptState.CANCELLED, ErrorKind.NOT_SENT, time.perf_counter(), NOT_CALLED)
+        """Stopped before its provider was called (its task never ran, or its request could
+        not be built and that end could not be recorded): recorded cancelled, nothing sent."""
+        await self._end(
+            AttemptState.CANCELLED,
+            EndReason.NOT_SENT,
+            time.perf_counter(),
+            NOT_CALLED,
+            phase=CallPhase.NOT_CALLED,
+        )
 
     async def _call(self) -> None:
-        attempt, book = self.attempt, self.book
+        attempt, record = self.attempt, self.record
         began = time.perf_counter()
         try:
             timeout = self.worker.limits.timeout_s(self.task, attempt.provider, self.deadline)
             assert self.request is not None, "the request is built before any attempt row"
             request = self.task.for_attempt(self.request, self.job, timeout)
         except Exception as exc:  # nothing was sent: a definite not_sent failure
-            book.answered.add(attempt.id)
+            record.move(CallPhase.UNBUILT)
             await self._end(
                 AttemptState.FAILED,
-                ErrorKind.NOT_SENT,
+                EndReason.NOT_SENT,
                 began,
                 "the request could not be built, nothing was sent",
                 detail=f"the request could not be built, nothing was sent: {exc}",
             )
             return
-        book.calling.add(attempt.id)
-        self.worker.in_hand.calls_begun.add(attempt.id)
+        record.move(CallPhase.CALLING)
         try:
             async with asyncio.timeout(None if timeout is None else timeout + GUARD_S):
                 completion = await self.provider.complete(request)
         except TimeoutError:
-            book.answered.add(attempt.id)
+            record.move(CallPhase.ANSWERED)
             message = f"no answer within {timeout:.1f}s: the request may have run"
             await self.health.record(
                 attempt.provider, OutcomeUnknown(message, provider=attempt.provider)
             )
-            await self._end(AttemptState.UNKNOWN, ErrorKind.UNKNOWN, began, message, timed_out=True)
+            await self._end(AttemptState.UNKNOWN, EndReason.UNKNOWN, began, message, timed_out=True)
         except ProviderError as exc:
-            book.answered.add(attempt.id)
+            record.move(CallPhase.ANSWERED)
             await self.health.record(attempt.provider, exc)
             verdict = None
             if isinstance(exc, InvalidOutput):
@@ -167,24 +160,24 @@ class AttemptCall:
             await self._end_cancelled(began)
             raise
         except CassetteMiss:
-            book.answered.add(attempt.id)
+            record.move(CallPhase.ANSWERED)
             log.error("cassette miss in attempt %s: recording is incomplete", attempt.id)
             await self._end(
-                AttemptState.UNKNOWN, "cassette_miss", began, "request not in the cassette"
+                AttemptState.UNKNOWN, EndReason.CASSETTE_MISS, began, "request not in the cassette"
             )
             raise
         except Exception as exc:  # a provider bug: we cannot know whether it ran (I3)
-            book.answered.add(attempt.id)
+            record.move(CallPhase.ANSWERED)
             log.exception("provider %s raised unexpectedly", attempt.provider)
             await self._end(
                 AttemptState.UNKNOWN,
-                ErrorKind.UNKNOWN,
+                EndReason.UNKNOWN,
                 began,
                 f"provider {attempt.provider} failed unexpectedly: the outcome is unknown",
                 detail=f"provider raised {type(exc).__name__}: {exc}",
             )
         else:
-            book.answered.add(attempt.id)
+            record.move(CallPhase.ANSWERED)
             await self.health.record(attempt.provider, None)
             await self._succeed(completion, began)
 
@@ -206,7 +199,8 @@ class AttemptCall:
                 "; the provider may have acted and the task is exclusive: check it, then "
                 "resolve this attempt (succeeded with the result, or failed)"
             )
-        await self._end(state, kind, began, error, output=output, detail=detail, verdict=verdict)
+        reason = EndReason.of_error(kind)
+        await self._end(state, reason, began, error, output=output, detail=detail, verdict=verdict)
 
     async def _succeed(self, completion: Completion, began: float) -> None:
         attempt = self.attempt
@@ -251,7 +245,7 @@ class AttemptCall:
                 self.job.id,
                 outcome.job.winner_attempt_id,
             )
-        self.book.ended[attempt.id] = outcome.attempt
+        self.record.end(outcome.attempt)
         self.worker.metric(outcome.attempt, self.job.task, False)
 
     async def _unrecorded(
@@ -278,7 +272,7 @@ class AttemptCall:
         try:
             await self._end(
                 AttemptState.UNKNOWN,
-                UNRECORDED,
+                EndReason.UNRECORDED,
                 began,
                 summary,
                 output=output,
@@ -297,21 +291,21 @@ class AttemptCall:
         log.error("attempt %s of job %s: %s", attempt.id, self.job.id, message)
 
     async def _end_cancelled(self, began: float) -> None:
-        reason = self.book.cancel_reasons.get(self.attempt.id)
+        reason = self.record.cancel_reason
         if reason is None:  # the router is shutting down: we do not know what the provider did
             await self._end(
                 AttemptState.UNKNOWN,
-                ErrorKind.UNKNOWN,
+                EndReason.UNKNOWN,
                 began,
                 "the router stopped while the request was in flight; the provider may have acted",
             )
         else:
-            await self._end(AttemptState.CANCELLED, "cancelled", began, reason)
+            await self._end(AttemptState.CANCELLED, EndReason.CANCELLED, began, reason)
 
     async def _end(
         self,
         state: AttemptState,
-        kind: str,
+        kind: EndReason,
         began: float,
         error: str,
         timed_out: bool = False,
@@ -319,11 +313,13 @@ class AttemptCall:
         detail: str | None = None,
         usage: AttemptUsage | None = None,
         verdict: LiveVerdict | None = None,
+        phase: CallPhase = CallPhase.RECORDED,
     ) -> None:
         """Record an attempt's end: `error` is the summary anyone may read, `detail` the raw
         text behind it (operators only, router/disclosure.py), scrubbed here for every
         outcome (a provider bug's or a store's exception text may quote a key); `usage`, what
-        an answered call used (else only the latency since `began`)."""
+        an answered call used (else only the latency since `began`); `phase`, the call's once
+        the end is written."""
         attempt = self.attempt
         if usage is None:
             usage = AttemptUsage(
@@ -341,7 +337,7 @@ class AttemptCall:
                 verdict=verdict,
             )
         )
-        self.book.ended[attempt.id] = done
+        self.record.end(done, phase)
         self.worker.metric(done, self.job.task, timed_out)
 
 

@@ -4,9 +4,10 @@
     job terminal ──(same transaction, I8)──> outbox row
     relay:    claim unpublished rows ─> publish each (Nats-Msg-Id = event id) ─> PubAcks
               ─> published_at on the acknowledged ones, in one transaction
-    consumer: durable pull consumer, explicit acks ─> POST webhook (as router/outbox.py does)
-              ─> 2xx: delivered_at, then ack │ failure: a try noted, nak with backoff
-              │ the `[outbox] max_tries`-th failure: dead letter (outbox_dead), term
+    consumer: durable pull consumer, explicit acks ─> POST webhook (router/webhook.py's
+              WebhookSender, as router/outbox.py's) ─> router/delivery.py's decision:
+              delivered: delivered_at, then ack │ retry: a try noted, nak with backoff
+              │ dead (the `[outbox] max_tries`-th failure): dead letter (outbox_dead), term
 
 Why it is exactly once as the receiver sees it (each event id arrives, and the receiver keeps
 one copy per id, the same `Idempotency-Key` and signature as the database outbox):
@@ -39,18 +40,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobrouter.aio import stop_if_cancelled
+from jobrouter.delivery import DeliverySettings, Verdict, decide_delivery, log_dead, log_retry
+from jobrouter.engine import make_worker_id
 from jobrouter.metrics import record_delivery
-from jobrouter.outbox import (
-    DeliverySettings,
-    Jitter,
-    OutboxDeliverer,
-    Webhook,
-    full_jitter,
-    log_dead,
-    log_retry,
-    next_try_in,
-)
+from jobrouter.providers.backoff import Backoff, Jitter, full_jitter
 from jobrouter.store.outbox import OutboxEvent, OutboxStore
+from jobrouter.webhook import Webhook, WebhookSender
 
 if TYPE_CHECKING:
     import httpx
@@ -63,6 +58,9 @@ MSG_ID_HEADER = "Nats-Msg-Id"
 OWNER_HEADER = "Jobrouter-Owner"
 RECONNECT_WAIT_S = 0.5
 MAX_RETRY_WAIT_S = 30.0
+# Connecting to NATS and setting the delivery up again wait the product's one backoff: full
+# jitter over a bound that doubles from half a second up to 30 s.
+RECONNECT_BACKOFF = Backoff(initial=RECONNECT_WAIT_S, cap=MAX_RETRY_WAIT_S, retry_after_cap=None)
 
 
 @dataclass(frozen=True)
@@ -126,9 +124,14 @@ class NatsDelivery:
         self.settings = settings
         self.bus = bus
         # the very request of the database outbox: same body, headers, signature, timeouts
-        self.sender = OutboxDeliverer(store, webhooks, settings, jitter=jitter, transport=transport)
+        self.sender = WebhookSender(
+            webhooks,
+            timeout_s=settings.timeout_s,
+            max_response_bytes=settings.max_response_bytes,
+            transport=transport,
+        )
         self.webhooks = self.sender.webhooks
-        self.worker_id = self.sender.worker_id
+        self.worker_id = make_worker_id()
         self._jitter = jitter
         self._nc: Client | None = None
         self._main: asyncio.Task[None] | None = None
@@ -175,21 +178,20 @@ class NatsDelivery:
         """Serve until stopped; a failure to set up (no JetStream, a stream made elsewhere with
         other subjects) or an unexpected error is logged and retried with backoff, never left
         to end delivery silently."""
-        delay = RECONNECT_WAIT_S
+        failures = 0
         while True:
             stop_if_cancelled()
             began = time.monotonic()
             try:
                 await self._serve()
             except Exception:
-                if time.monotonic() - began > MAX_RETRY_WAIT_S:  # it had been working: afresh
-                    delay = RECONNECT_WAIT_S
-                log.exception(
-                    "delivery through NATS %s failed; again in %.1fs", self.bus.url, delay
-                )
+                log.exception("delivery through NATS %s failed", self.bus.url)
+            # a set-up that had been working for a while starts its backoff afresh
+            failures = 1 if time.monotonic() - began > MAX_RETRY_WAIT_S else failures + 1
+            delay = RECONNECT_BACKOFF.wait_s(failures)
+            log.info("delivery through NATS %s: set up again in %.1fs", self.bus.url, delay)
             await self._close()
             await asyncio.sleep(delay)
-            delay = min(delay * 2, MAX_RETRY_WAIT_S)
 
     async def _serve(self) -> None:
         js = await self._connect()
@@ -216,7 +218,7 @@ class NatsDelivery:
         async def error(exc: Exception) -> None:
             log.warning("NATS %s: %s: %s", self.bus.url, type(exc).__name__, exc)
 
-        delay = RECONNECT_WAIT_S
+        failures = 0
         while True:  # the first connect too: a router without NATS still accepts jobs
             try:
                 self._nc = await nats.connect(
@@ -230,9 +232,10 @@ class NatsDelivery:
                 )
                 break
             except Exception as exc:
+                failures += 1
+                delay = RECONNECT_BACKOFF.wait_s(failures)
                 log.warning("NATS %s unreachable (%s); again in %.1fs", self.bus.url, exc, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, MAX_RETRY_WAIT_S)
         js = self._nc.jetstream(timeout=self.bus.publish_timeout_s)
         await ensure_stream(js, self.bus)
         return js
@@ -345,7 +348,7 @@ class NatsDelivery:
             with contextlib.suppress(Exception):
                 await msg.in_progress()
 
-    async def _deliver(self, msg: Msg, event: OutboxEvent) -> str | None:
+    async def _deliver(self, msg: Msg, event: OutboxEvent) -> Verdict | None:
         row = await self.store.outbox_event(event.id)
         if row is None or row.delivered_at is not None:
             # delivered (its consumer died before acking), a dead letter, or purged: not again
@@ -358,23 +361,25 @@ class NatsDelivery:
         if tries > self.settings.max_tries:  # tries taken by consumers that died mid-send
             return await self._bury(msg, event, tries - 1, "consumers died during its last tries")
         outcome = await self.sender.send(event)
-        if outcome.delivered:
+        decision = decide_delivery(
+            outcome, tries, self.settings, now=time.time(), jitter=self._jitter
+        )
+        if decision.verdict is Verdict.DELIVERED:
             await self.store.outbox_delivered(event.id)
             await msg.ack_sync()
-            return "delivered"
-        if tries >= self.settings.max_tries:
+        elif decision.verdict is Verdict.DEAD:
             return await self._bury(msg, event, tries, outcome.error)
-        delay = next_try_in(tries, outcome.retry_after_s, self.settings, self._jitter)
-        await self.store.bus.outbox_bus_try(event.id, tries=tries, error=outcome.error)
-        await msg.nak(delay=delay)
-        log_retry(log, event, tries, self.settings.max_tries, delay, outcome.error)
-        return "retry"
+        else:
+            await self.store.bus.outbox_bus_try(event.id, tries=tries, error=outcome.error)
+            await msg.nak(delay=decision.delay_s)
+            log_retry(log, event, decision, self.settings.max_tries, outcome.error)
+        return decision.verdict
 
-    async def _bury(self, msg: Msg, event: OutboxEvent, tries: int, error: str) -> str:
+    async def _bury(self, msg: Msg, event: OutboxEvent, tries: int, error: str) -> Verdict:
         await self.store.bus.outbox_bury_published(event.id, tries=tries, error=error)
         await msg.term()
         log_dead(log, event, tries, error)
-        return "dead"
+        return Verdict.DEAD
 
 
 def latest(messages: list[Msg]) -> list[Msg]:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
@@ -56,6 +55,7 @@ from tenacity import (
 
 from jobrouter.errors import BudgetExhausted, IdempotencyConflict
 from jobrouter.models import Attempt, Job, JobEvent, JsonObject, SpendAnswer
+from jobrouter.providers.backoff import Backoff, parse_retry_after, tenacity_wait
 from jobrouter.states import JobState, watch_ends
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -148,37 +148,33 @@ class JobIntent:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Retry `attempts` times at most and for `deadline` seconds at most; the n-th wait is
-    uniform in [0, min(cap, initial * 2**n)] (full jitter), or the server's Retry-After."""
+    """Retry `attempts` times at most and for `deadline` seconds at most; the n-th wait is the
+    product's one backoff (`jobrouter.providers.backoff`): uniform in
+    [0, min(cap, initial * 2**(n-1))] (full jitter), or the server's Retry-After when it asks
+    for more, up to `cap`."""
 
     attempts: int = 8
     initial: float = 0.25
     cap: float = 10.0
     deadline: float = 60.0
 
+    @property
+    def _backoff(self) -> Backoff:
+        return Backoff(initial=self.initial, cap=self.cap, retry_after_cap=self.cap)
+
     def backoff(self, failures: int) -> float:
-        """Full jitter: uniform in [0, min(cap, initial * 2**(failures - 1))]."""
-        # The exponent bounded: a long wait counts thousands of failures, and 2**n past 1023
-        # is no float (the cap is reached long before).
-        return random.uniform(0, min(self.cap, self.initial * 2 ** min(max(0, failures - 1), 64)))
+        """The wait after `failures` failures in a row (zero under `backoff.set_testing()`)."""
+        return self._backoff.wait_s(failures)
 
     def wait(self, state: RetryCallState) -> float:
         """tenacity's wait: the backoff, or the server's Retry-After when it asks for more."""
-        jitter = self.backoff(state.attempt_number)
-        outcome = state.outcome
-        error = outcome.exception() if outcome is not None and outcome.failed else None
-        if isinstance(error, _RetryableStatus):
-            asked = _retry_after(error.response)
-            if asked is not None:
-                return min(self.cap, max(asked, jitter))
-        return jitter
+        return tenacity_wait(self._backoff, _retry_after)(state)
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    try:
-        return max(0.0, float(response.headers.get("Retry-After", "")))
-    except ValueError:
+def _retry_after(error: BaseException) -> float | None:
+    if not isinstance(error, _RetryableStatus):
         return None
+    return parse_retry_after(error.response.headers.get("Retry-After"))
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -445,8 +441,8 @@ def _problem(response: httpx.Response) -> ProblemError:
     if _slug(body) == IdempotencyConflict.slug:
         return IdempotencyKeyReused(response.status_code, body)
     if _over_budget(response):
-        retry_after = response.headers.get("Retry-After")
-        return OverBudget(response.status_code, body, float(retry_after) if retry_after else None)
+        retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        return OverBudget(response.status_code, body, retry_after)
     return ProblemError(response.status_code, body)
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobrouter.errors import JobRefused
-from jobrouter.models import canonical_json
+from jobrouter.models import JsonObject, canonical_json
 from jobrouter.providers import CompletionRequest
 from jobrouter.tasks import ALLOWED_PARAMS, TaskRuntime
 
@@ -52,6 +52,18 @@ class DoorLimits:
 
     max_depth: int = 32
     max_bytes: int = 262_144
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job the door accepted, to create: its fields and the provider `request` built for it."""
+
+    owner: str
+    idempotency_key: str
+    task: TaskRuntime
+    input: JsonObject
+    params: JsonObject
+    request: CompletionRequest
 
 
 def admit(

@@ -5,7 +5,9 @@ winner. Every outcome is recorded; nothing is decided from an exception escaping
 The provider request is built before any attempt row is written: a job whose request cannot be
 built ends without an attempt (nothing was sent). Each attempt's call and the record of its
 outcome are an `AttemptCall` (router/attempt_call.py): the driver launches them, waits for
-them, and stops those still in flight when it lets go of the job.
+them, and stops those still in flight when it lets go of the job. Each call's `CallRecord`
+(router/call_phase.py) is shared by the driver, the call and the worker's `InHand`; what the
+driver stops, records `not called` or adopts, it decides by the call's phase.
 
 A driver knows the store, the provider-health port (router/health.py), the providers and its
 `Worker` (router/worker.py); each decision is one `jobrouter.step.next_step` (read eligibility,
@@ -20,7 +22,8 @@ import time
 from collections.abc import Mapping, Sequence
 
 from jobrouter import tracing
-from jobrouter.attempt_call import AttemptCall, Book
+from jobrouter.attempt_call import AttemptCall
+from jobrouter.call_phase import CallRecord
 from jobrouter.errors import BudgetCrossed, BudgetUnheld, InvalidTransition
 from jobrouter.health import ProviderHealth
 from jobrouter.models import Attempt, Job, NewEvent
@@ -67,8 +70,8 @@ class JobDriver:
         self.task = task
         self.deadline = Deadline.of(job)  # set when the job was created: it never changes
         self.attempts: list[Attempt] = []
-        self.in_flight: dict[str, asyncio.Task[None]] = {}
-        self.book = Book()  # shared with each attempt's call (router/attempt_call.py)
+        # the calls this driver launched and has not seen end, by attempt id
+        self.in_flight: dict[str, CallRecord] = {}
         self.request = request
         self._waiting_noted = False
         self._noted = {str(note.data["provider"]) for note in noted}  # refusals on the log
@@ -117,7 +120,9 @@ class JobDriver:
                     self.job.id,
                     len(self.in_flight),
                 )
-                await asyncio.gather(*self.in_flight.values(), return_exceptions=True)
+                await asyncio.gather(
+                    *(call.task for call in self.in_flight.values()), return_exceptions=True
+                )
             raise
         finally:
             await self._stop_in_flight(reason)
@@ -223,15 +228,18 @@ class JobDriver:
         )
 
     def _launch(self, attempt: Attempt) -> None:
-        self.worker.in_hand.tasks.add(attempt.id)
-        self.in_flight[attempt.id] = asyncio.create_task(self._run(attempt))
+        record = CallRecord(attempt)
+        self.worker.in_hand.hold(record)
+        record.task = asyncio.create_task(self._run(record))
+        self.in_flight[attempt.id] = record
 
-    async def _run(self, attempt: Attempt) -> None:
+    async def _run(self, record: CallRecord) -> None:
         # The call is made when its task runs: the first attempt's task is launched before
         # `_build` (when the door did not build the request) and sees the request built.
-        await self._call_for(attempt).run()
+        await self._call_for(record).run()
 
-    def _call_for(self, attempt: Attempt) -> AttemptCall:
+    def _call_for(self, record: CallRecord) -> AttemptCall:
+        attempt = record.attempt
         return AttemptCall(
             attempt,
             store=self.store,
@@ -242,7 +250,7 @@ class JobDriver:
             job=self.job,
             request=self.request,
             deadline=self.deadline,
-            book=self.book,
+            record=record,
             on_won=self._see,
         )
 
@@ -259,9 +267,10 @@ class JobDriver:
         self._adopt_orphans()
 
     def _adopt_orphans(self) -> None:
-        """Call the `started` attempts this worker wrote and never called (see
-        `InHand`). Left alone, each would wait for its lease to expire and end
-        `unknown`, although its provider never received the request."""
+        """Call the `started` attempts this worker wrote and never called: held by nothing
+        in its `InHand`, which keeps every call with a task here and every call whose request
+        may be out (`CallPhase.request_out`). Left alone, each would wait for its lease to
+        expire and end `unknown`, although its provider never received the request."""
         for attempt in self.attempts:
             if (
                 attempt.state is AttemptState.STARTED
@@ -283,14 +292,16 @@ class JobDriver:
     async def _wait_in_flight(self, until: float | None) -> None:
         timeout = None if until is None else max(0.0, until - time.time())
         done, _ = await asyncio.wait(
-            self.in_flight.values(), timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            [call.task for call in self.in_flight.values()],
+            timeout=timeout,
+            return_when=asyncio.FIRST_COMPLETED,
         )
         if not done:
             return
-        for attempt_id, task in list(self.in_flight.items()):
-            if task in done:
+        for attempt_id, call in list(self.in_flight.items()):
+            if call.task in done:
                 del self.in_flight[attempt_id]
-                task.result()  # a bug in an attempt's call must surface, not vanish
+                call.task.result()  # a bug in an attempt's call must surface, not vanish
         if not self.job.state.settled:  # a winning attempt already brought the settled job
             await self._refresh()
 
@@ -321,26 +332,29 @@ class JobDriver:
         self.attempts = await persist(lambda: self.store.list_attempts(self.job.id))
 
     async def _stop_in_flight(self, reason: str | None) -> None:
-        for attempt_id, task in self.in_flight.items():
-            if attempt_id in self.book.answered:
-                continue  # its provider already answered: let it record won / lost / failed
+        """Let go of the calls in flight: cancel each one `stoppable` (not called yet, or
+        calling: `reason` says why, None when the router stops and the outcome is unknown),
+        never one `recording` (its answer is being written: I7); then record `not called`
+        each one left `unsent` (its task never ran, or an unbuilt call's record failed)."""
+        for call in self.in_flight.values():
+            if not call.phase.stoppable:
+                continue  # recording its outcome (won / lost / failed), or recorded
             if reason is not None:
-                self.book.cancel_reasons[attempt_id] = reason
-            task.cancel()
+                call.cancel_reason = reason
+            call.task.cancel()
         # Not `gather`: a cancel of this driver while it waits (the router closing as a settled
         # job waits for a loser's record) would go on to the answered calls and cancel their
         # records. Each call ends by itself (a record is bounded by `persist`); the cancel is
         # passed on once every outcome is written.
         cancelled = False
-        for task in self.in_flight.values():
-            cancelled |= await until_done(task)
-            if not task.cancelled():
-                task.exception()  # retrieved: each call recorded its own outcome
-        for attempt_id in list(self.in_flight):
-            self.worker.in_hand.tasks.discard(attempt_id)  # (a task that never ran kept it)
-            if attempt_id not in self.book.ended and attempt_id not in self.book.calling:
-                attempt = next(a for a in self.attempts if a.id == attempt_id)
-                await self._call_for(attempt).not_called()
+        for call in self.in_flight.values():
+            cancelled |= await until_done(call.task)
+            if not call.task.cancelled():
+                call.task.exception()  # retrieved: each call recorded its own outcome
+        for call in list(self.in_flight.values()):
+            self.worker.in_hand.let_go(call)  # (a task that never ran did not let go itself)
+            if call.phase.unsent:
+                await self._call_for(call).not_called()
         self.in_flight.clear()
         if cancelled:
             raise asyncio.CancelledError

@@ -13,28 +13,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from jobrouter.aio import stop_if_cancelled, wait_event
+from jobrouter.door import NewJob
 from jobrouter.driver import JobDriver
 from jobrouter.errors import BudgetUnheld
 from jobrouter.health import ProviderHealth
 from jobrouter.models import Attempt, Job
 from jobrouter.pace import Pace
+from jobrouter.persist import persist
 from jobrouter.policy import Eligibility
 from jobrouter.providers import CompletionRequest, Provider
 from jobrouter.slots import Reservation, Slots
 from jobrouter.spending import Spending
+from jobrouter.states import JobState
 from jobrouter.step import Step, decide_step, next_step
-from jobrouter.store.claims import AttemptStart, Claimed, FirstAttempt
+from jobrouter.store.claims import Claimed
 from jobrouter.store.jobstore import JobStore
+from jobrouter.store.starts import AttemptStart
 from jobrouter.tasks import TaskRuntime
 from jobrouter.timing import AttemptLimits, Deadline
 from jobrouter.worker import InHand, MetricFn, Worker
@@ -51,24 +54,15 @@ class EngineSettings:
     poll_s: float = 0.5  # how often to look for jobs of other processes or parked jobs
 
 
-OnCreated = Callable[[Job, Attempt | None], None]
-# Writes the job (the store's `create_and_start`, the job's fields bound) with its first
-# attempt if one is given, and runs the hook once the new job is committed.
-Insert = Callable[[AttemptStart | None, OnCreated], Awaitable[Job]]
-
-
 @dataclass(frozen=True)
 class Launch:
-    """How a job this process is about to create starts: its `first` attempt in the creating
-    transaction, on the `slot` reserved for it (`request`: the provider request the door
-    built); or, with neither, created queued and driven through the queue."""
+    """A first attempt this process is about to commit (with the job it creates, or in a
+    claim), on the `slot` reserved for it; `request`: the provider request when the door built
+    it (else its driver builds it). Kept by the attempt's id until the commit hands it over."""
 
-    first: AttemptStart | None = None
-    slot: Reservation | None = None
+    first: AttemptStart
+    slot: Reservation
     request: CompletionRequest | None = None
-
-
-QUEUED = Launch()
 
 
 def make_worker_id() -> str:
@@ -104,41 +98,71 @@ class Engine:
         self._loops: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()  # set by `wake`: claim now
         self._stopping = False
+        self._launches: dict[str, Launch] = {}  # by attempt id: first attempts being committed
+        store.hand_over_to(self)
 
-    async def create(
-        self, task: TaskRuntime, request: CompletionRequest, insert: Insert, owner: str
-    ) -> Job:
-        """Create `owner`'s job of `task` claimed by this process, through `insert`: with its first
-        attempt when it can start at once (`_launch`); once committed the job goes to a driver
-        here (`_created`). A slot reserved for it and not handed over (the job already existed,
-        or nothing was committed) is free again when this returns or raises."""
-        launch = await self._launch(task, request, owner)
+    async def create(self, new: NewJob) -> Job:
+        """Create `new` claimed by this process: with its first attempt when it can start at
+        once (`_first_launch`); once committed the job goes to a driver here (`committed`). A
+        slot reserved for it and not handed over (the job already existed, or nothing was
+        committed) is free again when this returns or raises."""
+        launch = await self._first_launch(new)
         try:
-            return await insert(launch.first, functools.partial(self._created, launch))
+            job, _ = await self.store.create_and_start(
+                owner=new.owner,
+                idempotency_key=new.idempotency_key,
+                task=new.task.name,
+                input=new.input,
+                params=new.params,
+                deadline_s=new.task.deadline_s,
+                claimed_by=self.worker_id,
+                claim_s=self.settings.claim_s,
+                first=launch.first if launch else None,
+            )
         finally:
-            if launch.slot is not None:
-                launch.slot.give_back()
+            if launch is not None:
+                self._give_back([launch.first])
+        return job
 
-    async def _launch(self, task: TaskRuntime, request: CompletionRequest, owner: str) -> Launch:
-        """How a job of `task` this process is about to create starts. When it can start
-        at once (a worker slot is free, and the policy picks a provider whose circuit is
-        closed) its first attempt goes in the creating transaction, with the slot reserved
-        for it. Otherwise the job is created queued and goes the usual way: a half-open
-        circuit's probe, for one, is claimed in a transaction of its own; a failed read of the
-        eligibility never stops a job from being accepted."""
+    async def _first_launch(self, new: NewJob) -> Launch | None:
+        """How a job this process is about to create starts. When it can start at once (a
+        worker slot is free, and the policy picks a provider whose circuit is closed) its first
+        attempt goes in the creating transaction, with the slot reserved for it. Otherwise
+        (None) the job is created queued and goes the usual way: a half-open circuit's probe,
+        for one, is claimed in a transaction of its own; a failed read of the eligibility never
+        stops a job from being accepted."""
         if self._stopping or not self._loops or self._slots.full:
-            return QUEUED  # not started yet (warming up) or stopping: the job goes queued
-        deadline = Deadline.new(task, time.time())
+            return None  # not started yet (warming up) or stopping: the job goes queued
+        deadline = Deadline.new(new.task, time.time())
         try:
-            step = await next_step(self.health, task, [], deadline)
+            step = await next_step(self.health, new.task, [], deadline)
         except Exception:
-            log.exception("eligibility for task %s unknown: the job is created queued", task.name)
-            return QUEUED
-        first = self._first_start(task, step, deadline, owner, request)
-        if first is None or self._stopping:
-            return QUEUED
-        slot = await self._slots.reserve()  # None: all taken while the eligibility was read
-        return Launch(first, slot, request) if slot is not None else QUEUED
+            log.exception(
+                "eligibility for task %s unknown: the job is created queued", new.task.name
+            )
+            return None
+        first = self._first_start(new.task, step, deadline, new.owner, new.request)
+        return await self._launch(first, new.request) if first is not None else None
+
+    async def _launch(
+        self, first: AttemptStart, request: CompletionRequest | None
+    ) -> Launch | None:
+        """`first` on a slot reserved for it, kept until its commit hands it over; None: all
+        slots taken while the eligibility was read, or stopping."""
+        slot = None if self._stopping else await self._slots.reserve()
+        if slot is None:
+            return None
+        launch = Launch(first, slot, request)
+        self._launches[first.id] = launch
+        return launch
+
+    def _give_back(self, firsts: list[AttemptStart]) -> None:
+        """The slots of first attempts never handed over (not committed, the job already there,
+        a budget refused the start): free again. A slot handed over stays with its driver."""
+        for first in firsts:
+            launch = self._launches.pop(first.id, None)
+            if launch is not None:
+                launch.slot.give_back()
 
     def _first_start(
         self,
@@ -175,29 +199,31 @@ class Engine:
             reservation,
         )
 
-    def _created(self, launch: Launch, job: Job, attempt: Attempt | None) -> None:
-        """The store's after-commit hook for a job `create` made (run even if the creating
-        call was cancelled while waiting for the commit): driven at once on its slot when it
-        was committed with its first attempt, else queued for a driver."""
-        if launch.first is not None and launch.slot is not None and attempt is not None:
-            self._run_started(job, attempt, launch.first, launch.slot, launch.request)
-        else:
+    def committed(self, job: Job, attempt: Attempt | None) -> None:
+        """The store's hand-over (router/store/handoff.py), after the COMMIT of a job created
+        here or claimed, even if the call that wrote it was cancelled meanwhile: a job committed
+        with the first attempt launched for it is driven at once on its slot; another is queued
+        for a driver, unless one here has it already (a claim renewed)."""
+        launch = self._launches.pop(attempt.id, None) if attempt is not None else None
+        if launch is not None and attempt is not None:
+            self._active[job.id] = asyncio.create_task(
+                self._drive(job, attempt, launch.first, launch.request), name=f"job-{job.id}"
+            )
+            launch.slot.handed_over()
+        elif job.id not in self._active:  # not queued again (the dispatcher would skip it)
             self.hand_over(job)
 
-    def _run_started(
-        self,
-        job: Job,
-        attempt: Attempt,
-        first: AttemptStart,
-        slot: Reservation,
-        request: CompletionRequest | None = None,
-    ) -> None:
-        """Drive a job committed together with its first attempt, on the slot reserved for it;
-        `request`: its provider request when the door built it (else the driver builds it)."""
-        self._active[job.id] = asyncio.create_task(
-            self._drive(job, attempt, first, request), name=f"job-{job.id}"
+    async def take_up(self, job: Job) -> None:
+        """A job found under its key, not settled: when this process holds its claim (or the
+        claim expired) and drives nothing of it, drive it. Its creator may be this process,
+        whose COMMIT acknowledgement was lost (so nobody drives it), or one that crashed."""
+        if self.is_driving(job.id):
+            return
+        claimed = await persist(
+            lambda: self.store.claim(job.id, self.worker_id, self.settings.claim_s)
         )
-        slot.handed_over()
+        if claimed is not None and not self.is_driving(job.id):
+            self.hand_over(claimed)
 
     async def _claim_eligibility(self) -> dict[str, dict[str, Eligibility]]:
         """The eligibility of every task that may repeat, read inside a claiming transaction
@@ -332,63 +358,45 @@ class Engine:
 
     async def _claim_runnable(self, wait_s: float = 0.0) -> int:
         """Claim what is free and start the first attempts of the queued jobs among it, in
-        one transaction (see `JobStore.claim_runnable`; `wait_s`: waiting on the server first
-        for a job). Each such attempt has its slot reserved as `launch` does: `stop` waits for
-        them, and they are driven once committed."""
+        one transaction (`JobStore.claiming`; `wait_s`: waiting on the server first for a job).
+        Each such attempt has its slot reserved as `create`'s does: `stop` waits for them, and
+        the store's hand-over drives them once committed (`committed`)."""
         if self._free() <= 0:
             return -1  # full: nothing claimed, but not for want of jobs
-        free_after_wait = 1
-
-        def free() -> int:  # read again once the wait is over: `create` may have taken slots
-            nonlocal free_after_wait
-            free_after_wait = self._free()
-            return free_after_wait
-
-        slots: dict[str, Reservation] = {}  # by job id: the slots of the attempts chosen
-        first = self._first_chooser(slots)
-
-        def take(claimed: list[Claimed]) -> None:
-            for item in claimed:
-                if item.attempt is not None and item.first is not None:
-                    self._run_started(item.job, item.attempt, item.first, slots[item.job.id])
-                elif item.job.id not in self._active:  # else its driver has it: renewed
-                    self._enqueue(item)
-
+        firsts: list[AttemptStart] = []
         try:
-            claimed = await self.store.claim_runnable(
-                self.worker_id, self.settings.claim_s, free, first, take, wait_s
-            )
+            async with self.store.claiming(self.worker_id, self.settings.claim_s, wait_s) as claim:
+                free = self._free()  # read once the wait is over: `create` may have taken slots
+                jobs = await claim.take(free)
+                starts = await self._first_attempts(jobs)
+                firsts = list(starts.values())
+                claimed = await claim.start(starts)
         finally:
-            for slot in slots.values():  # not committed: the attempts chosen were never
-                slot.give_back()  # written (a slot handed over stays with its driver)
-        return len(claimed) if free_after_wait > 0 else -1
+            self._give_back(firsts)
+        return len(claimed) if free > 0 else -1
 
-    def _first_chooser(self, slots: dict[str, Reservation]) -> FirstAttempt:
-        """The chooser of first attempts for one claim; the slot of each attempt it chooses
-        goes in `slots`. The eligibility it decides on is read when it is first called: once
-        the claim's wait on the server is over (I5: a certification that expired or a circuit
+    async def _first_attempts(self, jobs: list[Job]) -> dict[str, AttemptStart]:
+        """By job id, the first attempt of each queued job of a claim that can start at once,
+        each launched on a reserved slot. The eligibility it decides on is read here, inside
+        the claim, after its wait on the server (I5: a certification that expired or a circuit
         opened while it waited must not get a first attempt)."""
-        eligibility: dict[str, dict[str, Eligibility]] | None = None
-
-        async def first(job: Job) -> AttemptStart | None:
-            nonlocal eligibility
-            if eligibility is None:
-                eligibility = await self._claim_eligibility()
+        queued = [
+            job for job in jobs if job.state is JobState.QUEUED and job.id not in self._active
+        ]
+        if not queued:
+            return {}
+        eligibility = await self._claim_eligibility()
+        starts: dict[str, AttemptStart] = {}
+        for job in queued:
             task, known = self.tasks.get(job.task), eligibility.get(job.task)
-            if task is None or known is None or job.id in self._active:
-                return None
+            if task is None or known is None:
+                continue
             deadline = Deadline.of(job)
             step = decide_step(task, [], known, deadline)
-            start = self._first_start(task, step, deadline, job.owner)
-            if start is None or self._stopping:
-                return None
-            slot = await self._slots.reserve()
-            if slot is None:
-                return None
-            slots[job.id] = slot
-            return start
-
-        return first
+            first = self._first_start(task, step, deadline, job.owner)
+            if first is not None and await self._launch(first, None) is not None:
+                starts[job.id] = first
+        return starts
 
     def _free(self) -> int:
         """Jobs this worker may still take: its slots less the jobs driven or queued here."""

@@ -12,13 +12,14 @@ from typing import Protocol
 
 from jobrouter.breaker import Breakers
 from jobrouter.config import RouterConfig
+from jobrouter.delivery import DeliverySettings
 from jobrouter.engine import Engine, EngineSettings
 from jobrouter.errors import ConfigError
 from jobrouter.gate import Gate
 from jobrouter.health import ProviderHealth
 from jobrouter.leader import Leader
 from jobrouter.metrics import record_attempt
-from jobrouter.outbox import DeliverySettings, OutboxDeliverer, webhooks_from_config
+from jobrouter.outbox import OutboxDeliverer
 from jobrouter.periodic import HOUR_S, periodic_tasks
 from jobrouter.probes import Prober
 from jobrouter.providers import Provider
@@ -26,6 +27,7 @@ from jobrouter.spending import Spending
 from jobrouter.store.leader_lock import leader_lock
 from jobrouter.store.sqlstore import SqlStore
 from jobrouter.tasks import TaskRuntime
+from jobrouter.webhook import webhooks_from_config
 
 ACK_WAIT_MARGIN_S = 30.0
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobrouter.states import AttemptState, EventKind, JobState
+from jobrouter.states import AttemptState, EndReason, EventKind, JobState
 
 JsonObject = dict[str, Any]
 
@@ -77,7 +77,7 @@ class Attempt(BaseModel):
     provider: str
     model: str | None = None
     state: AttemptState
-    error_kind: str | None = None
+    error_kind: EndReason | None = None  # why it ended so (None: succeeded, lost)
     error: str | None = None  # the summary, our own words (see Job.error)
     error_detail: str | None = None  # the raw detail: operators only (see Job.error)
     output: Any = None

@@ -4,7 +4,8 @@ store writes (tenacity: full-jitter exponential backoff, bounded by count and ti
 Only idempotent writes go through here: each of `finish_attempt_cas`, `finish_attempt` and
 `create_and_start` reads its rows under the job's lock first, so a retry whose first try did
 commit (its acknowledgement lost) sees its own work and reports it, never writes it twice.
-`set_testing()` makes every wait zero, as in `jobrouter.providers.resilience`.
+The wait is the product's one backoff (`jobrouter.providers.backoff`); its `set_testing()`,
+re-exported here for the tests that switch this module's waits off, makes every wait zero.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from tenacity import (
     stop_after_attempt,
     stop_after_delay,
 )
-from tenacity.wait import wait_random_exponential
 
+from jobrouter.providers.backoff import Backoff, set_testing, tenacity_wait
 from jobrouter.store.transient import is_transient
 
 T = TypeVar("T")
@@ -29,18 +30,8 @@ log = logging.getLogger("jobrouter.store")
 
 ATTEMPTS = 8
 BUDGET_S = 30.0  # a worker keeps its claim (and the attempt its lease) far longer than this
-_backoff = wait_random_exponential(multiplier=0.05, max=2.0)
-_no_backoff = False
-
-
-def set_testing(*, no_backoff: bool = True) -> None:
-    """Switch every wait between store retries to zero (tests only)."""
-    global _no_backoff
-    _no_backoff = no_backoff
-
-
-def _wait(state: RetryCallState) -> float:
-    return 0.0 if _no_backoff else float(_backoff(state))
+# A store error carries no Retry-After; the first wait is at most 50 ms, the longest 2 s.
+_wait = tenacity_wait(Backoff(initial=0.05, cap=2.0, retry_after_cap=None))
 
 
 def _warn(state: RetryCallState) -> None:
@@ -75,3 +66,6 @@ async def persist(
         with attempt:
             return await write()
     raise AssertionError("unreachable: tenacity either returns or reraises")  # pragma: no cover
+
+
+__all__ = ["ATTEMPTS", "BUDGET_S", "persist", "set_testing"]

@@ -6,6 +6,10 @@ flow asks these; nothing derives meaning from names. The values are the strings 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jobrouter.providers.errors import ErrorKind
 
 
 class JobState(StrEnum):
@@ -49,6 +53,26 @@ class AttemptState(StrEnum):
     def open(self) -> bool:
         """Its outcome may still turn out to be a result: blocks an exclusive job (I4)."""
         return not self.terminal
+
+
+class EndReason(StrEnum):
+    """Why an attempt ended as it did: every `error_kind` an attempt row can carry (None for an
+    attempt that succeeded or was lost). The first three are the provider layer's
+    classification (`jobrouter.providers.ErrorKind`, the same strings: what the outcome proves);
+    the others are the router's own. The values are the strings stored and sent."""
+
+    NOT_SENT = "not_sent"  # the provider provably did not act
+    REJECTED = "rejected"  # it answered, but may have acted
+    UNKNOWN = "unknown"  # no answer after the request left; a lease expired; the router stopped
+    UNRECORDED = "unrecorded"  # answered, but the result could not be recorded
+    CASSETTE_MISS = "cassette_miss"  # a replayed test's request is not in its cassette
+    CANCELLED = "cancelled"  # a hedge loser, a cancelled job's open attempt
+    RESOLVED = "resolved"  # an operator resolved it failed or cancelled
+
+    @classmethod
+    def of_error(cls, kind: ErrorKind) -> EndReason:
+        """The end reason of a provider error of `kind` (the same string)."""
+        return cls(kind.value)
 
 
 class CircuitState(StrEnum):

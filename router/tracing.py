@@ -81,4 +81,4 @@ def attempt_span(attempt: Attempt) -> Iterator[Any]:
 def finish_attempt(span: Any, attempt: Attempt) -> None:
     span.set_attribute("attempt.state", str(attempt.state))
     if attempt.error_kind:
-        span.set_attribute("attempt.error_kind", attempt.error_kind)
+        span.set_attribute("attempt.error_kind", str(attempt.error_kind))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from jobrouter.call_phase import CallRecord
 from jobrouter.models import Attempt
 from jobrouter.timing import AttemptLimits
 
@@ -16,17 +17,27 @@ MetricFn = Callable[[Attempt, str, bool], None]
 
 @dataclass
 class InHand:
-    """Attempts of this worker with a task here (`tasks`), and those whose provider call began
-    and whose outcome is not recorded yet (`calls_begun`): a `started` attempt of this worker
-    in neither was never called (its driver failed first, or its COMMIT acknowledgement was
-    lost), so calling it now is safe (the driver adopts it) where waiting would end it
-    `unknown`. Shared by every driver of the process."""
+    """This worker's attempt calls, one `CallRecord` each by attempt id (router/call_phase.py),
+    shared by every driver of the process. A call is held from its launch until its task ends,
+    and after that only while its phase says its request may be out with no end recorded
+    (`CallPhase.request_out`: calling it again could do the work twice, I3). So a `started`
+    attempt of this worker held by nothing here was never called (its driver failed first, or
+    its COMMIT acknowledgement was lost): calling it now is safe (the driver adopts it) where
+    waiting would end it `unknown`."""
 
-    tasks: set[str] = field(default_factory=set)
-    calls_begun: set[str] = field(default_factory=set)
+    calls: dict[str, CallRecord] = field(default_factory=dict)
+
+    def hold(self, record: CallRecord) -> None:
+        self.calls[record.attempt_id] = record
+
+    def let_go(self, record: CallRecord) -> None:
+        """Its task is over (or was cancelled before it ran): forget it unless its request may
+        be out with no end recorded."""
+        if self.calls.get(record.attempt_id) is record and not record.phase.request_out:
+            del self.calls[record.attempt_id]
 
     def never_called(self, attempt_id: str) -> bool:
-        return attempt_id not in self.tasks and attempt_id not in self.calls_begun
+        return attempt_id not in self.calls
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,14 @@ from typing import Any
 
 from jobrouter.errors import InvalidTransition
 from jobrouter.models import Attempt, AttemptUsage, FinishOutcome, Job, NewEvent
-from jobrouter.states import AttemptState, EventKind, JobState
+from jobrouter.states import AttemptState, EndReason, EventKind, JobState
 from jobrouter.store.changes import Changes
-from jobrouter.store.claims import AttemptStart
 from jobrouter.store.connector import Connector, Tx
 from jobrouter.store.live_watch import LiveVerdict, verdict_columns
 from jobrouter.store.outbox import OutboxWritten
 from jobrouter.store.rows import attempt_from_row, dumps, job_from_row
 from jobrouter.store.spend import Reservation
+from jobrouter.store.starts import AttemptStart, Starting, start_attempts
 from jobrouter.store.transitions import (
     append_events,
     end_attempt,
@@ -27,7 +27,6 @@ from jobrouter.store.transitions import (
     lock_attempt,
     lock_job,
     reopen_in,
-    start_attempt_in,
     write_outbox,
 )
 
@@ -59,7 +58,9 @@ class AttemptWrites:
         start = AttemptStart(provider, model, worker, lease_s, tuple(notes), reservation)
         async with self.connector.write() as tx:
             job = await lock_job(self._q, tx, job_id)
-            job, attempt = await start_attempt_in(self._q, tx, job, start, exclusive, now)
+            [(job, attempt)] = await start_attempts(
+                self._q, tx, [Starting(job, start)], now, exclusive=exclusive
+            )
         self._changes.notify(job_id, job)
         return job, attempt
 
@@ -189,7 +190,7 @@ class AttemptWrites:
         attempt_id: str,
         state: AttemptState,
         *,
-        error_kind: str | None,
+        error_kind: EndReason | None,
         error: str | None,
         usage: AttemptUsage,
         output: Any = None,
@@ -268,7 +269,7 @@ class AttemptWrites:
                 job, done, won = finished.job, finished.attempt, finished.won
             else:
                 done = await end_attempt(
-                    self._q, tx, attempt, outcome, AttemptUsage(), now, "resolved", note
+                    self._q, tx, attempt, outcome, AttemptUsage(), now, EndReason.RESOLVED, note
                 )
                 job = await self._after_resolution(tx, job, done, record, now)
             row = await tx.fetchone(

@@ -1,8 +1,8 @@
 """Claims and leases: which process holds a job, and for how long. A part of the job store.
 
-A worker takes runnable jobs and starts their first attempts in ONE transaction
-(`claim_runnable`): on PostgreSQL every transaction is a commit on the server, and a worker that
-read the runnable jobs, claimed each, then started each one's attempt paid three per job.
+A worker takes runnable jobs and starts their first attempts in ONE transaction (`claiming`,
+a `Claim`): on PostgreSQL every transaction is a commit on the server, and a worker that read
+the runnable jobs, claimed each, then started each one's attempt paid three per job.
 Where the connector can wait on the server (PostgreSQL), that transaction may first wait for a
 job to claim (`wait_s`, router/store/server_waits.py): the wake-up is then the claim itself,
 not a notification read in a transaction of its own.
@@ -10,66 +10,86 @@ not a notification read in a transaction of its own.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobrouter.models import Attempt, AttemptUsage, Job, NewEvent
-from jobrouter.states import AttemptState, JobState
+from jobrouter.models import Attempt, AttemptUsage, Job
+from jobrouter.states import AttemptState, EndReason, JobState
 from jobrouter.store.changes import Changes
 from jobrouter.store.connector import Connector, Tx
+from jobrouter.store.handoff import Handoff
 from jobrouter.store.rows import attempt_from_row, job_from_row
 from jobrouter.store.server_waits import await_runnable, server_wait_s
-from jobrouter.store.spend import Reservation
-from jobrouter.store.starts import start_first_attempts
+from jobrouter.store.starts import AttemptStart, OnCrossed, Queries, Starting, start_attempts
 
 if TYPE_CHECKING:
     from jobrouter.store.attempts import AttemptWrites
 
 
 @dataclass(frozen=True)
-class AttemptStart:
-    """An attempt to start (and record) before its provider is called. Given to
-    `create_and_start`, it goes in the transaction that creates the job (a process that runs
-    the jobs it accepts then pays one commit for both); chosen for a job `claim_runnable`
-    takes, in the transaction that claims it."""
-
-    provider: str
-    model: str | None
-    worker: str
-    lease_s: float
-    notes: Sequence[NewEvent] = ()
-    # its worst case and the budgets it is held against (None: no budget covers it), charged
-    # in the transaction that writes the attempt row, or the attempt is not started
-    reservation: Reservation | None = None
-
-
-@dataclass(frozen=True)
 class Claimed:
-    """A job `claim_runnable` took; with its first attempt when one was started with it."""
+    """A job a claim took; with its first attempt when one was started with it."""
 
     job: Job
     attempt: Attempt | None = None
     first: AttemptStart | None = None
 
 
-# Chooses, inside the claiming transaction, the first attempt of a queued job (or None: the
-# job's driver decides as usual). Called only after the wait on the server: what it decides on
-# (eligibility) must be read then, not before; keep its I/O to cached reads, rows are locked.
-FirstAttempt = Callable[[Job], Awaitable[AttemptStart | None]]
+class Claim:
+    """One claim, inside its open transaction (`Claims.claiming`): `take` the runnable jobs,
+    then `start` the first attempts chosen for the queued ones among them."""
+
+    def __init__(self, q: Queries, tx: Tx, worker: str, claim_s: float, now: float) -> None:
+        self._q, self._tx, self._now = q, tx, now
+        self._params = {"worker": worker, "now": now, "claim_until": now + claim_s}
+        self.claimed: list[Claimed] = []
+
+    async def take(self, limit: int) -> list[Job]:
+        """Claim up to `limit` runnable jobs (due, unclaimed or with an expired claim; locked
+        until the transaction ends; PostgreSQL skips rows another worker is claiming)."""
+        if limit <= 0:
+            return []
+        rows = await self._tx.fetchall(self._q["claim_runnable"], {**self._params, "limit": limit})
+        jobs = [job_from_row(row) for row in rows]
+        self.claimed = [Claimed(job) for job in jobs]
+        return jobs
+
+    async def start(self, starts: Mapping[str, AttemptStart]) -> list[Claimed]:
+        """Start, by job id, the first attempt of each queued job taken (starts.py: a few
+        statements however many; a start a budget refuses leaves its job queued). Returns
+        every job taken, with its attempt when one started."""
+        batch = [
+            Starting(item.job, starts[item.job.id])
+            for item in self.claimed
+            if item.job.id in starts and item.job.state is JobState.QUEUED
+        ]
+        started = await start_attempts(
+            self._q, self._tx, batch, self._now, on_crossed=OnCrossed.SKIP
+        )
+        moved = {job.id: (job, attempt) for job, attempt in started}
+        self.claimed = [
+            Claimed(*moved[item.job.id], starts[item.job.id]) if item.job.id in moved else item
+            for item in self.claimed
+        ]
+        return self.claimed
 
 
 class Claims:
     """Claims of jobs and leases of attempts; `attempts` ends the attempts whose lease ran out."""
 
-    def __init__(self, connector: Connector, changes: Changes, attempts: AttemptWrites) -> None:
+    def __init__(
+        self, connector: Connector, changes: Changes, attempts: AttemptWrites, handoff: Handoff
+    ) -> None:
         self.connector = connector
         self._q = connector.queries
         self._changes = changes
         self._attempts = attempts
+        self._handoff = handoff
 
     async def claim(self, job_id: str, worker: str, claim_s: float) -> Job | None:
         now = time.time()
@@ -80,63 +100,27 @@ class Claims:
             )
         return job_from_row(row) if row else None
 
-    async def claim_runnable(
-        self,
-        worker: str,
-        claim_s: float,
-        limit: int | Callable[[], int],
-        first: FirstAttempt,
-        on_claimed: Callable[[list[Claimed]], None],
-        wait_s: float = 0.0,
-    ) -> list[Claimed]:
-        """Claim up to `limit` runnable jobs (due, unclaimed or with an expired claim), and
-        start the first attempt of each queued one `first` chooses one for, all in one
-        transaction. PostgreSQL skips rows another worker is claiming at the same moment.
-        `on_claimed(claimed)` runs once committed, even if this call is cancelled while
-        waiting for the COMMIT: an attempt started here must reach its driver. `wait_s` > 0
-        (at most `claim_wait_s`): first wait on the server up to that long for a job to claim;
-        cancelling the call cancels the wait. `limit` may be a callable: read once the wait
-        is over (free slots taken meanwhile are not claimed for); 0 or less: claim nothing."""
-        now = time.time()
-        claimed: list[Claimed] = []
+    @contextlib.asynccontextmanager
+    async def claiming(
+        self, worker: str, claim_s: float, wait_s: float = 0.0
+    ) -> AsyncIterator[Claim]:
+        """A claim's one transaction (`Claim`: take jobs, start first attempts), its jobs handed
+        over (`Handoff`) once it commits, even if the caller is cancelled while waiting for
+        the COMMIT (an attempt started here must reach its driver). `wait_s` > 0 (at most
+        `claim_wait_s`): first wait on the server up to that long for a job to claim
+        (cancelling the call cancels the wait); what the caller reads inside is read after it."""
         async with self.connector.write() as tx:
-            if wait_s > 0:
-                now = await await_runnable(tx, self._q, wait_s)
-            most = limit() if callable(limit) else limit
-            rows = (
-                await tx.fetchall(
-                    self._q["claim_runnable"],
-                    {"worker": worker, "now": now, "claim_until": now + claim_s, "limit": most},
-                )
-                if most > 0
-                else []
-            )
-            claimed = await self._start_first(tx, [job_from_row(row) for row in rows], first, now)
-            tx.after_commit(functools.partial(on_claimed, claimed))
-        for item in claimed:
+            now = await await_runnable(tx, self._q, wait_s) if wait_s > 0 else time.time()
+            claim = Claim(self._q, tx, worker, claim_s, now)
+            yield claim
+            tx.after_commit(functools.partial(self._hand_over, claim.claimed))
+        for item in claim.claimed:
             if item.attempt is not None:
                 self._changes.notify(item.job.id, item.job)
-        return claimed
 
-    async def _start_first(
-        self, tx: Tx, jobs: list[Job], first: FirstAttempt, now: float
-    ) -> list[Claimed]:
-        """The claimed `jobs`, each queued one with the first attempt `first` chooses started
-        (all in a few statements, router/store/starts.py)."""
-        starts: dict[str, AttemptStart] = {}
-        for job in jobs:
-            start = await first(job) if job.state is JobState.QUEUED else None
-            if start is not None:
-                starts[job.id] = start
-        by_job = {job.id: job for job in jobs}
-        started = await start_first_attempts(
-            self._q, tx, [(by_job[job_id], start) for job_id, start in starts.items()], now
-        )
-        moved = {job.id: (job, attempt) for job, attempt in started}
-        return [
-            Claimed(*moved[job.id], starts[job.id]) if job.id in moved else Claimed(job)
-            for job in jobs
-        ]
+    def _hand_over(self, claimed: list[Claimed]) -> None:
+        for item in claimed:
+            self._handoff.committed(item.job, item.attempt)
 
     def claim_wait_s(self, wanted: float) -> float:
         """How long a claim may wait on the server for a job, up to `wanted` (0: it cannot:
@@ -176,7 +160,7 @@ class Claims:
             done = await self._attempts.finish_attempt(
                 attempt.id,
                 AttemptState.UNKNOWN,
-                error_kind="unknown",
+                error_kind=EndReason.UNKNOWN,
                 usage=AttemptUsage(),
                 error=f"lease expired: worker {attempt.worker} did not record an outcome nor "
                 "renew the lease in time (it stopped, stalled, or lost the database); the "

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from jobrouter.errors import IdempotencyConflict, JobNotFound
 from jobrouter.models import (
@@ -23,38 +22,42 @@ from jobrouter.models import (
     new_id,
     payload_fingerprint,
 )
-from jobrouter.states import AttemptState, EventKind, JobState
+from jobrouter.states import AttemptState, EndReason, EventKind, JobState
 from jobrouter.store.changes import Changes
-from jobrouter.store.claims import AttemptStart
 from jobrouter.store.connector import Connector, Row, Tx
+from jobrouter.store.handoff import Handoff
 from jobrouter.store.outbox import OutboxWritten
 from jobrouter.store.reads import JobReads
 from jobrouter.store.rows import attempt_from_row, dumps, job_from_row
-from jobrouter.store.spend import charge_in, record_holds_in, take_back_in
+from jobrouter.store.starts import AttemptStart, OnCrossed, Starting, start_attempts
 from jobrouter.store.transitions import (
     append_events,
     end_attempt,
-    insert_events,
+    insert_numbered,
     lock_job,
     move_job,
-    moved,
-    started_event,
     write_outbox,
 )
 
 
 class JobWrites:
     """Jobs' own writes; `reads` finds the job already under a key, `written` hears of the
-    outbox rows of terminal changes."""
+    outbox rows of terminal changes, `handoff` of the jobs created."""
 
     def __init__(
-        self, connector: Connector, changes: Changes, reads: JobReads, written: OutboxWritten
+        self,
+        connector: Connector,
+        changes: Changes,
+        reads: JobReads,
+        written: OutboxWritten,
+        handoff: Handoff,
     ) -> None:
         self.connector = connector
         self._q = connector.queries
         self._changes = changes
         self._reads = reads
         self._outbox_written = written
+        self._handoff = handoff
 
     # ---- submit ------------------------------------------------------------------------------
 
@@ -70,14 +73,12 @@ class JobWrites:
         claimed_by: str | None,
         claim_s: float,
         first: AttemptStart | None = None,
-        on_created: Callable[[Job, Attempt | None], None] | None = None,
     ) -> tuple[Job, Attempt | None]:
         """Insert the job, or return the one with the same key (I1); never read-then-insert.
         When it creates the job and `first` is given, that first attempt in the same
-        transaction (the job is then `running`). A job found under the key gets no attempt:
-        (job, None). `on_created(job, attempt)` runs once the new job is committed,
-        even if this call is cancelled while waiting for the commit (the job must reach a
-        worker all the same)."""
+        transaction (the job is then `running`; a budget that refuses it leaves the job queued,
+        and its driver meets the refusal). A job found under the key gets no attempt:
+        (job, None). A job created claimed is handed over (`Handoff`) once committed."""
         now = time.time()
         fingerprint = payload_fingerprint(task, input, params)
         row_params = {
@@ -93,89 +94,44 @@ class JobWrites:
             "claimed_by": claimed_by,
             "claim_until": now + claim_s if claimed_by else None,
         }
-        queued = NewEvent(kind=EventKind.JOB_QUEUED, data={"task": task})
-        job = attempt = None
+        created: tuple[Job, Attempt | None] | None = None
         try:
             async with self.connector.write() as tx:
-                if first is not None and not await self._charged(tx, first):
-                    first = None  # a budget refuses it: the job is created queued, and its
-                    # driver meets the refusal when it starts the attempt (BudgetCrossed)
-                if first is None:
-                    row = await self._insert_queued(tx, row_params, queued, now)
-                else:
-                    row, attempt = await self._insert_started(tx, row_params, queued, first, now)
+                row = await tx.fetchone(self._q["insert_job"], row_params)
                 if row is not None:
-                    job = job_from_row(row, created=True)
-                    self._changes.remember_created(job)
-                    if on_created is not None:
-                        tx.after_commit(functools.partial(on_created, job, attempt))
+                    created = await self._queued_or_started(tx, row, first, now)
+                    self._changes.remember_created(created[0])
+                    if claimed_by is not None:  # this process's: its engine drives it
+                        tx.after_commit(functools.partial(self._handoff.committed, *created))
         except BaseException:
             self._changes.forget_created(str(row_params["id"]))
             raise
-        if job is None:
+        if created is None:
             return await self._existing(owner, idempotency_key, fingerprint), None
-        if attempt is not None:
-            self._changes.notify(job.id, job)
-        return job, attempt
+        if created[1] is not None:
+            self._changes.notify(created[0].id, created[0])
+        return created
 
-    async def _charged(self, tx: Tx, first: AttemptStart) -> bool:
-        """Whether `first`'s reservation (if any) is charged: False when a budget refuses it."""
-        return first.reservation is None or await charge_in(self._q, tx, first.reservation) is None
-
-    async def _insert_queued(
-        self, tx: Tx, row_params: dict[str, Any], queued: NewEvent, now: float
-    ) -> Row | None:
-        row = await tx.fetchone(
-            self._q["insert_job"],
-            {**row_params, "state": JobState.QUEUED, "version": 1, "event_seq": 1},
-        )
-        if row is not None:
-            await insert_events(self._q, tx, row["id"], [(queued, JobState.QUEUED)], 1, now)
-        return row
-
-    async def _insert_started(
-        self,
-        tx: Tx,
-        row_params: dict[str, Any],
-        queued: NewEvent,
-        first: AttemptStart,
-        now: float,
-    ) -> tuple[Row | None, Attempt | None]:
-        """Insert the job already running, its first attempt and all their events: three
-        statements, where a queued job and a separate move would take six. The move from
-        queued is the transition table's, as `start_attempt_in`'s is. `first`'s reservation
-        was charged (`_charged`): held by the attempt, or taken back when the job exists."""
-        running = moved(str(row_params["id"]), JobState.QUEUED, JobState.RUNNING)
-        events = [queued, *first.notes]
-        row = await tx.fetchone(
-            self._q["insert_job"],
-            {**row_params, "state": running, "version": 2, "event_seq": len(events) + 1},
-        )
-        if row is None:  # the key's job exists: it gets no attempt, and nothing is charged
-            if first.reservation is not None:
-                await take_back_in(self._q, tx, first.reservation)
-            return None, None
-        attempt_id = new_id()
-        if first.reservation is not None:
-            await record_holds_in(self._q, tx, attempt_id, first.reservation)
-        attempt_row = await tx.fetchone(
-            self._q["insert_attempt"],
-            {
-                "id": attempt_id,
-                "job_id": row["id"],
-                "provider": first.provider,
-                "model": first.model,
-                "now": now,
-                "worker": first.worker,
-                "lease_until": now + first.lease_s,
-            },
-        )
-        assert attempt_row is not None
-        attempt = attempt_from_row(attempt_row)
-        events.append(started_event(attempt))
-        states = [JobState.QUEUED] + [running] * (len(events) - 1)
-        await insert_events(self._q, tx, row["id"], list(zip(events, states, strict=True)), 1, now)
-        return row, attempt
+    async def _queued_or_started(
+        self, tx: Tx, row: Row, first: AttemptStart | None, now: float
+    ) -> tuple[Job, Attempt | None]:
+        """The job just inserted (born queued, its `job.queued` event counted but not yet
+        written), with `first` started when given and no budget refuses it."""
+        job = job_from_row(row, created=True)
+        queued = NewEvent(kind=EventKind.JOB_QUEUED, data={"task": job.task})
+        if first is not None:
+            started = await start_attempts(
+                self._q,
+                tx,
+                [Starting(job, first, earlier=[queued])],
+                now,
+                on_crossed=OnCrossed.SKIP,
+            )
+            if started:
+                running, attempt = started[0]
+                return running.model_copy(update={"created": True}), attempt
+        await insert_numbered(self._q, tx, job.id, job.state, [queued], int(row["event_seq"]), now)
+        return job, None
 
     async def _existing(self, owner: str, idempotency_key: str, fingerprint: str) -> Job:
         existing = await self._reads.find_job(owner, idempotency_key)
@@ -249,7 +205,7 @@ class JobWrites:
                     AttemptState.CANCELLED,
                     AttemptUsage(),
                     now,
-                    error_kind="cancelled",
+                    error_kind=EndReason.CANCELLED,
                     error=reason,
                 )
                 events.append(

@@ -9,7 +9,8 @@ What the parts share is passed to them, never reached through each other: `Chang
 row) are collaborator objects; the steps inside a write transaction (lock, move through the
 transition table, start an attempt, append events, write the outbox row of a terminal change)
 are functions of transitions.py taking the transaction. The parts' methods are this store's
-methods: `store.jobs.get_job(...)`, `store.jobs.claim_runnable(...)`.
+methods: `store.jobs.get_job(...)`, `store.jobs.claiming(...)`. The jobs a commit gives this
+process go to one port, the engine's (handoff.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from jobrouter.store.attempts import AttemptWrites
 from jobrouter.store.changes import Changes
 from jobrouter.store.claims import Claims
 from jobrouter.store.connector import ChangeFeed, Connector, LoadAware
+from jobrouter.store.handoff import Dispatch, Handoff
 from jobrouter.store.jobs import JobWrites
 from jobrouter.store.listing import JobListing
 from jobrouter.store.outbox import OutboxWritten
@@ -31,10 +33,11 @@ class JobStore:
     def __init__(self, connector: Connector, written: OutboxWritten) -> None:
         self.connector = connector
         self._changes = Changes()
+        self._handoff = Handoff()
         self._reads = JobReads(connector)
-        self._jobs = JobWrites(connector, self._changes, self._reads, written)
+        self._jobs = JobWrites(connector, self._changes, self._reads, written, self._handoff)
         self._attempts = AttemptWrites(connector, self._changes, written)
-        self._claims = Claims(connector, self._changes, self._attempts)
+        self._claims = Claims(connector, self._changes, self._attempts, self._handoff)
         self._listing = JobListing(connector)
         self._waits = Waits(connector, self._changes)
         if isinstance(connector, ChangeFeed):
@@ -51,7 +54,7 @@ class JobStore:
         self.resolve_attempt = self._attempts.resolve_attempt
         # claims and leases (claims.py)
         self.claim = self._claims.claim
-        self.claim_runnable = self._claims.claim_runnable
+        self.claiming = self._claims.claiming
         self.claim_wait_s = self._claims.claim_wait_s
         self.release = self._claims.release
         self.renew = self._claims.renew
@@ -72,6 +75,11 @@ class JobStore:
     async def close(self) -> None:
         """Stop the reader of open waits (the connector is the `SqlStore`'s to close)."""
         await self._waits.stop()
+
+    def hand_over_to(self, port: Dispatch) -> None:
+        """The engine of this process: the jobs a commit gives it (created here, claimed) go
+        to `port` once committed (handoff.py). Given once, when the engine is built."""
+        self._handoff.connect(port)
 
     def track_load(self, jobs_in_flight: Callable[[], int]) -> None:
         """Tell the connector how many jobs this process has in flight, where it cares."""

@@ -2,12 +2,13 @@
 -- PostgreSQL connector rewrites them to $n); times are epoch seconds; JSON travels as text.
 
 -- name: insert_job
--- :state, :version, :event_seq: a job is born queued (1, 1), or running with its first attempt
--- and the events that go with it (the state the queued -> running move would have left).
+-- A job is born queued, at version 1, its `job.queued` event counted (event_seq 1) and written
+-- by its creator in the same transaction (router/store/jobs.py); a first attempt started with
+-- it moves it as every start does (start_jobs).
 INSERT INTO jobs (id, owner, idempotency_key, fingerprint, task, input, params, state, version,
                   created_at, updated_at, deadline_at, next_run_at, claimed_by, claim_until, event_seq)
-VALUES (:id, :owner, :idempotency_key, :fingerprint, :task, :input, :params, :state, :version,
-        :now, :now, :deadline_at, :now, :claimed_by, :claim_until, :event_seq)
+VALUES (:id, :owner, :idempotency_key, :fingerprint, :task, :input, :params, 'queued', 1,
+        :now, :now, :deadline_at, :now, :claimed_by, :claim_until, 1)
 ON CONFLICT (owner, idempotency_key) DO NOTHING
 RETURNING *
 
@@ -36,17 +37,9 @@ SELECT * FROM attempts WHERE job_id = :job_id ORDER BY seq
 SELECT * FROM attempts WHERE id = :id
 
 -- name: insert_attempt
--- Its seq is computed here: the job's row lock (or SQLite's write lock) is held, so no other
--- attempt of the job can take the same number.
-INSERT INTO attempts (id, job_id, seq, provider, model, state, started_at, worker, lease_until)
-VALUES (:id, :job_id, (SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE job_id = :job_id),
-        :provider, :model, 'started', :now, :worker, :lease_until)
-RETURNING *
-
--- name: start_attempts
--- The first attempts of a claim's jobs (router/store/starts.py): :rows is a JSON array of
--- {id, job_id, provider, model, worker, lease_until}, one statement however many. Each seq as
--- insert_attempt computes it; the jobs are distinct and locked by the claim.
+-- Every attempt started (router/store/starts.py): :rows is a JSON array of
+-- {id, job_id, provider, model, worker, lease_until}, one statement however many. Each seq one
+-- more than its job's last; the jobs are distinct and locked by the transaction.
 INSERT INTO attempts (id, job_id, seq, provider, model, state, started_at, worker, lease_until)
 SELECT json_extract(r.value, '$.id'), json_extract(r.value, '$.job_id'),
        (SELECT COALESCE(MAX(a.seq), 0) + 1 FROM attempts a
@@ -57,8 +50,9 @@ FROM json_each(:rows) AS r
 RETURNING *
 
 -- name: start_jobs
--- Those jobs queued -> running, each at its version (the optimistic lock of update_job_state),
--- its event_seq counting the n events its start appends: :rows is [{id, version, n}].
+-- The one spelling of a job's move queued -> running (an attempt started): each at its version
+-- (the optimistic lock of update_job_state), its event_seq counting the n events its start
+-- appends: :rows is [{id, version, n}].
 UPDATE jobs SET state = 'running', error = NULL, error_detail = NULL, version = jobs.version + 1,
                 updated_at = :now, next_run_at = :now, event_seq = jobs.event_seq + r.n
 FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.version') AS version,

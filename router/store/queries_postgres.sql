@@ -55,7 +55,7 @@ SELECT * FROM jobrouter_await_settled(:ids, :states, :wait_s, :step_s)
 -- the time (:now plus the time waited) it found it at, NULL if none.
 SELECT jobrouter_await_runnable(:now, :wait_s, :step_s) AS found_at
 
--- name: start_attempts
+-- name: insert_attempt
 -- As queries.sql's, the JSON rows read by json_to_recordset.
 INSERT INTO attempts (id, job_id, seq, provider, model, state, started_at, worker, lease_until)
 SELECT r.id, r.job_id,

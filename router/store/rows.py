@@ -15,8 +15,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from jobrouter.errors import StoreError
 from jobrouter.models import Attempt, Job, JobEvent, canonical_json
-from jobrouter.states import AttemptState, JobState
+from jobrouter.states import AttemptState, EndReason, JobState
 from jobrouter.store.connector import Row
 
 M = TypeVar("M", bound=BaseModel)
@@ -54,6 +55,22 @@ def loads(value: str | None) -> Any:
     return None if value is None else json.loads(value)
 
 
+def end_reason(attempt_id: str, value: str | None) -> EndReason | None:
+    """An attempt row's `error_kind`, one of the closed vocabulary; a value this version does not
+    know (written by another version, or by hand) is refused, never passed on as a string."""
+    if value is None:
+        return None
+    try:
+        return EndReason(value)
+    except ValueError:
+        known = ", ".join(EndReason)
+        raise StoreError(
+            f"attempt {attempt_id} has error_kind {value!r}, which this version of jobrouter "
+            f"does not know (one of: {known}); was the row written by another version?",
+            transient=False,
+        ) from None
+
+
 def job_from_row(row: Row, *, created: bool = False) -> Job:
     return _trusted(
         Job,
@@ -89,7 +106,7 @@ def attempt_from_row(row: Row) -> Attempt:
             provider=row["provider"],
             model=row["model"],
             state=AttemptState(row["state"]),
-            error_kind=row["error_kind"],
+            error_kind=end_reason(row["id"], row["error_kind"]),
             error=row["error"],
             error_detail=row["error_detail"],
             output=loads(row["output"]),

@@ -1,6 +1,7 @@
 """The steps of a write transaction that jobs, attempts and claims share: lock a job (or an
 attempt's job), move a job or an attempt through the transition table (router/states.py),
-start an attempt, append events, write the outbox row of a terminal change. Plain functions
+number and append events, write the outbox row of a terminal change (starting attempts is
+starts.py's). Plain functions
 over the open transaction and the loaded queries: the job store's parts share these, not each
 other's members, and the store's one seam is the connector.
 """
@@ -9,20 +10,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from jobrouter.errors import AttemptNotFound, BudgetCrossed, InvalidTransition, JobNotFound
+from jobrouter.errors import AttemptNotFound, InvalidTransition, JobNotFound
 from jobrouter.models import Attempt, AttemptUsage, Job, NewEvent, new_id
-from jobrouter.providers.errors import ErrorKind
-from jobrouter.states import AttemptState, EventKind, JobState, attempt_can_move, job_can_move
+from jobrouter.states import (
+    AttemptState,
+    EndReason,
+    EventKind,
+    JobState,
+    attempt_can_move,
+    job_can_move,
+)
 from jobrouter.store.connector import Tx
 from jobrouter.store.live_watch import LiveVerdict, verdict_columns
 from jobrouter.store.outbox import OutboxWritten
 from jobrouter.store.rows import attempt_from_row, dumps, job_from_row
-from jobrouter.store.spend import NOTHING_SENT, Actual, Reservation, reserve_in, settle_in
-
-if TYPE_CHECKING:
-    from jobrouter.store.claims import AttemptStart
+from jobrouter.store.spend import NOTHING_SENT, Actual, settle_in
 
 Queries = Mapping[str, str]
 
@@ -77,56 +81,6 @@ def started_event(attempt: Attempt) -> NewEvent:
         kind=EventKind.ATTEMPT_STARTED,
         data={"attempt_id": attempt.id, "provider": attempt.provider, "seq": attempt.seq},
     )
-
-
-async def start_attempt_in(
-    q: Queries, tx: Tx, job: Job, start: AttemptStart, exclusive: bool, now: float
-) -> tuple[Job, Attempt]:
-    """Insert `start`'s attempt of the locked `job` (queued or running; with `exclusive`, only
-    when no attempt of it is open), moving a queued job to running, with their events.
-    `start.reservation` is charged first: BudgetCrossed when a budget refuses it."""
-    if job.state not in (JobState.QUEUED, JobState.RUNNING):
-        raise InvalidTransition(
-            entity="job",
-            entity_id=job.id,
-            src=job.state,
-            dst="new attempt",
-            why="only a queued or running job starts attempts",
-        )
-    if exclusive:
-        await refuse_if_open(q, tx, job.id)
-    attempt_id = new_id()
-    if start.reservation is not None:
-        await reserve_or_raise(q, tx, attempt_id, start.reservation)
-    row = await tx.fetchone(
-        q["insert_attempt"],
-        {
-            "id": attempt_id,
-            "job_id": job.id,
-            "provider": start.provider,
-            "model": start.model,
-            "now": now,
-            "worker": start.worker,
-            "lease_until": now + start.lease_s,
-        },
-    )
-    assert row is not None
-    attempt = attempt_from_row(row)
-    events = [*start.notes, started_event(attempt)]
-    if job.state is JobState.QUEUED:
-        job = await move_job(q, tx, job, JobState.RUNNING, now=now, events=events)
-    else:
-        await append_events(q, tx, job.id, job.state, events, now)
-    return job, attempt
-
-
-async def reserve_or_raise(q: Queries, tx: Tx, attempt_id: str, reservation: Reservation) -> None:
-    """Charge `reservation` for `attempt_id`, or raise BudgetCrossed (charging nothing)."""
-    crossed = await reserve_in(q, tx, attempt_id, reservation)
-    if crossed is not None:
-        raise BudgetCrossed(
-            budget=crossed.budget, side=crossed.side, limit=crossed.limit, charged=crossed.charged
-        )
 
 
 async def move_job(
@@ -215,14 +169,16 @@ async def end_attempt(
     dst: AttemptState,
     usage: AttemptUsage,
     now: float,
-    error_kind: str | None = None,
+    error_kind: EndReason | None = None,
     error: str | None = None,
     output: Any = None,
     error_detail: str | None = None,
     verdict: LiveVerdict | None = None,
 ) -> Attempt:
     """The attempt's end, through the transition table; `verdict`, an answer's, in the same
-    UPDATE (no statement of its own: router/store/live_watch.py)."""
+    UPDATE (no statement of its own: router/store/live_watch.py). `error_kind` is one of the
+    closed vocabulary (`EndReason`): any other string is refused before anything is written."""
+    reason = None if error_kind is None else EndReason(error_kind)
     if not attempt_can_move(attempt.state, dst):
         raise InvalidTransition(entity="attempt", entity_id=attempt.id, src=attempt.state, dst=dst)
     usage = kept_usage(usage, attempt)
@@ -232,7 +188,7 @@ async def end_attempt(
             "id": attempt.id,
             "from_state": attempt.state,
             "state": dst,
-            "error_kind": error_kind,
+            "error_kind": reason,
             "error": error,
             "error_detail": error_detail,
             "output": dumps(output),
@@ -256,18 +212,18 @@ async def end_attempt(
             why="it changed under us",
         )
     if row["held"]:  # no statement of its own for an attempt without a reservation
-        actual = settled_at(usage, error_kind)
+        actual = settled_at(usage, reason)
         if actual is not None:
             await settle_in(q, tx, attempt.id, actual)
     return attempt_from_row(row)
 
 
-def settled_at(usage: AttemptUsage, error_kind: str | None) -> Actual | None:
+def settled_at(usage: AttemptUsage, error_kind: EndReason | None) -> Actual | None:
     """What an ending attempt's reservation becomes (docs/spend.md, "Every end settles what
     its attempt holds"): nothing when nothing was sent (`not_sent`: the provider provably did
     not act); its reported tokens and cost when it has them; else None, the reservation stays
     charged (an `unknown` attempt, an answer with no usage: the provider may have billed)."""
-    if error_kind == ErrorKind.NOT_SENT:
+    if error_kind is EndReason.NOT_SENT:
         return NOTHING_SENT
     if usage.prompt_tokens is None or usage.completion_tokens is None:
         return None
@@ -285,6 +241,13 @@ async def append_events(
     await insert_numbered(q, tx, job_id, job_state, batch, int(row["event_seq"]), now)
 
 
+def event_numbers(event_seq: int, n: int) -> range:
+    """The numbers of a job's last `n` events, `event_seq` being the job's as it counts them:
+    every writer of events numbers them here (a write bumps the job's `event_seq` first, then
+    inserts the events it counted)."""
+    return range(event_seq - n + 1, event_seq + 1)
+
+
 async def insert_numbered(
     q: Queries,
     tx: Tx,
@@ -297,23 +260,9 @@ async def insert_numbered(
     """Insert `events`, already counted in the job's `event_seq` (as it is now): they are its
     last numbers."""
     if events:
-        first = event_seq - len(events) + 1
-        await insert_events(q, tx, job_id, [(event, job_state) for event in events], first, now)
-
-
-async def insert_events(
-    q: Queries,
-    tx: Tx,
-    job_id: str,
-    batch: Sequence[tuple[NewEvent, JobState]],
-    first: int,
-    now: float,
-) -> None:
-    """All of `batch` (each event with the job's state it records) in one statement,
-    numbered from `first`."""
-    await insert_events_of_jobs(
-        q, tx, [(job_id, first + i, event, state) for i, (event, state) in enumerate(batch)], now
-    )
+        seqs = event_numbers(event_seq, len(events))
+        rows = [(job_id, seq, event, job_state) for seq, event in zip(seqs, events, strict=True)]
+        await insert_events_of_jobs(q, tx, rows, now)
 
 
 async def insert_events_of_jobs(

@@ -28,9 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from jobrouter.bus_nats import BusSettings, NatsDelivery
+from jobrouter.delivery import DeliverySettings
 from jobrouter.fleet import Delivery
-from jobrouter.outbox import DeliverySettings, OutboxDeliverer, Webhook
+from jobrouter.outbox import OutboxDeliverer
 from jobrouter.store import SqlStore, open_store
+from jobrouter.webhook import Webhook
 from tests.store.pg import create_database, drop_database
 from tests.support.nats_bus import delete_stream, own_bus
 from tests.support.outbox_jobs import succeeded_events

@@ -23,12 +23,17 @@ from pathlib import Path
 
 from jobrouter.models import AttemptUsage
 from jobrouter.store import SqlStore, open_store
-from jobrouter.store.claims import AttemptStart
 from jobrouter.store.live_watch import LiveVerdict
+from jobrouter.store.starts import AttemptStart
 
 ANSWER = {"text": "Warm saffron tea for cold evenings."}
 USAGE = AttemptUsage(latency_ms=1.0, model="openai/stub", prompt_tokens=40, completion_tokens=5)
-FIRST = AttemptStart("stub", "openai/stub", "bench", 30.0, ())
+
+
+def first_start() -> AttemptStart:
+    return AttemptStart("stub", "openai/stub", "bench", 30.0, ())
+
+
 OLD = {  # as migration 0001 made them
     "jobs_runnable": "CREATE INDEX jobs_runnable ON jobs (next_run_at) "
     "WHERE state IN ('queued', 'running')",
@@ -49,7 +54,7 @@ async def one_job(store: SqlStore, key: str) -> float:
         deadline_s=60,
         claimed_by="bench",
         claim_s=60,
-        first=FIRST,
+        first=first_start(),
     )
     assert attempt is not None
     seen = LiveVerdict(attempt.id, "stub", "bench", failed=False, prompt_tokens=40)

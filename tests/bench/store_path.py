@@ -21,8 +21,8 @@ from typing import Any
 from jobrouter.models import AttemptUsage
 from jobrouter.store import open_store
 from jobrouter.store import sqlite as sqlite_connector
-from jobrouter.store.claims import AttemptStart
 from jobrouter.store.live_watch import LiveVerdict
+from jobrouter.store.starts import AttemptStart
 
 ANSWER = {"text": "Warm saffron tea for cold evenings."}
 

@@ -51,8 +51,8 @@ from typing import Any
 import pytest
 
 from jobrouter.api import Router
-from jobrouter.outbox import SIGNATURE_HEADER, verify_signature
 from jobrouter.store import SqlStore
+from jobrouter.webhook import SIGNATURE_HEADER, verify_signature
 from tests.providers.fault_server import FaultServer, start_fault_server
 from tests.store.pg import fresh_database
 from tests.support.webhook_receiver import WebhookReceiver

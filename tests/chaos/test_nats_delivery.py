@@ -20,8 +20,9 @@ import nats
 import pytest
 
 from jobrouter.bus_nats import BusSettings, NatsDelivery
-from jobrouter.outbox import SIGNATURE_HEADER, DeliverySettings, Webhook, verify_signature
+from jobrouter.delivery import DeliverySettings
 from jobrouter.store import SqlStore
+from jobrouter.webhook import SIGNATURE_HEADER, Webhook, verify_signature
 from tests.support.backends import db_url as db_url  # a fixture, used by name
 from tests.support.backends import store as store  # a fixture, used by name
 from tests.support.flaky_proxy import FlakyProxy

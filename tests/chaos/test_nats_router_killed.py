@@ -23,8 +23,9 @@ import pytest
 
 from jobrouter.bus_nats import BusSettings, NatsDelivery
 from jobrouter.config import RouterConfig
-from jobrouter.outbox import DeliverySettings, Webhook
+from jobrouter.delivery import DeliverySettings
 from jobrouter.store import SqlStore, open_store
+from jobrouter.webhook import Webhook
 from tests.store.pg import fresh_database
 from tests.support.nats_bus import delivering, own_stream, stream_state
 from tests.support.outbox_jobs import succeeded_events

@@ -24,7 +24,7 @@ from jobrouter.providers.classify import (
     classify,
     from_status,
     malformed_answer,
-    parse_retry_after,
+    retry_after_from_headers,
 )
 from jobrouter.providers.errors import CassetteMiss, ErrorKind, NotSent, Rejected
 from jobrouter.providers.http_wire import Wire, WireTimeouts
@@ -219,27 +219,28 @@ def test_cause_chain_stops_on_cycles() -> None:
 
 
 def test_retry_after_forms() -> None:
-    assert parse_retry_after({"retry-after": "7"}) == 7.0
-    assert parse_retry_after({"Retry-After": "1.5"}) == 1.5
-    assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert retry_after_from_headers({"retry-after": "7"}) == 7.0
+    assert retry_after_from_headers({"Retry-After": "1.5"}) == 1.5
+    assert retry_after_from_headers({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
     # An unreadable retry-after-ms falls back to retry-after. Mutant: its `except ValueError`
     # re-raising (the classification of a 429 raised: no error kind, the attempt never ended),
     # seen failing.
-    assert parse_retry_after({"retry-after-ms": "later", "retry-after": "4"}) == 4.0
+    assert retry_after_from_headers({"retry-after-ms": "later", "retry-after": "4"}) == 4.0
     when = email.utils.formatdate(1_000_030, usegmt=True)
-    assert parse_retry_after({"retry-after": when}, now=1_000_000) == pytest.approx(30.0)
-    assert parse_retry_after({"retry-after": when}, now=2_000_000) == 0.0
-    assert parse_retry_after({"retry-after": "soon"}) is None
-    assert parse_retry_after({}) is None
-    assert parse_retry_after(None) is None
+    assert retry_after_from_headers({"retry-after": when}, now=1_000_000) == pytest.approx(30.0)
+    assert retry_after_from_headers({"retry-after": when}, now=2_000_000) == 0.0
+    assert retry_after_from_headers({"retry-after": "soon"}) is None
+    assert retry_after_from_headers({}) is None
+    assert retry_after_from_headers(None) is None
     # Zero and below-one waits are kept as they are; a past date is no wait; a date without
-    # `now` is measured from the clock (kills the parse_retry_after survivors of mutmut).
-    assert parse_retry_after({"retry-after": "0"}) == 0.0
-    assert parse_retry_after({"retry-after": "0.2"}) == 0.2
-    assert parse_retry_after({"retry-after": "-3"}) == 0.0
-    assert parse_retry_after({"retry-after": email.utils.formatdate(0, usegmt=True)}) == 0.0
+    # `now` is measured from the clock (kills the survivors of mutmut in
+    # its former parse_retry_after).
+    assert retry_after_from_headers({"retry-after": "0"}) == 0.0
+    assert retry_after_from_headers({"retry-after": "0.2"}) == 0.2
+    assert retry_after_from_headers({"retry-after": "-3"}) == 0.0
+    assert retry_after_from_headers({"retry-after": email.utils.formatdate(0, usegmt=True)}) == 0.0
     future = email.utils.formatdate(time.time() + 3600, usegmt=True)
-    assert 3000.0 < (parse_retry_after({"retry-after": future}) or 0.0) <= 3600.0
+    assert 3000.0 < (retry_after_from_headers({"retry-after": future}) or 0.0) <= 3600.0
 
 
 def _proxy_refusal() -> aiohttp.ClientHttpProxyError:

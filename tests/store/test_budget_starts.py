@@ -14,9 +14,10 @@ from jobrouter.errors import BudgetCrossed
 from jobrouter.models import Attempt, Job
 from jobrouter.states import JobState
 from jobrouter.store import SqlStore
-from jobrouter.store.claims import AttemptStart
 from jobrouter.store.spend import Hold, Reservation
+from jobrouter.store.starts import AttemptStart
 from tests.store.test_claim_runnable import ignore, submit
+from tests.support.claiming import claim_runnable
 
 DAY = 1_764_720_000.0  # a period's start (00:00 UTC)
 CAP = Hold("shop1_daily", DAY, 1.0, None)
@@ -120,7 +121,7 @@ async def test_a_claim_starts_only_the_jobs_the_budget_holds(store: SqlStore) ->
     async def first(job: Job) -> AttemptStart:
         return start()
 
-    claimed = await store.jobs.claim_runnable("w1", 60.0, 10, first, ignore)
+    claimed = await claim_runnable(store.jobs, "w1", 60.0, 10, first, ignore)
     started = [c for c in claimed if c.attempt is not None]
     waiting = [c for c in claimed if c.attempt is None]
     assert len(started) == 2 and len(waiting) == 1

@@ -9,10 +9,12 @@ import asyncio
 
 import pytest
 
-from jobrouter.models import Job, NewEvent
+from jobrouter.models import Attempt, Job, NewEvent
 from jobrouter.states import AttemptState, JobState
 from jobrouter.store import SqlStore, open_store
-from jobrouter.store.claims import AttemptStart, Claimed, FirstAttempt
+from jobrouter.store.claims import Claimed
+from jobrouter.store.starts import AttemptStart
+from tests.support.claiming import FirstAttempt, claim_runnable
 from tests.support.store_jobs import create_job
 
 SKIPPED = NewEvent(kind="provider.skipped", data={"provider": "c"})
@@ -48,7 +50,7 @@ async def test_claims_and_starts_first_attempts_in_one_transaction(store: SqlSto
         return None if job.id == jobs[2].id else start_on("a")  # the driver decides that one
 
     before = store.connector.stats.write_transactions
-    claimed = await store.jobs.claim_runnable("w1", 60.0, 10, first, handed.append)
+    claimed = await claim_runnable(store.jobs, "w1", 60.0, 10, first, handed.append)
     assert store.connector.stats.write_transactions - before == 1
     assert handed == [claimed]  # after the commit, with what was claimed
     by_id = {item.job.id: item for item in claimed}
@@ -76,7 +78,7 @@ async def claim_round_trips(store: SqlStore, jobs: int, key: str) -> tuple[int, 
         return start_on("a")
 
     before = store.connector.stats.round_trips
-    claimed = await store.jobs.claim_runnable("w1", 60.0, 100, first, ignore)
+    claimed = await claim_runnable(store.jobs, "w1", 60.0, 100, first, ignore)
     return store.connector.stats.round_trips - before, claimed
 
 
@@ -111,13 +113,13 @@ async def test_a_claimed_job_is_not_runnable_and_an_expired_claim_is(store: SqlS
     async def none(_: Job) -> AttemptStart | None:
         return None
 
-    held = await store.jobs.claim_runnable("w1", 60.0, 10, none, ignore)
+    held = await claim_runnable(store.jobs, "w1", 60.0, 10, none, ignore)
     assert [c.job.id for c in held] == [job.id]
-    assert await store.jobs.claim_runnable("w2", 60.0, 10, none, ignore) == []
+    assert await claim_runnable(store.jobs, "w2", 60.0, 10, none, ignore) == []
     await store.jobs.release(job.id, "w1")
-    gone = await store.jobs.claim_runnable("w1", -1.0, 10, none, ignore)  # expired at once
+    gone = await claim_runnable(store.jobs, "w1", -1.0, 10, none, ignore)  # expired at once
     assert [c.job.id for c in gone] == [job.id]
-    taken = await store.jobs.claim_runnable("w2", 60.0, 10, none, ignore)
+    taken = await claim_runnable(store.jobs, "w2", 60.0, 10, none, ignore)
     assert [(c.job.id, c.job.state) for c in taken] == [(job.id, JobState.QUEUED)]
 
 
@@ -129,7 +131,7 @@ async def test_a_failed_claim_starts_nothing_and_hands_nothing_over(store: SqlSt
         raise RuntimeError("the chooser failed")
 
     with pytest.raises(RuntimeError):
-        await store.jobs.claim_runnable("w1", 60.0, 10, broken, handed.append)
+        await claim_runnable(store.jobs, "w1", 60.0, 10, broken, handed.append)
     assert handed == []
     assert await store.jobs.list_attempts(job.id) == []
     again = await store.jobs.get_job(job.id)
@@ -152,7 +154,7 @@ async def test_two_workers_claiming_together_never_take_the_same_job(db_url: str
 
         got = await asyncio.gather(
             *(
-                store.jobs.claim_runnable(worker, 60.0, 5, chooser(worker), ignore)
+                claim_runnable(store.jobs, worker, 60.0, 5, chooser(worker), ignore)
                 for _ in range(4)
                 for store, worker in ((first_store, "w1"), (second_store, "w2"))
             )
@@ -165,3 +167,41 @@ async def test_two_workers_claiming_together_never_take_the_same_job(db_url: str
     finally:
         await first_store.close()
         await second_store.close()
+
+
+class HandoffRecorder:
+    """A port for the store's hand-over (router/store/handoff.py), as the engine is one."""
+
+    def __init__(self) -> None:
+        self.handed: list[tuple[str, str | None]] = []
+
+    def committed(self, job: Job, attempt: Attempt | None) -> None:
+        self.handed.append((job.id, attempt.id if attempt else None))
+
+
+async def test_a_claim_hands_each_job_over_once_committed_and_a_failed_one_nothing(
+    store: SqlStore,
+) -> None:
+    """The engine's port hears of every job a claim took, with its first attempt, after the
+    COMMIT only; a claim whose body fails hands nothing over; a job created unclaimed is not
+    this process's to drive. Mutants: the claim's `tx.after_commit` hand-over dropped (nothing
+    handed), its jobs handed without their attempts, and `create_and_start` handing over an
+    unclaimed job: each seen failing here."""
+    port = HandoffRecorder()
+    store.jobs.hand_over_to(port)
+    jobs = [await submit(store, f"k{i}") for i in range(2)]
+    with pytest.raises(RuntimeError, match="the engine failed"):
+        async with store.jobs.claiming("w1", 60.0) as claim:
+            await claim.take(10)
+            raise RuntimeError("the engine failed")
+    assert port.handed == []
+    start = start_on("a")
+    async with store.jobs.claiming("w1", 60.0) as claim:
+        taken = await claim.take(10)
+        claimed = await claim.start({jobs[0].id: start})
+        assert port.handed == []  # not before the COMMIT
+    assert {job.id for job in taken} == {job.id for job in jobs}
+    assert sorted(port.handed, key=str) == sorted(
+        [(jobs[0].id, start.id), (jobs[1].id, None)], key=str
+    )
+    assert [c.attempt.id for c in claimed if c.attempt] == [start.id]

@@ -15,9 +15,11 @@ import pytest
 from jobrouter.models import Job
 from jobrouter.states import AttemptState, JobState
 from jobrouter.store import SqlStore
-from jobrouter.store.claims import AttemptStart, Claimed
+from jobrouter.store.claims import Claimed
 from jobrouter.store.sqlite import SqliteConnector
+from jobrouter.store.starts import AttemptStart
 from tests.store.test_claim_runnable import SKIPPED, ignore, submit
+from tests.support.claiming import claim_runnable
 
 # Before the claim, job i has PRIOR[i] notes after its job.queued event; its first attempt
 # carries NOTES[i] notes. Neither list is constant, nor are their sums: a batch that took one
@@ -46,7 +48,7 @@ async def test_each_job_of_a_claim_numbers_its_own_events(store: SqlStore) -> No
     async def first(job: Job) -> AttemptStart:
         return AttemptStart("a", "m", "w1", 30.0, notes[job.id])
 
-    claimed = {c.job.id: c for c in await store.jobs.claim_runnable("w1", 60.0, 10, first, ignore)}
+    claimed = {c.job.id: c for c in await claim_runnable(store.jobs, "w1", 60.0, 10, first, ignore)}
     assert set(claimed) == {job.id for job in jobs}
     for job, prior, n in zip(jobs, PRIOR, NOTES, strict=True):
         item = claimed[job.id]
@@ -69,7 +71,7 @@ async def test_a_claim_starts_attempts_with_and_without_a_model(store: SqlStore)
     async def first(job: Job) -> AttemptStart:
         return AttemptStart("a", models[job.id], "w1", 30.0)
 
-    claimed = await store.jobs.claim_runnable("w1", 60.0, 10, first, ignore)
+    claimed = await claim_runnable(store.jobs, "w1", 60.0, 10, first, ignore)
     assert all(item.attempt is not None for item in claimed)
     for job in jobs:
         attempts = await store.jobs.list_attempts(job.id)
@@ -93,7 +95,7 @@ async def test_a_claim_that_fails_at_its_events_leaves_nothing(store: SqlStore) 
         return AttemptStart("a", "m", "w1", 30.0)
 
     with pytest.raises((sqlite3.IntegrityError, asyncpg.UniqueViolationError)):
-        await store.jobs.claim_runnable("w1", 60.0, 10, first, handed.append)
+        await claim_runnable(store.jobs, "w1", 60.0, 10, first, handed.append)
     assert handed == []
     for job in jobs:
         assert await store.jobs.list_attempts(job.id) == []
@@ -117,5 +119,5 @@ async def test_a_claim_as_large_as_the_workers_allow_starts(store: SqlStore) -> 
     async def first(_: Job) -> AttemptStart:
         return AttemptStart("a", "m", "w1", 30.0, (SKIPPED,) * 3)
 
-    claimed = await store.jobs.claim_runnable("w1", 60.0, count, first, ignore)
+    claimed = await claim_runnable(store.jobs, "w1", 60.0, count, first, ignore)
     assert len(claimed) == count and all(item.attempt is not None for item in claimed)

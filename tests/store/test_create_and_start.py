@@ -13,11 +13,15 @@ from jobrouter.errors import IdempotencyConflict, StoreError
 from jobrouter.models import Attempt, Job, NewEvent
 from jobrouter.states import AttemptState, JobState
 from jobrouter.store import SqlStore
-from jobrouter.store.claims import AttemptStart
+from jobrouter.store.starts import AttemptStart
 from tests.support.faulty_connector import FaultyConnector
 
 SKIPPED = NewEvent(kind="provider.skipped", data={"provider": "c"})
-FIRST = AttemptStart(provider="a", model="m", worker="w1", lease_s=30.0, notes=(SKIPPED,))
+
+
+def first_start() -> AttemptStart:
+    """A new first attempt (each start is one attempt: its own id)."""
+    return AttemptStart(provider="a", model="m", worker="w1", lease_s=30.0, notes=(SKIPPED,))
 
 
 async def create(
@@ -32,7 +36,7 @@ async def create(
         deadline_s=60.0,
         claimed_by="w1",
         claim_s=60.0,
-        first=FIRST,
+        first=first_start(),
     )
 
 
@@ -102,28 +106,28 @@ async def test_a_new_job_records_its_deadline_its_claim_and_its_queued_event(
     a first attempt (the two insert paths). Kills mutants `jobs.create_and_start` 30 (the
     deadline dropped), 37, 38, 39 (the claim dropped, always set, or counted backwards) and
     44, 45, 46 (the queued event's data)."""
-    for first in (None, FIRST):
+    for started in (False, True):
         claimed, _ = await store.jobs.create_and_start(
             owner="shop-1",
-            idempotency_key=f"claimed-{first is None}",
+            idempotency_key=f"claimed-{started}",
             task="caption",
             input={"product": "tea"},
             params={},
             deadline_s=60.0,
             claimed_by="w1",
             claim_s=30.0,
-            first=first,
+            first=first_start() if started else None,
         )
         unclaimed, _ = await store.jobs.create_and_start(
             owner="shop-1",
-            idempotency_key=f"unclaimed-{first is None}",
+            idempotency_key=f"unclaimed-{started}",
             task="caption",
             input={"product": "tea"},
             params={},
             deadline_s=None,
             claimed_by=None,
             claim_s=30.0,
-            first=first,
+            first=first_start() if started else None,
         )
         assert claimed.deadline_at is not None
         assert (claimed.deadline_at - claimed.created_at).total_seconds() == pytest.approx(60.0)
@@ -145,15 +149,26 @@ async def test_a_new_job_records_its_deadline_its_claim_and_its_queued_event(
             assert (queued.kind, queued.data) == ("job.queued", {"task": "caption"})
 
 
-async def test_on_created_is_handed_the_committed_job_and_its_first_attempt_once(
+class Recorder:
+    """A port for the store's hand-over (router/store/handoff.py), as the engine is one."""
+
+    def __init__(self) -> None:
+        self.handed: list[tuple[Job, Attempt | None]] = []
+
+    def committed(self, job: Job, attempt: Attempt | None) -> None:
+        self.handed.append((job, attempt))
+
+
+async def test_the_handoff_port_gets_the_committed_job_and_its_first_attempt_once(
     store: SqlStore,
 ) -> None:
-    """`on_created` (the engine's hand-over) gets exactly the job and the attempt the call
-    returns, once, after the commit; a job found under its key is handed to nobody. Kills
-    mutants `jobs.create_and_start` 100, 102, 105, 106 (no hand-over, of no job, or with an
-    argument missing: the run recorded them `timeout`) and 103 (the attempt not handed
-    over)."""
-    handed: list[tuple[Job, Attempt | None]] = []
+    """The store's one hand-over port (the engine's) gets exactly the job and the attempt the
+    call returns, once, after the commit; a job found under its key is handed to nobody.
+    Mutants: `create_and_start` without its `tx.after_commit` hand-over (nothing handed), the
+    hand-over given `created[0]` alone (TypeError in the commit's callbacks), and the attempt
+    left out of it; each seen failing here."""
+    port = Recorder()
+    store.jobs.hand_over_to(port)
 
     async def submit() -> tuple[Job, Attempt | None]:
         return await store.jobs.create_and_start(
@@ -165,16 +180,22 @@ async def test_on_created_is_handed_the_committed_job_and_its_first_attempt_once
             deadline_s=None,
             claimed_by="w1",
             claim_s=60.0,
-            first=FIRST,
-            on_created=lambda job, attempt: handed.append((job, attempt)),
+            first=first_start(),
         )
 
     job, attempt = await submit()
     assert attempt is not None
-    assert handed == [(job, attempt)]
+    assert port.handed == [(job, attempt)]
     found, none = await submit()
     assert (found.id, found.created, none) == (job.id, False, None)
-    assert handed == [(job, attempt)]
+    assert port.handed == [(job, attempt)]
+
+
+async def test_a_store_hands_its_jobs_to_one_engine_only(store: SqlStore) -> None:
+    """A second port is refused: two engines on one store would each drive the other's jobs."""
+    store.jobs.hand_over_to(Recorder())
+    with pytest.raises(RuntimeError, match="another engine"):
+        store.jobs.hand_over_to(Recorder())
 
 
 async def test_a_started_creation_keeps_the_created_jobs_for_wait(store: SqlStore) -> None:
@@ -190,7 +211,7 @@ async def test_a_started_creation_keeps_the_created_jobs_for_wait(store: SqlStor
     assert store.jobs.created_here(earlier.id) == earlier
 
 
-@pytest.mark.parametrize("first", [None, FIRST], ids=["queued", "started"])
+@pytest.mark.parametrize("first", [None, first_start()], ids=["queued", "started"])
 async def test_a_creation_whose_commit_fails_is_not_remembered_and_raises_its_error(
     store: SqlStore, monkeypatch: pytest.MonkeyPatch, first: AttemptStart | None
 ) -> None:

@@ -10,15 +10,18 @@ from jobrouter.errors import InvalidTransition
 from jobrouter.models import NewEvent
 from jobrouter.states import JOB_TRANSITIONS, EventKind, JobState
 from jobrouter.store import SqlStore
-from jobrouter.store.claims import AttemptStart
+from jobrouter.store.starts import AttemptStart
 
-FIRST = AttemptStart(
-    provider="a",
-    model="m",
-    worker="w1",
-    lease_s=30.0,
-    notes=(NewEvent(kind=EventKind.PROVIDER_SKIPPED, data={"provider": "c"}),),
-)
+
+def first_start() -> AttemptStart:
+    """A new first attempt (each start is one attempt: its own id)."""
+    return AttemptStart(
+        provider="a",
+        model="m",
+        worker="w1",
+        lease_s=30.0,
+        notes=(NewEvent(kind=EventKind.PROVIDER_SKIPPED, data={"provider": "c"}),),
+    )
 
 
 async def test_a_table_without_queued_to_running_refuses_the_first_attempt(
@@ -37,7 +40,7 @@ async def test_a_table_without_queued_to_running_refuses_the_first_attempt(
             deadline_s=60.0,
             claimed_by="w1",
             claim_s=60.0,
-            first=FIRST,
+            first=first_start(),
         )
     assert await store.jobs.find_job("shop-1", "k1") is None  # rolled back: nothing written
     monkeypatch.undo()
@@ -50,6 +53,6 @@ async def test_a_table_without_queued_to_running_refuses_the_first_attempt(
         deadline_s=60.0,
         claimed_by="w1",
         claim_s=60.0,
-        first=FIRST,
+        first=first_start(),
     )
     assert job.state is JobState.RUNNING and attempt is not None

@@ -18,8 +18,9 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from jobrouter.bus_nats import MSG_ID_HEADER, BusSettings, NatsDelivery
-from jobrouter.outbox import DeliverySettings, Webhook
+from jobrouter.delivery import DeliverySettings
 from jobrouter.store import SqlStore
+from jobrouter.webhook import Webhook
 from tests.support.nats_bus import delivering, own_stream, stream_state
 from tests.support.outbox_jobs import succeeded_events
 from tests.support.waiting import until

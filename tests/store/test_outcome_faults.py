@@ -25,7 +25,7 @@ from jobrouter.models import AttemptUsage
 from jobrouter.printing import print_job
 from jobrouter.states import AttemptState, JobState
 from jobrouter.store import SqlStore, open_store
-from jobrouter.store.claims import AttemptStart
+from jobrouter.store.starts import AttemptStart
 from tests.support.fakes import FakeProvider, Step
 from tests.support.faulty_connector import FaultyConnector
 from tests.support.waiting import until

@@ -13,10 +13,11 @@ import pytest
 
 from jobrouter.models import Job
 from jobrouter.store import open_store
-from jobrouter.store.claims import AttemptStart
 from jobrouter.store.spend import Hold, Reservation
+from jobrouter.store.starts import AttemptStart
 from tests.store.pg import fresh_database
 from tests.store.test_claim_runnable import ignore, submit
+from tests.support.claiming import claim_runnable
 
 pytestmark = pytest.mark.postgres
 
@@ -59,7 +60,7 @@ async def test_a_claim_locks_its_budgets_in_name_order(pg_url: str) -> None:
 
         async with other.transaction():
             await other.execute(LOCK_ROW, "a")
-            claim = asyncio.create_task(store.jobs.claim_runnable("w1", 60.0, 10, first, ignore))
+            claim = asyncio.create_task(claim_runnable(store.jobs, "w1", 60.0, 10, first, ignore))
             async with asyncio.timeout(GUARD_S):
                 while not await other.fetchval(WAITING_ON_A_LOCK):  # no event for a lock wait
                     assert not claim.done(), claim.exception()

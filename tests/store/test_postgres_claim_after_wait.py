@@ -31,6 +31,7 @@ from tests.store.test_postgres_server_waits import (
     submit,
 )
 from tests.store.test_postgres_wakeups import opened
+from tests.support.claiming import claim_runnable
 from tests.support.fakes import FakeProvider, Step
 
 pytestmark = pytest.mark.postgres
@@ -156,7 +157,7 @@ async def test_waiting_reads_see_commits_under_a_repeatable_read_default(pg_url:
             rows = await reading
         assert [row["id"] for row in rows] == [job.id]
         claiming = asyncio.create_task(
-            store.jobs.claim_runnable("w1", 60.0, 10, no_first, ignore, wait_s=BOUND_S)
+            claim_runnable(store.jobs, "w1", 60.0, 10, no_first, ignore, wait_s=BOUND_S)
         )
         await running(pg_url, "jobrouter_await_runnable")
         other = await submit(elsewhere, "k2")
@@ -187,7 +188,7 @@ async def test_a_clock_stepped_back_during_the_wait_still_claims_the_job_found(
     monkeypatch.setattr(server_waits, "time", clock)
     async with opened(pg_url) as worker, opened(pg_url) as submitter:
         claiming = asyncio.create_task(
-            worker.jobs.claim_runnable("w1", 60.0, 10, no_first, ignore, wait_s=BOUND_S)
+            claim_runnable(worker.jobs, "w1", 60.0, 10, no_first, ignore, wait_s=BOUND_S)
         )
         await running(pg_url, "jobrouter_await_runnable")
         job = await submit(submitter, "k1")

@@ -21,13 +21,15 @@ from jobrouter.config import DatabaseConfig, EngineConfig, RouterConfig, TaskCon
 from jobrouter.models import AttemptUsage, Job
 from jobrouter.states import JobState
 from jobrouter.store import SqlStore
-from jobrouter.store.claims import AttemptStart, Claimed
+from jobrouter.store.claims import Claimed
 from jobrouter.store.connector import load_queries
 from jobrouter.store.postgres import PostgresConnector
 from jobrouter.store.server_waits import STEP_S
+from jobrouter.store.starts import AttemptStart
 from jobrouter.store.waits import SETTLED
 from tests.store.pg import ADMIN_URL, fresh_database
 from tests.store.test_postgres_wakeups import opened
+from tests.support.claiming import claim_runnable
 from tests.support.fakes import FakeProvider
 from tests.support.store_jobs import create_job
 
@@ -174,7 +176,7 @@ async def test_a_wait_on_another_process_job_is_one_waiting_read(pg_url: str) ->
 async def test_a_waiting_claim_takes_a_job_submitted_while_it_waits(pg_url: str) -> None:
     async with opened(pg_url) as worker, opened(pg_url) as submitter:
         claiming = asyncio.create_task(
-            worker.jobs.claim_runnable("w1", 60.0, 10, no_first, ignore, wait_s=BOUND_S)
+            claim_runnable(worker.jobs, "w1", 60.0, 10, no_first, ignore, wait_s=BOUND_S)
         )
         await running(pg_url, "jobrouter_await_runnable")
         job = await submit(submitter, "k1")
@@ -194,7 +196,7 @@ async def test_two_waiting_workers_wake_once_for_one_job(pg_url: str) -> None:
     async with opened(pg_url) as a, opened(pg_url) as b, opened(pg_url) as submitter:
         claims = {
             name: asyncio.create_task(
-                store.jobs.claim_runnable(name, 60.0, 10, no_first, ignore, wait_s=BOUND_S)
+                claim_runnable(store.jobs, name, 60.0, 10, no_first, ignore, wait_s=BOUND_S)
             )
             for name, store in (("wa", a), ("wb", b))
         }
@@ -261,7 +263,7 @@ async def test_a_job_at_concurrency_one_costs_four_commits(
             )
             for n in range(jobs):
                 claiming = asyncio.create_task(
-                    worker.jobs.claim_runnable("w1", 60.0, 10, first, ignore, wait_s=BOUND_S)
+                    claim_runnable(worker.jobs, "w1", 60.0, 10, first, ignore, wait_s=BOUND_S)
                 )
                 await running(pg_url, "jobrouter_await_runnable")
                 job = await submit(waiter, f"{keys}-{n}")

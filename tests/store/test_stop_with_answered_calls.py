@@ -84,8 +84,9 @@ async def attempts_of(db_url: str, job_id: str) -> tuple[JobState, list[Attempt]
 async def test_a_close_lets_an_answer_being_recorded_be_recorded(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """mutant: `_stop_in_flight` cancels answered calls too (the `book.answered` skip removed):
-    the record is cancelled, the attempt stays `started`; seen failing on both backends."""
+    """mutant: `_stop_in_flight` cancels answered calls too (then the `book.answered` skip
+    removed, now `CallPhase.stoppable` true for `answered`): the record is cancelled, the
+    attempt stays `started`; seen failing on both backends."""
     entered = asyncio.Event()
 
     async def until_closing(n: int) -> None:
@@ -174,7 +175,7 @@ async def test_a_close_while_the_ended_job_waits_for_a_loser_lets_it_be_recorded
     """As above, and the router closes while the driver waits for b's record: the close's
     cancel must not reach the answered call through that wait. mutant: that wait an
     `asyncio.gather` (the code before this test: the cancel went on to b's record, b left
-    `started`), seen failing on both backends; and the `book.answered` skip removed."""
+    `started`), seen failing on both backends; and answered calls stopped as above."""
     release_a = asyncio.Event()
     a_won = note_wins(monkeypatch)
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from jobrouter.models import AttemptUsage, Job
-from jobrouter.states import AttemptState, JobState
+from jobrouter.states import AttemptState, EndReason, JobState
 from jobrouter.store import SqlStore
 from jobrouter.store.outbox import OutboxEvent
 from tests.support.store_jobs import create_job
+
+# the end reason each ended attempt of these jobs records
+REASON = {AttemptState.FAILED: EndReason.REJECTED, AttemptState.UNKNOWN: EndReason.UNKNOWN}
 
 DAY_S = 86_400.0
 
@@ -40,7 +43,7 @@ async def job_in(store: SqlStore, state: JobState, *, owner: str = "shop", key: 
     if state in (JobState.FAILED, JobState.UNKNOWN):
         ended = AttemptState.FAILED if state is JobState.FAILED else AttemptState.UNKNOWN
         await store.jobs.finish_attempt(
-            attempt.id, ended, error_kind=str(ended), error="test", usage=AttemptUsage()
+            attempt.id, ended, error_kind=REASON[ended], error="test", usage=AttemptUsage()
         )
         return await store.jobs.settle_job(job.id, state, error="test")
     assert state is JobState.RUNNING

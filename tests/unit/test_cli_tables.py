@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from jobrouter.cli import app
 from jobrouter.models import AttemptUsage, Job
-from jobrouter.states import AttemptState, JobState
+from jobrouter.states import AttemptState, EndReason, JobState
 from jobrouter.store import SqlStore, open_store
 from tests.support.outbox_jobs import new_job
 
@@ -35,7 +35,7 @@ async def fill(store: SqlStore) -> list[Job]:
         await store.jobs.finish_attempt(
             failed[1].id,
             AttemptState.FAILED,
-            error_kind="rate_limited",
+            error_kind=EndReason.NOT_SENT,
             error="HTTP 429: slow down",
             usage=AttemptUsage(),
         )
@@ -47,7 +47,11 @@ async def fill(store: SqlStore) -> list[Job]:
         else:
             ended = AttemptState.FAILED if state is JobState.FAILED else AttemptState.UNKNOWN
             await store.jobs.finish_attempt(
-                second.id, ended, error_kind="timeout", error="no answer", usage=AttemptUsage()
+                second.id,
+                ended,
+                error_kind=EndReason.UNKNOWN,
+                error="no answer",
+                usage=AttemptUsage(),
             )
             await store.jobs.settle_job(job.id, state, error="every provider failed")
         jobs.append(job)

@@ -3,13 +3,16 @@ unknown (not failed) when retries run out, event streams resumed, wait falling b
 
 from __future__ import annotations
 
+import email.utils
 import json
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
+from tenacity import AsyncRetrying, RetryCallState
 
 from jobrouter.client import (
     IdempotencyKeyReused,
@@ -19,7 +22,9 @@ from jobrouter.client import (
     ProblemError,
     RetryPolicy,
     SubmitUnknown,
+    _RetryableStatus,
 )
+from jobrouter.providers import backoff
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC).isoformat()
 QUICK = RetryPolicy(attempts=4, initial=0.001, cap=0.002, deadline=5)
@@ -136,6 +141,56 @@ async def test_a_budget_refusal_is_final_and_says_when_to_come_back() -> None:
             await jobs.submit(JobIntent("t", {}))
     assert len(script.requests) == 1
     assert (raised.value.budget, raised.value.retry_after) == ("shop", 3600.0)
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"), [("soon", None), ("-5", 0.0), ("in 600 s, as a date", 600.0)]
+)
+async def test_a_budget_refusals_retry_after_is_read_by_the_one_parser(
+    header: str, seconds: float | None
+) -> None:
+    """Before, a bare `float()`: "soon" raised ValueError out of the error mapping, and an HTTP
+    date too. Mutant: `float(retry_after)` back (seen failing on "soon" and the date)."""
+    if header.endswith("as a date"):
+        header = email.utils.formatdate(time.time() + 600, usegmt=True)
+    refusal = problem(429, "budget-exhausted", budget="shop")
+    refusal.headers["Retry-After"] = header
+    async with client(Script(refusal)) as jobs:
+        with pytest.raises(OverBudget) as raised:
+            await jobs.submit(JobIntent("t", {}))
+    if seconds is None:
+        assert raised.value.retry_after is None
+    else:
+        assert raised.value.retry_after == pytest.approx(seconds, abs=5.0)
+
+
+def test_the_wait_honours_a_retry_after_date_up_to_the_cap() -> None:
+    """The client's wait reads Retry-After by the one parser, HTTP dates included (before:
+    seconds only), and never waits past its cap. Mutants: `_retry_after` returning None, the
+    Retry-After uncapped (`retry_after_cap=None`), both seen failing."""
+    policy = RetryPolicy(initial=0.001, cap=30.0)
+
+    def wait_after(retry_after: str) -> float:
+        state = RetryCallState(AsyncRetrying(), None, (), {})
+        state.attempt_number = 1
+        busy = _RetryableStatus(httpx.Response(503, headers={"Retry-After": retry_after}))
+        state.set_exception((_RetryableStatus, busy, None))
+        return policy.wait(state)
+
+    assert 15.0 < wait_after(email.utils.formatdate(time.time() + 20, usegmt=True)) <= 20.0
+    assert wait_after("120") == 30.0
+
+
+def test_the_client_obeys_the_one_test_switch() -> None:
+    """`backoff.set_testing()` zeroes the client's waits too (it had no switch before).
+    Mutant: `RetryPolicy.backoff` drawing its own `random.uniform` again (seen failing)."""
+    policy = RetryPolicy(initial=1.0, cap=4.0)
+    backoff.set_testing()
+    try:
+        assert [policy.backoff(n) for n in range(1, 10)] == [0.0] * 9
+    finally:
+        backoff.set_testing(no_backoff=False)
+    assert max(policy.backoff(3) for _ in range(50)) > 0.0
 
 
 @pytest.mark.parametrize("failure", [httpx.ReadTimeout("slow"), httpx.Response(502)])

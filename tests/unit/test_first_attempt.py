@@ -19,10 +19,11 @@ from jobrouter.config import BreakerConfig, EngineConfig, RouterConfig, TaskConf
 from jobrouter.errors import IdempotencyConflict
 from jobrouter.providers import NotSent
 from jobrouter.states import AttemptState, JobState
-from jobrouter.store.claims import AttemptStart
+from jobrouter.store import open_store
 from jobrouter.store.sqlite import SqliteConnector
+from jobrouter.store.starts import AttemptStart
 from tests.support.fakes import FakeProvider, Step
-from tests.unit.test_engine import SETTLE, config, open_router, shared, submit
+from tests.unit.test_engine import SETTLE, config, open_router, shared, submit, url
 
 
 def one_worker(cfg: RouterConfig) -> RouterConfig:
@@ -126,9 +127,11 @@ async def test_a_half_open_circuit_keeps_its_probe_out_of_the_creating_transacti
 
 
 async def test_a_job_committed_but_never_handed_over_is_taken_up_again(tmp_path: Path) -> None:
-    """What a submit cancelled during its commit leaves: a job claimed by this worker with a
-    first attempt recorded but never sent. The heartbeat renews only jobs in hand, so the claim
-    and the lease expire, the sweeper records the attempt unknown (I7) and the job fails over."""
+    """What a hand-over that never ran leaves (the process died between COMMIT and its
+    callbacks, say): a job claimed by this worker with a first attempt recorded but never sent.
+    It is written here through a second store on the same file, which hands its jobs to no
+    engine. The heartbeat renews only jobs in hand, so the claim and the lease expire, the
+    sweeper records the attempt unknown (I7) and the job fails over."""
     a, b = FakeProvider("a"), FakeProvider("b")
     cfg = config(caption=shared()).model_copy(
         update={
@@ -138,7 +141,8 @@ async def test_a_job_committed_but_never_handed_over_is_taken_up_again(tmp_path:
     async with open_router(tmp_path, cfg, {"a": a, "b": b}) as router:
         assert router.engine is not None
         first = AttemptStart(provider="a", model=None, worker=router.engine.worker_id, lease_s=0.3)
-        job, attempt = await router.store.jobs.create_and_start(
+        other = await open_store(url(tmp_path))
+        job, attempt = await other.jobs.create_and_start(
             owner="shop-1",
             idempotency_key="lost",
             task="caption",
@@ -149,6 +153,7 @@ async def test_a_job_committed_but_never_handed_over_is_taken_up_again(tmp_path:
             claim_s=0.5,
             first=first,
         )
+        await other.close()
         assert attempt is not None
         done = await router.wait(job.id, timeout=SETTLE)
         assert done.state is JobState.SUCCEEDED

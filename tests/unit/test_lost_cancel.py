@@ -21,7 +21,8 @@ import pytest
 
 from jobrouter.aio import stop_if_cancelled
 from jobrouter.bus_nats import BusSettings, NatsDelivery
-from jobrouter.outbox import DeliverySettings, OutboxDeliverer
+from jobrouter.delivery import DeliverySettings
+from jobrouter.outbox import OutboxDeliverer
 from jobrouter.store import SqlStore, open_store
 
 GUARD_S = 60.0  # a guard against a hang only: every wait below ends on an event

@@ -22,26 +22,24 @@ import pytest
 
 from jobrouter import Router
 from jobrouter.config import OutboxConfig, RouterConfig, TaskConfig, WebhookConfig
+from jobrouter.delivery import DeliverySettings
 from jobrouter.errors import ConfigError
 from jobrouter.fleet import build_delivery
 from jobrouter.metrics import REGISTRY, set_outbox_gauges
-from jobrouter.outbox import (
-    DeliverySettings,
-    OutboxDeliverer,
-    Webhook,
-    _read_capped,
-    _retry_after,
-    event_body,
-    full_jitter,
-    retry_delay,
-    sign,
-    verify_signature,
-    webhooks_from_config,
-)
+from jobrouter.outbox import OutboxDeliverer
+from jobrouter.providers.backoff import full_jitter, parse_retry_after
 from jobrouter.retention import cutoff_for, purge
 from jobrouter.states import JobState
 from jobrouter.store import SqlStore, open_store
 from jobrouter.store.outbox import OutboxCounts, OutboxEvent, OwnerDepth
+from jobrouter.webhook import (
+    Webhook,
+    _read_capped,
+    event_body,
+    sign,
+    verify_signature,
+    webhooks_from_config,
+)
 from tests.support.fakes import FakeProvider
 from tests.support.outbox_jobs import DAY_S, age_jobs, event_of, job_in, outbox_event_of_job
 from tests.support.webhook_receiver import WebhookReceiver
@@ -161,9 +159,11 @@ def test_the_body_is_the_documented_envelope() -> None:
 
 
 def test_retry_delay_is_exponential_capped_and_fully_jittered() -> None:
-    bounds = [retry_delay(n, initial=1.0, cap=10.0, jitter=no_jitter) for n in range(1, 7)]
+    """The outbox's wait is `DeliverySettings.backoff` (before: its own `retry_delay`)."""
+    settings = dataclasses.replace(FAST, backoff_initial_s=1.0, backoff_max_s=10.0)
+    bounds = [settings.backoff.wait_s(n, jitter=no_jitter) for n in range(1, 7)]
     assert bounds == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
-    samples = [retry_delay(3, initial=1.0, cap=10.0) for _ in range(200)]
+    samples = [settings.backoff.wait_s(3) for _ in range(200)]
     assert all(0.0 <= s <= 4.0 for s in samples) and len(set(samples)) > 100
     # Full jitter starts at zero, even under one second (kills `uniform(1.0, bound)`).
     small = [full_jitter(0.5) for _ in range(200)]
@@ -177,24 +177,28 @@ def test_signature_at_the_edge_of_the_tolerance_is_accepted() -> None:
     assert not verify_signature(SECRET, b"{}", header, now=1_000_000 + 300.5, tolerance_s=300.0)
 
 
+OCT_21 = 1792567680.0  # Wed, 21 Oct 2026 07:28:00 GMT
+
+
 @pytest.mark.parametrize(
     ("value", "seconds"),
     [
         ("0", 0.0),
         ("0.5", 0.5),
         ("120", 120.0),
-        ("-1", None),
+        ("-1", 0.0),  # was None (no hint); the wait is the backoff's either way
         ("soon", None),
         (None, None),
-        ("Wed, 21 Oct 2026 07:28:00 GMT", None),
+        ("Wed, 21 Oct 2026 07:28:00 GMT", 60.0),  # was None: the date form was ignored
     ],
 )
 def test_a_receivers_retry_after_is_read_in_seconds(
     value: str | None, seconds: float | None
 ) -> None:
-    """Retry-After of a webhook: seconds, zero included; anything else is ignored (kills the
-    _retry_after mutants that drop zero, small values or the parse)."""
-    assert _retry_after(value) == seconds
+    """Retry-After of a webhook, read by the one parser (providers/backoff.py): seconds, zero
+    included, or an HTTP date; anything else is ignored (kills the mutants that drop zero,
+    small values or the parse)."""
+    assert parse_retry_after(value, now=OCT_21 - 60) == seconds
 
 
 # ---- delivery ------------------------------------------------------------------------------------

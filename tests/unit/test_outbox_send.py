@@ -5,7 +5,9 @@ answer (a late one, a redirect, one that trickles in, a transport error, a Retry
 answer is being recorded.
 
 Each test names the mutmut mutants it kills (docs/testing.md, "Mutation testing"); every one
-was checked by applying the mutant by hand and seeing the test fail."""
+was checked by applying the mutant by hand and seeing the test fail. `OutboxDeliverer.send` is
+now `WebhookSender.send` (router/webhook.py), and `next_try_in` is `decide_delivery`
+(router/delivery.py); the mutants keep the numbers they had when they were killed."""
 
 from __future__ import annotations
 
@@ -21,9 +23,10 @@ import httpx
 import pytest
 
 import jobrouter.outbox
-from jobrouter.outbox import OutboxDeliverer, Outcome, Webhook
+from jobrouter.outbox import OutboxDeliverer
 from jobrouter.states import JobState
 from jobrouter.store import SqlStore
+from jobrouter.webhook import Outcome, Webhook
 from tests.support.outbox_jobs import event_of, job_in
 from tests.support.webhook_receiver import WebhookReceiver
 from tests.unit.test_outbox import FAST, INITIAL, SECRET, deliverer, no_jitter, sample
@@ -123,7 +126,7 @@ async def test_an_answer_that_trickles_in_is_cut_at_the_timeout_of_the_whole_req
     job = await job_in(store, JobState.SUCCEEDED, key="order-1")
     sender = deliverer(store, receiver, timeout_s=1.0)
     try:
-        outcome = await asyncio.wait_for(sender.send(await event_of(store, job)), GUARD_S)
+        outcome = await asyncio.wait_for(sender.sender.send(await event_of(store, job)), GUARD_S)
         assert outcome == Outcome(False, "no answer within 1.0s", None)
         assert await asyncio.wait_for(sender.deliver_due(), GUARD_S) == 1
     finally:
@@ -155,7 +158,7 @@ async def test_a_transport_error_is_a_failed_try_named_by_its_class_cut_at_500(
     event = await event_of(store, job)
     sender = through(store, Refusing())
     try:
-        outcome = await sender.send(event)
+        outcome = await sender.sender.send(event)
     finally:
         await sender.stop()
     assert outcome == Outcome(False, f"ConnectError: {Refusing.message}"[:500], None)
@@ -196,7 +199,7 @@ async def test_a_receivers_retry_after_sets_the_next_try_and_is_logged(
     event = await event_of(store, job)
     sender = through(store, answering(503, headers), backoff_max_s=600.0)
     try:
-        outcome = await sender.send(event)
+        outcome = await sender.sender.send(event)
         expected = None if retry_after is None else float(retry_after)
         assert outcome == Outcome(False, "HTTP 503: busy", expected)
         began = time.time()

@@ -30,9 +30,11 @@ from jobrouter.models import Attempt, AttemptUsage, Job, NewEvent, payload_finge
 from jobrouter.policy import Eligibility, Finish, TaskPolicy, decide
 from jobrouter.states import AttemptState, JobState
 from jobrouter.store import SqlStore, open_store
-from jobrouter.store.claims import AttemptStart, Claimed
+from jobrouter.store.claims import Claimed
+from jobrouter.store.starts import AttemptStart
 from tests.store.pg import EMPTY_TABLES, postgres_url
 from tests.support.backends import BACKENDS, UrlFactory
+from tests.support.claiming import claim_runnable
 from tests.support.store_jobs import create_job
 
 T = TypeVar("T")
@@ -349,7 +351,7 @@ class StoreMachine(RuleBasedStateMachine):
             pass
 
         before = {job_id: self.job(job_id).state for job_id in self.model.by_id}
-        claimed = self.run(self.store.jobs.claim_runnable("w", -1.0, limit, first, ignore))
+        claimed = self.run(claim_runnable(self.store.jobs, "w", -1.0, limit, first, ignore))
         for item in claimed:
             was = before[item.job.id]
             assert was in (JobState.QUEUED, JobState.RUNNING), was
