@@ -193,8 +193,13 @@ class Adapter:
             ) from exc
 
     async def complete(self, request: CompletionRequest) -> Completion:
-        if self._closed:
-            raise RuntimeError(f"provider {self._name!r} is closed")
+        if self._closed:  # nothing can leave a closed client: provably not sent
+            raise NotSent(
+                f"provider {self._name!r} is closed",
+                provider=self._name,
+                retryable=False,  # the same closed provider refuses the same way
+                counts_against_health=False,  # our lifecycle, not the provider's health
+            )
         self._ready()
         built = self._built(request)  # NotSent when it cannot be built: nothing was sent
         budget = request.timeout or self._config.timeout.read

@@ -20,6 +20,8 @@ from jobrouter.errors import (
     BudgetUnheld,
     ConfigError,
     IdempotencyConflict,
+    InvalidIdempotencyKey,
+    InvalidIdentity,
     InvalidText,
     InvalidTransition,
     JobNotFound,
@@ -28,10 +30,13 @@ from jobrouter.errors import (
     LeaseLost,
     ListingError,
     NoEligibleProvider,
+    ReinstateRefused,
     ResolutionInvalid,
     RouterClosed,
     SpendQueryInvalid,
     StoreError,
+    UnknownTask,
+    WaitTimeout,
 )
 from jobrouter.states import AttemptState, JobState
 
@@ -60,6 +65,8 @@ __all__ = [
     "BudgetUse",
     "ConfigError",
     "IdempotencyConflict",
+    "InvalidIdempotencyKey",
+    "InvalidIdentity",
     "InvalidText",
     "InvalidTransition",
     "Job",
@@ -71,6 +78,7 @@ __all__ = [
     "LeaseLost",
     "ListingError",
     "NoEligibleProvider",
+    "ReinstateRefused",
     "ResolutionInvalid",
     "Router",
     "RouterClosed",
@@ -78,6 +86,8 @@ __all__ = [
     "SpendQueryInvalid",
     "SpendReport",
     "StoreError",
+    "UnknownTask",
+    "WaitTimeout",
     "__version__",
 ]
 

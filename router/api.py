@@ -9,16 +9,14 @@ as the HTTP API and the console do.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Generator, Mapping
+from collections.abc import Generator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from jobrouter import heap, telemetry
-from jobrouter.aio import wait_event
 from jobrouter.build import (
     ProvidersOnUse,
     TasksOnUse,
@@ -33,18 +31,18 @@ from jobrouter.door import DoorLimits, NewJob, admit
 from jobrouter.errors import (
     AttemptNotFound,
     ConfigError,
-    JobNotFound,
-    RouterClosed,
+    UnknownTask,
 )
 from jobrouter.gate import Gate
-from jobrouter.listing import JobFilter
-from jobrouter.models import Attempt, BudgetUse, Job, JobEvent, JsonObject, SpendReport
+from jobrouter.identity import check_identity
+from jobrouter.models import Job, JsonObject
+from jobrouter.operations import Operations
 from jobrouter.persist import persist
 from jobrouter.providers import Provider
+from jobrouter.reads import JobReads
 from jobrouter.resolution import Outcome, resolution
-from jobrouter.spend_report import By, Moment, budget_uses, spend, spend_query
 from jobrouter.spending import Spending
-from jobrouter.states import JobState, watch_ends
+from jobrouter.states import JobState
 from jobrouter.store import SqlStore, open_store
 from jobrouter.store.transient import is_transient
 from jobrouter.tasks import TaskRuntime
@@ -55,15 +53,14 @@ if TYPE_CHECKING:  # built by jobrouter.fleet, imported only by a router that ru
     from jobrouter.leader import Leader
 
 log = logging.getLogger("jobrouter.router")
-MAX_KEY_LENGTH = 255
-# `wait` reads a job itself only after this long without news (the store's one read for all
-# open waits finds settles; this is a safety net), and looks again whether the job is still
-# driven here every WAIT_RECHECK_S.
-WAIT_POLL_S = 5.0
-WAIT_RECHECK_S = 1.0
+_check_identity = check_identity  # the name `submit` calls it by
 
 
-class Router:
+class Router(JobReads, Operations):
+    """The door: open, submit, cancel, resolve, close. Its reads (a job, listings, watch,
+    wait, spend) are jobrouter.reads' `JobReads`, its operator side (tokens, health, outbox,
+    certifications) jobrouter.operations' `Operations`: one surface, three files."""
+
     def __init__(
         self,
         store: SqlStore,
@@ -260,6 +257,21 @@ class Router:
             NewJob(owner, idempotency_key, runtime, input, params or {}, request)
         )
 
+    def task(self, name: str) -> TaskRuntime:
+        """The configured task `name`; `UnknownTask` (naming the configured ones) if none."""
+        runtime = self.tasks.get(name)
+        if runtime is None:
+            raise UnknownTask(name, sorted(self.tasks))
+        return runtime
+
+    def check_submit(self, owner: str, idempotency_key: str, task: str) -> None:
+        """The checks `submit` makes before the door, in its order, without submitting: an
+        edge calls it to refuse a bad key or task before it reads more of the request
+        (`InvalidIdentity`, `InvalidIdempotencyKey`, `UnknownTask`)."""
+        self._check_open()
+        _check_identity(owner, idempotency_key)
+        self.task(task)
+
     async def _create(self, new: NewJob) -> Job:
         """Create the job; with workers here, through the engine: claimed by them and, when it
         can start at once, with its first attempt in the same transaction (one commit instead
@@ -302,90 +314,6 @@ class Router:
         )
         return await persist(lambda: self._insert(new))
 
-    async def get(self, job_id: str) -> Job:
-        self._check_open()
-        job = await self.store.jobs.get_job(job_id)
-        if job is None:
-            raise JobNotFound(job_id)
-        return job
-
-    async def find(self, owner: str, idempotency_key: str) -> Job | None:
-        self._check_open()
-        return await self.store.jobs.find_job(owner, idempotency_key)
-
-    async def find_everywhere(self, idempotency_key: str, limit: int = 50) -> list[Job]:
-        """The jobs of every owner under `idempotency_key` (a key is owner-scoped: one job
-        per owner), newest first: an operator's search. No index leads with the key, so this
-        walks the jobs table; `find` is the one to call per job."""
-        self._check_open()
-        where = JobFilter(idempotency_key=idempotency_key)
-        return list((await self.store.jobs.list_jobs(where, limit=limit)).items)
-
-    async def attempts(self, job_id: str) -> list[Attempt]:
-        self._check_open()
-        return await self.store.jobs.list_attempts(job_id)
-
-    async def events(self, job_id: str, after: int = 0) -> list[JobEvent]:
-        self._check_open()
-        return await self.store.jobs.list_events(job_id, after)
-
-    async def watch(
-        self, job_id: str, after: int = 0, poll: float = 0.25
-    ) -> AsyncIterator[JobEvent]:
-        """Every event after `after`, stored ones first, then new ones as they happen; ends
-        where `watch_ends` says: on the event that makes the job terminal, or once caught up
-        with a job that needs attention (never on an attempt's own end)."""
-        await self.get(job_id)
-        await self.store.jobs.follow_events()
-        with self.store.jobs.watching(job_id) as changed:
-            while True:
-                changed.take()  # what follows reads everything up to now
-                # The job first, then its events: they include every change up to that state,
-                # so the last state they announce (else the job's) is where the job is now.
-                latest = (await self.get(job_id)).state
-                for event in await self.store.jobs.list_events(job_id, after):
-                    after, latest = event.seq, event.kind.job_state or latest
-                    yield event
-                    if watch_ends(event.kind.job_state, caught_up=False):
-                        return
-                if watch_ends(latest, caught_up=True):
-                    return
-                await wait_event(changed.event, poll)
-
-    # The issue's API names it `timeout`; it bounds the wait, as asyncio.wait_for's does.
-    async def wait(self, job_id: str, timeout: float | None = None) -> Job:  # noqa: ASYNC109
-        """The job once it is terminal or needs attention; TimeoutError if not by `timeout`.
-
-        Reads the job only when it may have changed out of sight: a job just created here is
-        known as committed, a change made here comes with the job, and other processes'
-        changes are found by the store's one read for all open waits (router/store/waits.py),
-        which brings the settled job's row. Nothing is LISTENed for: on PostgreSQL every
-        notification costs every listening backend a transaction."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with (
-            self.store.jobs.watching(job_id) as change,
-            self.store.jobs.awaiting(job_id) as looking,
-        ):
-            job = self.store.jobs.created_here(job_id) or await self.get(job_id)
-            while not watch_ends(job.state, caught_up=True):  # the job read is caught up
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise TimeoutError(f"job {job_id} is still {job.state} after {timeout}s")
-                looking.near = self._driving(job_id)
-                # asyncio.timeout, not wait_for: no extra task, one loop turn less per wake-up.
-                poll = WAIT_RECHECK_S if looking.near else WAIT_POLL_S
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(min(poll, left) if left else poll):
-                        await change.wait()
-                seen = change.take()  # None: changed elsewhere, or nothing heard
-                if seen is None and looking.near and self._driving(job_id):
-                    continue  # still driven here: its settle is heard here, or read by the store
-                job = seen if seen is not None else await self.get(job_id)
-            return job
-
-    def _driving(self, job_id: str) -> bool:
-        return self.engine is not None and self.engine.is_driving(job_id)
-
     async def cancel(self, job_id: str, reason: str = "cancelled by the owner") -> Job:
         self._check_open()
         job = await self.store.jobs.cancel_job(job_id, reason)
@@ -426,25 +354,6 @@ class Router:
             self.engine.wake()  # reopened: the policy decides again
         return job
 
-    async def spend(
-        self, *, by: By = None, since: Moment = None, until: Moment = None, owner: str | None = None
-    ) -> SpendReport:
-        """What attempts started at `since` <= t < `until` (default: this UTC month) used, by
-        owner, task, provider, day or month (jobrouter.spend_report); SpendQueryInvalid names
-        a bad parameter. An unknown cost is counted, never summed as 0."""
-        self._check_open()
-        query = spend_query(by=by, since=since, until=until, owner=owner)
-        return await spend(self.store.spend_reads, query)
-
-    async def budget_uses(self, *, owner: str | None = None) -> list[BudgetUse]:
-        """Each configured budget's use this period (with `owner`: that owner's budgets)."""
-        self._check_open()
-        return await budget_uses(self.store.spend, self.config.budgets, owner=owner)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RouterClosed()
-
     async def __aenter__(self) -> Router:
         return self
 
@@ -479,15 +388,6 @@ class _Opening:
     ) -> None:
         if self._router is not None:
             await self._router.close()
-
-
-def _check_identity(owner: str, idempotency_key: str) -> None:
-    if not owner or not owner.strip():
-        raise ValueError("owner must be a non-empty string")
-    if not idempotency_key or len(idempotency_key) > MAX_KEY_LENGTH:
-        raise ValueError(
-            f"idempotency_key must be 1 to {MAX_KEY_LENGTH} characters, got {len(idempotency_key)}"
-        )
 
 
 __all__ = ["Router"]

@@ -53,6 +53,7 @@ from tenacity import (
     stop_after_delay,
 )
 
+from jobrouter.errors import BudgetExhausted, IdempotencyConflict
 from jobrouter.models import Attempt, Job, JobEvent, JsonObject, SpendAnswer
 from jobrouter.providers.backoff import Backoff, parse_retry_after, tenacity_wait
 from jobrouter.states import JobState, watch_ends
@@ -437,7 +438,7 @@ def _problem(response: httpx.Response) -> ProblemError:
         body = {"title": response.reason_phrase, "detail": response.text[:500]}
     if response.status_code == 404:
         return NotFound(404, body)
-    if str(body.get("type", "")).endswith(":idempotency-key-reused"):
+    if _slug(body) == IdempotencyConflict.slug:
         return IdempotencyKeyReused(response.status_code, body)
     if _over_budget(response):
         retry_after = parse_retry_after(response.headers.get("Retry-After"))
@@ -446,14 +447,20 @@ def _problem(response: httpx.Response) -> ProblemError:
 
 
 def _over_budget(response: httpx.Response) -> bool:
-    """A 429 that refuses the work for a budget (problem type `budget-exhausted`): final."""
+    """A 429 that refuses the work for a budget (`BudgetExhausted`'s slug): final."""
     if response.status_code != 429:
         return False
     try:
         body = response.json()
     except ValueError:
         return False
-    return isinstance(body, dict) and str(body.get("type", "")).endswith(":budget-exhausted")
+    return isinstance(body, dict) and _slug(body) == BudgetExhausted.slug
+
+
+def _slug(body: dict[str, Any]) -> str:
+    """A problem's slug, the last part of its `type` (`urn:jobrouter:problem:<slug>`): the
+    one the server's error carries (jobrouter.errors), so both sides name it once."""
+    return str(body.get("type", "")).rpartition(":")[2]
 
 
 __all__ = [

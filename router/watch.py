@@ -34,7 +34,7 @@ from jobrouter.drift import (
     observe,
     verdict,
 )
-from jobrouter.errors import JobRouterError
+from jobrouter.errors import ReinstateRefused
 from jobrouter.metrics import LIVE_VERDICTS
 from jobrouter.store.certifications import CertificationStore
 from jobrouter.store.live_watch import (
@@ -50,15 +50,6 @@ if TYPE_CHECKING:
     from jobrouter.contracts import Certification
 
 log = logging.getLogger("jobrouter.watch")
-
-
-class ReinstateRefused(JobRouterError):
-    """`contracts reinstate` refused: `field` names what is wrong, `reason` what it needs."""
-
-    def __init__(self, *, field: str, reason: str) -> None:
-        super().__init__(f"reinstate: {field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from jobrouter.api import Router
-from jobrouter.certifier import Cell, Pair, certify_pair, matrix, pairs_to_certify
+from jobrouter.certifier import Cell, Pair
 from jobrouter.cli.common import ConfigOpt, DatabaseOpt, run, settings
 from jobrouter.compare_recorded import compare_pairs, warnings_of
 from jobrouter.config import RouterConfig
@@ -72,7 +72,7 @@ def run_contracts(
     async def step() -> list[Cell]:
         cfg = settings(config)
         async with Router.open(database, cfg, run_workers=False) as router:
-            pairs = pairs_to_certify(cfg, router.tasks, provider=provider, contract=contract)
+            pairs = router.pairs_to_certify(provider=provider, contract=contract)
             routed.extend(pairs)
             total = sum(len(p.contract.cases) * p.contract.sampling.repeats for p in pairs)
             with _progress() as bar:
@@ -80,19 +80,15 @@ def run_contracts(
                 for pair in pairs:
                     label = f"{pair.provider} x {pair.contract.name}"
                     bar.update(overall, description=label)
-                    with recording(cassettes, record, router.providers[pair.provider], pair):
-                        certification = await certify_pair(
-                            router.store.certifications,
-                            router.providers[pair.provider],
-                            pair,
-                            ttl_days=cfg.certification.ttl_days,
-                            progress=lambda case, done, runs: bar.advance(overall),
+                    with recording(cassettes, record, router.provider(pair.provider), pair):
+                        certification = await router.certify(
+                            pair, progress=lambda case, done, runs: bar.advance(overall)
                         )
                     made.append(certification)
                     if record and cassettes is not None:
                         live = cassettes / pair.provider / pair.contract.name / LIVE_RECORD
                         live.write_text(certification.model_dump_json(indent=2) + "\n")
-            return await matrix(router.store.certifications, router.providers, pairs)
+            return await router.certification_matrix(pairs)
 
     cells = run(step)
     print(render_matrix(cells, width=matrix_width()))
@@ -122,7 +118,7 @@ def _compare(
     async def step() -> list[Comparison]:
         cfg = settings(config)
         async with Router.open(database, cfg, run_workers=False) as router:
-            pairs = pairs_to_certify(cfg, router.tasks, provider=provider, contract=contract)
+            pairs = router.pairs_to_certify(provider=provider, contract=contract)
             return await compare_pairs(router, cfg, pairs, root)
 
     comparisons = run(step)
@@ -144,8 +140,8 @@ def check_contracts(config: ConfigOpt = None, database: DatabaseOpt = None) -> N
 
     async def step() -> list[ContractWarning]:
         async with Router.open(database, cfg, run_workers=False) as router:
-            pairs = pairs_to_certify(cfg, router.tasks)
-            cells = await matrix(router.store.certifications, router.providers, pairs)
+            pairs = router.pairs_to_certify()
+            cells = await router.certification_matrix(pairs)
             stored = [c.certification for c in cells if c.certification is not None]
             return warnings_of(pairs, stored)
 
@@ -178,8 +174,8 @@ def status(
 
     async def step() -> tuple[list[Cell], list[ContractWarning]]:
         async with Router.open(database, cfg, run_workers=False) as router:
-            pairs = pairs_to_certify(cfg, router.tasks)
-            cells = await matrix(router.store.certifications, router.providers, pairs)
+            pairs = router.pairs_to_certify()
+            cells = await router.certification_matrix(pairs)
             stored = [c.certification for c in cells if c.certification is not None]
             return cells, warnings_of(pairs, stored)
 
@@ -212,20 +208,13 @@ def reinstate_pair(
     word, recorded (who, why, when); its live watch starts from zero. Prefer `contracts run`,
     which proves the provider is fixed."""
     from jobrouter.resolution import by_os_user
-    from jobrouter.watch import reinstate
 
     cfg = run(lambda: _settings(config))
 
     async def step() -> None:
         async with Router.open(database, cfg, run_workers=False) as router:
-            routed = [(p.provider, p.contract.name) for p in pairs_to_certify(cfg, router.tasks)]
-            await reinstate(
-                router.store.certifications,
-                routed,
-                provider=provider,
-                contract=contract,
-                reason=reason,
-                by=by_os_user(),
+            await router.reinstate(
+                provider=provider, contract=contract, reason=reason, by=by_os_user()
             )
 
     run(step)  # a refusal (not suspended, not routed, no reason): one red line, exit 1

@@ -22,7 +22,7 @@ from jobrouter.cli.common import (
 )
 from jobrouter.errors import JobNotFound, ResolutionInvalid
 from jobrouter.exits import exit_code_of_state
-from jobrouter.models import Job
+from jobrouter.models import Attempt, Job, JobEvent
 from jobrouter.printing import console, job_document, print_events, print_job, print_json
 from jobrouter.resolution import Outcome, by_os_user, resolution
 from jobrouter.states import JobState
@@ -46,9 +46,21 @@ def read_json_argument(option: str, value: str) -> Any:
     return parse_json(option, value)
 
 
-async def emit(store: SqlStore, job: Job, as_json: bool, *, events: bool = False) -> None:
+async def emit(router: Router, job: Job, as_json: bool) -> None:
+    """Print a job a command changed, with its attempts, read through the router."""
+    print_whole(job, await router.attempts(job.id), None, as_json)
+
+
+async def emit_stored(store: SqlStore, job: Job, as_json: bool, *, events: bool = False) -> None:
+    """Print a job read from the store alone (`reading`: no contract loaded, no provider)."""
     attempts = await store.jobs.list_attempts(job.id)
     logged = await store.jobs.list_events(job.id) if events else None
+    print_whole(job, attempts, logged, as_json)
+
+
+def print_whole(
+    job: Job, attempts: list[Attempt], logged: list[JobEvent] | None, as_json: bool
+) -> None:
     if as_json:
         document = job_document(job, attempts, logged)
         print_json({**document, "created": job.created} if job.created else document)
@@ -103,7 +115,7 @@ def submit(
                 console.print(Text.assemble("job ", (job.id, "bold"), f" {note}"))
             if wait > 0 and not job.state.settled:
                 job = await _waited(router, job, wait, as_json)
-            await emit(router.store, job.model_copy(update={"created": created}), as_json)
+            await emit(router, job.model_copy(update={"created": created}), as_json)
             return job
 
     job = run(step)
@@ -146,7 +158,7 @@ def show(
             job = await store.jobs.get_job(job_id)
             if job is None:
                 raise JobNotFound(job_id)
-            await emit(store, job, as_json, events=events)
+            await emit_stored(store, job, as_json, events=events)
 
     run(step)
 
@@ -171,7 +183,7 @@ def find(
                 else:
                     console.print(f"no job with key {key!r} for owner {owner!r}", markup=False)
                 raise SystemExit(1)
-            await emit(store, job, as_json)
+            await emit_stored(store, job, as_json)
 
     run(step)
 
@@ -187,7 +199,7 @@ def cancel(
 
     async def step() -> None:
         async with operating(settings(config), database) as router:
-            await emit(router.store, await router.cancel(job_id, reason), as_json)
+            await emit(router, await router.cancel(job_id, reason), as_json)
 
     run(step)
 
@@ -214,6 +226,6 @@ def resolve(
     async def step() -> None:
         async with operating(settings(config), database) as router:
             job = await router.resolve(attempt_id, chosen, value, note, by=by_os_user())
-            await emit(router.store, job, as_json)
+            await emit(router, job, as_json)
 
     run(step)

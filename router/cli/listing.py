@@ -12,7 +12,7 @@ from jobrouter.cli.common import ConfigOpt, DatabaseOpt, JsonOpt, run, settings
 from jobrouter.listing import DEFAULT_PAGE, MAX_PAGE, JobFilter, checked_cursor
 from jobrouter.printing import console, page_document, print_json, print_page
 from jobrouter.states import JobState
-from jobrouter.store import open_store
+from jobrouter.store import open_store  # no Router: a read needs no contract or provider
 
 jobs_app = typer.Typer(help="Jobs in bulk: list them with filters.", no_args_is_help=True)
 

@@ -15,7 +15,7 @@ from jobrouter.cli.common import ConfigOpt, DatabaseOpt, run, settings
 from jobrouter.config import RouterConfig, config_path
 from jobrouter.printing import Col, console, err, iso_utc, print_fitted, print_json
 from jobrouter.retention import DEFAULT_BATCH, MIN_DAYS, cutoff_for, plan_purge, purge
-from jobrouter.store import open_store
+from jobrouter.store import open_store  # no Router: maintenance on the database itself
 from jobrouter.store.outbox import OutboxCounts, OutboxEvent, OutboxStore
 
 outbox_app = typer.Typer(

@@ -43,9 +43,8 @@ def worker(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         router = await Router.open(database, cfg)
-        assert router.engine is not None
         console.print(
-            f"worker {router.engine.worker_id} on {router.store.url}: "
+            f"worker {router.worker_id} on {router.database_url}: "
             f"{cfg.engine.workers} jobs at once; Ctrl-C to stop"
         )
         try:

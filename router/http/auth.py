@@ -47,7 +47,7 @@ async def authenticate(
             "token with `jobrouter token create OWNER`",
             headers=challenge,
         )
-    record = await router.store.tokens.find_token(credentials.credentials)
+    record = await router.token(credentials.credentials)
     status = "unknown" if record is None else record.status()
     if record is None or status != "live":
         # The true reason: whoever presents a revoked or expired token once held it.

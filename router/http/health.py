@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -41,8 +40,8 @@ async def ready(router: RouterDep) -> Status:
     on a busy machine) and starts its workers after: until then a job is accepted but waits
     queued, so the process is not ready."""
     try:
-        pending = await router.store.health.pending_migrations()
-        await router.store.health.prove_write()
+        pending = await router.pending_migrations()
+        await router.prove_write()
     except Exception as exc:  # any failure to write means "not ready"
         log.warning("readiness: the database takes no write: %s", exc)
         raise ProblemError(
@@ -74,10 +73,8 @@ async def ready(router: RouterDep) -> Status:
 
 async def _leader(router: Router) -> str | None:
     """Who runs the periodic work, as the database sees it (router/leader.py)."""
-    if router.leader is None:  # a router without workers takes no part in the election
-        return None
-    try:
-        return await router.leader.holder()
+    try:  # None: a router without workers takes no part in the election
+        return await router.leader_holder()
     except Exception:  # readiness is about this process; the leader is extra information
         log.exception("readiness: reading the leader failed")
         return None
@@ -97,13 +94,7 @@ async def _leader(router: Router) -> str | None:
 )
 async def metrics_text(request: Request, router: RouterDep) -> Response:
     try:
-        circuits = [
-            (row.provider, row.state) for row in await router.store.circuits.list_circuits()
-        ]
-        metrics.set_gauges(await router.store.health.open_job_counts(), circuits)
-        metrics.set_outbox_gauges(await router.store.outbox.outbox_counts())
-        if router.config.budgets:  # read when scraped, never on a job's path
-            await metrics.collect_budgets(router.store.spend, router.config.budgets, time.time())
+        await router.refresh_gauges()
     except Exception:  # stale gauges are better than no metrics at all
         log.exception("refreshing gauges for /metrics failed")
     return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

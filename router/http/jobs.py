@@ -8,7 +8,6 @@ from fastapi import APIRouter, Body, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from jobrouter.api import Router
-from jobrouter.errors import AttemptNotFound, JobNotFound
 from jobrouter.http.auth import Caller, Operator, Principal, RouterDep
 from jobrouter.http.feeds import CountedStream, JobFeeds
 from jobrouter.http.openapi import SSE_EVENT
@@ -40,8 +39,9 @@ KeyHeader = Annotated[
     str,
     Header(
         alias=KEY_HEADER,
-        min_length=1,
-        max_length=KEY_MAX_LENGTH,
+        # Documented, not checked here: the domain checks the key (jobrouter.identity), and
+        # its InvalidIdempotencyKey answers the same 400.
+        json_schema_extra={"minLength": 1, "maxLength": KEY_MAX_LENGTH},
         description="One key per intent, the same on every retry (e.g. derived from your order "
         "id); scoped to the token's owner. Missing or malformed: 400.",
     ),
@@ -95,7 +95,7 @@ async def submit_job(
     (422). The door refuses bad work before a job is created (422 naming the field): input
     against the task's contract, params, nesting depth and size."""
     key = _checked_key(idempotency_key)
-    _check_input(router, body)
+    router.check_submit(caller.owner, key, body.task)  # a bad key first, then the task
     job = await router.submit(caller.owner, key, body.task, body.input, body.params)
     url = str(request.url_for("get_job", job_id=job.id))
     headers = {"Location": url} if job.created else {"Location": url, REPLAY_HEADER: "true"}
@@ -177,9 +177,7 @@ async def cancel_job(
 async def resolve_attempt(
     attempt_id: str, body: ResolveAttempt, request: Request, router: RouterDep, op: Operator
 ) -> Response:
-    if await router.store.jobs.get_attempt(attempt_id) is None:
-        raise AttemptNotFound(attempt_id)
-    job = await router.resolve(
+    job = await router.resolve(  # AttemptNotFound (404) for no such attempt
         attempt_id, body.outcome, body.result, body.note, by=by_token(op.token_id)
     )
     return _resource(request, op, job)
@@ -226,7 +224,7 @@ async def job_events(
             headers={"Retry-After": "5"},
         )
     return CountedStream(
-        event_stream(feeds, job_id, start, heartbeat, router.store.tokens, caller.token_id),
+        event_stream(feeds, job_id, start, heartbeat, router.token_status, caller.token_id),
         release=release,
         media_type="text/event-stream",
         headers=HEADERS,
@@ -237,27 +235,18 @@ async def job_events(
 
 
 def _checked_key(key: str) -> str:
-    """Presence and length are checked with the request (a 400 from the validation handler)."""
+    """Presence is checked with the request (a 400 from the validation handler), the length
+    by the domain; a key of only spaces is refused by HTTP alone: HTTP trims a header's
+    surrounding whitespace (RFC 9110), so such a key cannot arrive as it was sent."""
     if not key.strip():
         raise ProblemError(400, "idempotency-key-invalid", KEY_INVALID)
     return key
 
 
-def _check_input(router: Router, body: SubmitJob) -> None:
-    """An unknown task is a 422 of its own; everything else about the job (input against the
-    contract, params, depth, size) is the door's, in `Router.submit` (a `JobRefused`: 422)."""
-    if body.task not in router.tasks:
-        known = ", ".join(sorted(router.tasks)) or "none"
-        raise ProblemError(422, "unknown-task", f"no task {body.task!r}; configured tasks: {known}")
-
-
 async def _visible_job(router: Router, caller: Principal, job_id: str) -> Job:
     """The job if the caller may see it; another owner's job is reported missing, not
     forbidden, so ids of other owners cannot be probed."""
-    job = await router.store.jobs.get_job(job_id)
-    if job is None or not caller.may_see(job.owner):
-        raise JobNotFound(job_id)
-    return job
+    return await router.visible_job(job_id, to=None if caller.operator else caller.owner)
 
 
 def _resource(request: Request, caller: Principal, job: Job) -> Response:

@@ -148,7 +148,7 @@ async def list_jobs(
         created_before=created_before,
     )
     try:
-        page = await router.store.jobs.list_jobs(where, limit=limit, cursor=checked_cursor(cursor))
+        page = await router.list_jobs(where, limit=limit, cursor=checked_cursor(cursor))
     except ListingError as exc:
         raise ProblemError(422, "listing-invalid", str(exc)) from None
     following = None
@@ -185,7 +185,7 @@ async def count_jobs(
         created_after=created_after,
         created_before=created_before,
     )
-    counts = await router.store.jobs.count_jobs_by_state(where)
+    counts = await router.count_jobs_by_state(where)
     return JobCounts(counts=counts, total=sum(counts.values()))
 
 

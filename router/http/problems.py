@@ -1,13 +1,16 @@
 """Errors as `application/problem+json` (RFC 9457): every error answer says what to fix.
 
-Domain errors are translated once, here, by type: the routes raise them (or `ProblemError` for
-checks of their own) and never build error answers by hand.
+Domain errors are translated once, here, by the `status` and `slug` each carries
+(jobrouter.errors): the routes raise them (or `ProblemError` for checks of their own) and never
+build error answers by hand, and nothing here asks an error its type.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
@@ -22,17 +25,14 @@ from starlette.routing import Match
 from jobrouter.errors import (
     AttemptNotFound,
     BudgetExhausted,
-    IdempotencyConflict,
+    InvalidIdempotencyKey,
     InvalidText,
-    InvalidTransition,
     JobNotFound,
-    JobRefused,
     JobRouterError,
-    ResolutionInvalid,
-    RouterClosed,
-    SpendQueryInvalid,
     StoreError,
+    UnknownTask,
 )
+from jobrouter.identity import MAX_KEY_LENGTH
 
 log = logging.getLogger("jobrouter.http")
 
@@ -40,7 +40,7 @@ PROBLEM_JSON = "application/problem+json"
 TYPE_PREFIX = "urn:jobrouter:problem:"
 KEY_HEADER = "Idempotency-Key"
 KEY_LOCATION = ("header", KEY_HEADER)
-KEY_MAX_LENGTH = 255
+KEY_MAX_LENGTH = MAX_KEY_LENGTH  # the domain's rule (jobrouter.identity), documented here
 KEY_MISSING = (
     "send an `Idempotency-Key` header: one key per intent (e.g. a UUID, or derived from your "
     "order id), the same on every retry of that intent"
@@ -174,104 +174,84 @@ def _allowed_methods(request: Request) -> list[str]:
     return sorted(methods)
 
 
-def _refusal(request: Request, exc: Exception) -> JSONResponse | None:
-    """A submit, resolution or spend query refused, nothing written (None: not a refusal)."""
-    if isinstance(exc, IdempotencyConflict):
-        return problem_response(
-            request,
-            422,
-            "idempotency-key-reused",
-            str(exc),
-            job_id=exc.job_id,
-            idempotency_key=exc.idempotency_key,
-        )
-    if isinstance(exc, BudgetExhausted):  # a JobRefused the client may retry: 429, not 422
-        return problem_response(
-            request,
-            429,
-            exc.slug,
-            str(exc),
-            headers={"Retry-After": str(math.ceil(exc.retry_after))},
-            budget=exc.budget,
-            side=exc.side,
-            limit=exc.limit,
-            spent=exc.spent,
-        )
-    if isinstance(exc, JobRefused):
-        return problem_response(
-            request, 422, exc.slug, str(exc), field=exc.field, errors=exc.errors
-        )
-    if isinstance(exc, SpendQueryInvalid):  # the query parameter it names
-        errors = [{"where": f"query.{exc.field}", "problem": exc.reason}]
-        return problem_response(
-            request, 422, "spend-query-invalid", str(exc), field=exc.field, errors=errors
-        )
-    if isinstance(exc, ResolutionInvalid):
-        errors = [{"where": exc.field, "problem": exc.reason}]
-        return problem_response(
-            request, 422, "resolution-invalid", str(exc), field=exc.field, errors=errors
-        )
-    return None
+# ---- domain errors: by the status and slug each carries ---------------------------------------
+
+INTERNAL = (
+    "the server failed unexpectedly; retry with the same Idempotency-Key, and report it if it "
+    "persists"
+)
+
+# The details HTTP words itself (the route to call next, no database name), by the slugs the
+# errors carry; any other error's detail is its own message.
+_DETAILS: dict[str, Callable[[Any], str]] = {
+    JobNotFound.slug: lambda exc: f"no job {exc.job_id} for this token's owner; check the id",
+    AttemptNotFound.slug: lambda exc: (
+        f"no attempt {exc.attempt_id}; list them with GET /v1/jobs/{{id}}/attempts"
+    ),
+    UnknownTask.slug: lambda exc: (
+        f"no task {exc.task!r}; configured tasks: {', '.join(exc.known) or 'none'}"
+    ),
+    InvalidIdempotencyKey.slug: lambda exc: f"the `{KEY_HEADER}` header {exc.reason}",
+    InvalidText.slug: lambda exc: f"{exc.field} {exc.reason}",
+    StoreError.broken_slug: lambda _: (
+        "the job store cannot be used until an operator repairs it; see the server log"
+    ),
+    StoreError.slug: lambda _: (
+        "the job store is unavailable; retry later with the same Idempotency-Key"
+    ),
+    JobRouterError.slug: lambda _: INTERNAL,
+}
+# When the client may try again: a budget's period ends, a store comes back.
+_RETRY_AFTER: dict[str, Callable[[Any], str]] = {
+    BudgetExhausted.slug: lambda exc: str(math.ceil(exc.retry_after)),
+    StoreError.slug: lambda _: "1",  # RouterClosed's too: the same slug
+}
+
+
+@dataclass(frozen=True)
+class DomainProblem:
+    """What a domain error answers: read from the error's own `status`, `slug` and
+    `members`, worded by the tables above."""
+
+    status: int
+    slug: str
+    detail: str
+    headers: dict[str, str]
+    members: dict[str, Any]
+
+
+def domain_problem(exc: JobRouterError) -> DomainProblem:
+    retry_after = _RETRY_AFTER.get(exc.slug)
+    return DomainProblem(
+        status=exc.status,
+        slug=exc.slug,
+        detail=_DETAILS.get(exc.slug, str)(exc),
+        headers={"Retry-After": retry_after(exc)} if retry_after else {},
+        members={name: getattr(exc, name) for name in exc.members},
+    )
 
 
 async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
-    """Domain errors by type; anything unexpected is a 500 that says only that."""
-    refused = _refusal(request, exc)
-    if refused is not None:
-        return refused
-    if isinstance(exc, JobNotFound):
-        return problem_response(
-            request,
-            404,
-            "job-not-found",
-            f"no job {exc.job_id} for this token's owner; check the id",
-        )
-    if isinstance(exc, AttemptNotFound):
-        return problem_response(
-            request,
-            404,
-            "attempt-not-found",
-            f"no attempt {exc.attempt_id}; list them with GET /v1/jobs/{{id}}/attempts",
-        )
-    if isinstance(exc, InvalidText):
-        if exc.field == "idempotency_key" and KEY_HEADER in request.headers:  # the header
-            return problem_response(
-                request, 400, "idempotency-key-invalid", f"{KEY_INVALID}, without NUL characters"
-            )
-        return problem_response(request, 422, "text-invalid", f"{exc.field} {exc.reason}")
-    if isinstance(exc, InvalidTransition):
-        return problem_response(
-            request, 409, "invalid-transition", str(exc), current_state=str(exc.src)
-        )
-    if isinstance(exc, StoreError) and not exc.transient:  # the detail is in the log only:
-        log.error("service unavailable: %s", exc)  # it names the database
-        return problem_response(
-            request,
-            503,
-            "store-broken",
-            "the job store cannot be used until an operator repairs it; see the server log",
-        )
-    if isinstance(exc, StoreError | RouterClosed):
+    assert isinstance(exc, JobRouterError)
+    answer = domain_problem(exc)
+    if answer.slug == JobRouterError.slug:  # an error no caller should meet: the trace is for us
+        log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+    elif answer.status >= 500:  # the detail is in the log only: it names the database
         log.error("service unavailable: %s", exc)
-        return problem_response(
-            request,
-            503,
-            "unavailable",
-            "the job store is unavailable; retry later with the same Idempotency-Key",
-            headers={"Retry-After": "1"},
-        )
+    return problem_response(
+        request, answer.status, answer.slug, answer.detail, answer.headers, **answer.members
+    )
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    """Not a domain error: a body nested past Python's recursion limit, or a bug (a 500 that
+    says only that)."""
     if isinstance(exc, RecursionError):
         return problem_response(
             request, 422, "request-invalid", "the JSON body is nested too deeply"
         )
     log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
-    return problem_response(
-        request,
-        500,
-        "internal",
-        "the server failed unexpectedly; retry with the same "
-        "Idempotency-Key, and report it if it persists",
-    )
+    return problem_response(request, 500, "internal", INTERNAL)
 
 
 def install(app: FastAPI) -> None:
@@ -279,5 +259,5 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(JobRouterError, _domain_error)
-    app.add_exception_handler(RecursionError, _domain_error)
-    app.add_exception_handler(Exception, _domain_error)
+    app.add_exception_handler(RecursionError, _unexpected)
+    app.add_exception_handler(Exception, _unexpected)

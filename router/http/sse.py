@@ -22,12 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 
 from jobrouter.http.feeds import JobFeeds
 from jobrouter.http.schemas import plain
 from jobrouter.models import JobEvent
-from jobrouter.store.tokens import TokenStore
 
 RECONNECT_MS = 1000
 ENDED = "stream-ended"
@@ -54,12 +53,13 @@ async def event_stream(
     job_id: str,
     after: int,
     heartbeat: float,
-    tokens: TokenStore,
+    token_status: Callable[[str], Awaitable[str]],
     token_id: str,
 ) -> AsyncIterator[bytes]:
     """The SSE body: stored events after `after`, then new ones, with heartbeats between. The
     events come from the job's shared feed (one watcher per job, see `feeds`). At every
-    heartbeat, events or not, the token `token_id` is checked: revoked or expired, the stream
+    heartbeat, events or not, the token `token_id` is checked (`token_status`, the
+    router's): revoked or expired, the stream
     ends with `format_end`."""
     yield f"retry: {RECONNECT_MS}\n\n".encode()
     loop = asyncio.get_running_loop()
@@ -74,7 +74,7 @@ async def event_stream(
                 done, _ = await asyncio.wait({pending}, timeout=max(0.0, check_at - loop.time()))
                 if loop.time() >= check_at:
                     check_at = loop.time() + heartbeat
-                    status = await tokens.token_status(token_id)
+                    status = await token_status(token_id)
                     if status != "live":
                         yield format_end(status)
                         return

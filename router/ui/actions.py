@@ -12,8 +12,10 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from jobrouter.errors import JobNotFound, JobRouterError, ResolutionInvalid
+from jobrouter.api import Router
+from jobrouter.errors import AttemptNotFound, JobNotFound, JobRouterError, ResolutionInvalid
 from jobrouter.http.auth import Principal, RouterDep
+from jobrouter.models import Attempt, Job
 from jobrouter.resolution import by_token
 from jobrouter.ui.pages import job_context, page, visible
 from jobrouter.ui.session import Poster
@@ -84,11 +86,11 @@ async def resolve(
     confirmed: Confirmed = "",
 ) -> Response:
     """Operators only, with a note saying what was checked (as `jobrouter resolve` asks)."""
-    attempt = await router.store.jobs.get_attempt(attempt_id)
-    job = await router.store.jobs.get_job(attempt.job_id) if attempt else None
-    if attempt is None or job is None or not who.may_see(job.owner):
+    found = await _visible_attempt(router, who, attempt_id)
+    if found is None:
         # another owner's attempt is missing, not forbidden (and names no job of theirs)
         return _missing(request, who, "No such attempt", f"There is no attempt {attempt_id}.")
+    attempt, job = found
     problem = _resolve_problem(who, note, result)
     if problem is None and confirmed != CONFIRMED:
         return _ask(
@@ -127,6 +129,18 @@ async def resolve(
             **await job_context(router, who, job),
         )
     return _done(job.id, f"attempt {attempt.seq} {outcome}")
+
+
+async def _visible_attempt(
+    router: Router, who: Principal, attempt_id: str
+) -> tuple[Attempt, Job] | None:
+    """The attempt and its job if `who` may see the job; else None, another owner's attempt
+    included (missing, not forbidden: it names no job of theirs)."""
+    try:
+        attempt = await router.attempt(attempt_id)
+        return attempt, await visible(router, who, attempt.job_id)
+    except (AttemptNotFound, JobNotFound):
+        return None
 
 
 def _resolve_problem(who: Principal, note: str, result: str) -> str | None:

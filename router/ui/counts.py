@@ -11,12 +11,20 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from jobrouter.listing import JobFilter
 from jobrouter.states import JobState
-from jobrouter.store.jobstore import JobStore
 
 COUNTS_MAX_AGE_S = 30.0
+
+
+class JobCounter(Protocol):
+    """What counts jobs: the `Router` (the console's), or a store's jobs in a test."""
+
+    async def count_jobs_by_state(self, where: JobFilter) -> dict[JobState, int]: ...
+
+
 MAX_FILTERS = 256  # filters kept at once (each is a few ints); the oldest go first
 
 
@@ -34,13 +42,13 @@ class CountsCache:
         self._clock = clock
         self._kept: OrderedDict[JobFilter, tuple[float, asyncio.Task[Counted]]] = OrderedDict()
 
-    async def counts(self, store: JobStore, where: JobFilter, *, fresh: bool) -> Counted:
+    async def counts(self, counter: JobCounter, where: JobFilter, *, fresh: bool) -> Counted:
         """The counts of `where`: counted now when `fresh`, else the kept ones unless they
         are older than `max_age_s` (or their count failed)."""
         kept = self._kept.get(where)
         now = self._clock()
         if fresh or kept is None or now - kept[0] > self.max_age_s or _failed(kept[1]):
-            task = asyncio.create_task(_count(store, where))
+            task = asyncio.create_task(_count(counter, where))
             task.add_done_callback(lambda done: self._forget_failed(where, done))
             kept = (now, task)
             self._kept[where] = kept
@@ -61,5 +69,5 @@ def _failed(task: asyncio.Task[Counted]) -> bool:
     return task.done() and (task.cancelled() or task.exception() is not None)
 
 
-async def _count(store: JobStore, where: JobFilter) -> Counted:
-    return Counted(await store.count_jobs_by_state(where), time.time())
+async def _count(counter: JobCounter, where: JobFilter) -> Counted:
+    return Counted(await counter.count_jobs_by_state(where), time.time())

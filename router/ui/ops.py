@@ -21,10 +21,7 @@ routes = APIRouter(prefix="/ui", include_in_schema=False)
 @routes.get("/matrix", response_class=HTMLResponse)
 async def certification_matrix(request: Request, router: RouterDep, who: Viewer) -> HTMLResponse:
     """What `jobrouter contracts status` prints, from the store, calling nobody."""
-    from jobrouter.certifier import matrix, pairs_to_certify
-
-    pairs = pairs_to_certify(router.config, router.tasks)
-    cells = await matrix(router.store.certifications, router.providers, pairs)
+    cells = await router.certification_matrix()
     providers = sorted({cell.provider for cell in cells})
     contracts = sorted({cell.contract for cell in cells})
     grid = {(cell.provider, cell.contract): cell for cell in cells}
@@ -37,7 +34,7 @@ async def certification_matrix(request: Request, router: RouterDep, who: Viewer)
         providers=providers,
         contracts=contracts,
         case_line=views.case_line,
-        points=await router.store.live_watch.points(),
+        points=await router.live_watch_points(),
         live_chart=live_chart,
     )
 
@@ -45,7 +42,7 @@ async def certification_matrix(request: Request, router: RouterDep, who: Viewer)
 @routes.get("/circuits", response_class=HTMLResponse)
 async def circuits(request: Request, router: RouterDep, who: Viewer) -> HTMLResponse:
     configured = sorted(router.config.providers)
-    stored = {row.provider: row for row in await router.store.circuits.list_circuits()}
+    stored = {row.provider: row for row in await router.circuits()}
     return page(
         request,
         "circuits.html",
@@ -70,8 +67,8 @@ async def outbox(
             title="Operators only",
             message="The outbox lists every owner's events: it needs an operator token.",
         )
-    counts = await router.store.outbox.outbox_counts()
-    dead = await router.store.outbox.dead_letters(50)
+    counts = await router.outbox_counts()
+    dead = await router.dead_letters(50)
     hooked = set(router.config.webhooks)
     return page(request, "outbox.html", who, counts=counts, dead=dead, hooked=hooked, done=done)
 
@@ -89,9 +86,6 @@ async def replay(
             title="Operators only",
             message="Replaying dead letters needs an operator token.",
         )
-    if event_id:
-        moved = 1 if await router.store.outbox.replay_dead(event_id) else 0
-    else:
-        moved = await router.store.outbox.replay_all_dead()
+    moved = await router.replay_dead(event_id or None)  # none named: every dead letter
     note: dict[str, Any] = {"done": f"moved {moved} dead letter(s) back to pending"}
     return RedirectResponse(f"/ui/outbox?{urlencode(note)}", status_code=303)

@@ -78,7 +78,7 @@ async def login(
     if origin and urlsplit(origin).netloc != request.url.netloc:
         return page(request, "login.html", None, 403, next="/ui/jobs", error="wrong origin")
     token = token.strip()
-    if not token or await router.store.tokens.authenticate(token) is None:
+    if not token or await router.live_token(token) is None:
         return page(
             request,
             "login.html",
@@ -163,9 +163,9 @@ async def _listing(
         if not _flag(query.get("needs_attention", "")):
             query.pop("needs_attention", None)  # also unticks the box
         where = _filter(who, query)
-        listed = await router.store.jobs.list_jobs(where, limit=PAGE, cursor=checked_cursor(cursor))
+        listed = await router.list_jobs(where, limit=PAGE, cursor=checked_cursor(cursor))
         cache: CountsCache = request.app.state.console_counts
-        counted = await cache.counts(router.store.jobs, where.any_state(), fresh=not refresh)
+        counted = await cache.counts(router, where.any_state(), fresh=not refresh)
     except ListingError as exc:
         return {
             "query": query,
@@ -191,7 +191,7 @@ async def _listing(
         "live": cursor is None,
         "states": list(JobState),
         "query_string": urlencode(query),
-        "tasks": sorted(router.tasks),
+        "tasks": router.task_names(),
     }
 
 
@@ -222,7 +222,7 @@ async def attention(request: Request, router: RouterDep, who: Viewer) -> HTMLRes
         created_after=None,
         created_before=None,
     )
-    listed = await router.store.jobs.list_jobs(where, limit=PAGE)
+    listed = await router.list_jobs(where, limit=PAGE)
     now = time.time()
     queue = []
     for job in listed.items:
@@ -272,10 +272,8 @@ def _open(job: Job) -> RedirectResponse:
 
 
 async def visible(router: RouterDep, who: Principal, job_id: str) -> Job:
-    job = await router.get(job_id)  # JobNotFound when there is none
-    if not who.may_see(job.owner):
-        raise JobNotFound(job_id)  # another owner's job is missing, not forbidden
-    return job
+    # JobNotFound when there is none, and for another owner's: missing, not forbidden
+    return await router.visible_job(job_id, to=None if who.operator else who.owner)
 
 
 async def job_context(router: RouterDep, who: Principal, job: Job) -> dict[str, Any]:

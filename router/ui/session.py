@@ -42,7 +42,7 @@ def csrf_of(token: str) -> str:
 
 async def viewer(request: Request, router: Annotated[Router, Depends(get_router)]) -> Principal:
     token = request.cookies.get(COOKIE)
-    record = await router.store.tokens.find_token(token) if token else None
+    record = await router.token(token) if token else None
     if record is None:
         raise SignInRequired()
     if (status := record.status()) != "live":

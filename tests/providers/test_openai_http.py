@@ -16,7 +16,7 @@ from jobrouter.build import build_providers
 from jobrouter.config import RouterConfig
 from jobrouter.providers.base import CompletionRequest, InspectableProvider, Message, Provider
 from jobrouter.providers.config import ProviderConfig
-from jobrouter.providers.errors import ErrorKind, InvalidOutput, ProviderError
+from jobrouter.providers.errors import ErrorKind, InvalidOutput, NotSent, ProviderError
 from jobrouter.providers.litellm_provider import LiteLLMProvider
 from jobrouter.providers.openai_http import OpenAIHttpProvider
 from jobrouter.providers.transports import build_provider
@@ -120,8 +120,9 @@ async def test_one_client_kept_alive_across_calls_and_closed_with_the_provider(
     assert provider._wire.session is client
     await provider.close()
     assert client.closed
-    with pytest.raises(RuntimeError, match="closed"):
+    with pytest.raises(NotSent, match="closed"):
         await provider.complete(REQUEST)
+    assert fault.stats()["total"] == 3  # the refused call sent nothing
     await provider.close()  # a second close does nothing
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from jobrouter.providers.base import CompletionRequest, Message
-from jobrouter.providers.errors import ErrorKind, InvalidOutput, ProviderError
+from jobrouter.providers.errors import ErrorKind, InvalidOutput, NotSent, ProviderError
 from jobrouter.providers.structured import schema_instruction, strip_fence
 from tests.providers.conftest import TRANSPORTS, MakeProvider
 from tests.providers.fault_server import FaultServer
@@ -179,7 +179,7 @@ async def test_closed_provider_refuses_and_a_new_one_works_on_the_same_loop(
     first = build_provider("first", config)
     await first.complete(REQUEST)
     await first.close()
-    with pytest.raises(RuntimeError, match="closed"):
+    with pytest.raises(NotSent, match="closed"):
         await first.complete(REQUEST)
     async with build_provider("second", config) as second:
         assert (await second.complete(REQUEST)).output == {"text": "ok"}
@@ -266,3 +266,27 @@ def test_a_schema_is_judged_by_its_content_whichever_object_carries_it() -> None
         parse_output('{"text": "a"}', other, provider="p")
     with pytest.raises(InvalidOutput):
         parse_output("{}", first, provider="p")
+
+
+@both
+async def test_a_closed_provider_proves_nothing_was_sent(
+    fault: FaultServer, make_provider: MakeProvider
+) -> None:
+    """A call on a closed provider sends nothing, so it is a `not_sent` ProviderError (free
+    to fail over from, even on an exclusive task), neither retried nor held against the
+    provider's health. Before it was a bare RuntimeError, which the attempt recorded as
+    `unknown`: a job held for an operator though its request never left.
+    Mutants: adapter.complete raising RuntimeError again; retryable=True;
+    counts_against_health=True."""
+    provider = make_provider()
+    await provider.close()
+    with pytest.raises(ProviderError) as refused:
+        await provider.complete(REQUEST)
+    error = refused.value
+    assert (error.kind, error.retryable, error.counts_against_health) == (
+        ErrorKind.NOT_SENT,
+        False,
+        False,
+    )
+    assert not error.may_have_acted
+    assert fault.stats()["total"] == 0

@@ -15,7 +15,7 @@ import pytest
 
 from jobrouter import Router
 from jobrouter.config import EngineConfig, RouterConfig, TaskConfig
-from jobrouter.errors import ConfigError
+from jobrouter.errors import ConfigError, InvalidIdempotencyKey
 from jobrouter.models import Attempt, Job, JobEvent
 from jobrouter.providers.classify import from_status
 from jobrouter.states import AttemptState, JobState
@@ -347,7 +347,7 @@ async def test_submit_with_an_empty_key_is_refused(tmp_path: Path) -> None:
     async with open_router(
         tmp_path, config(caption=shared()), {"a": FakeProvider("a"), "b": FakeProvider("b")}
     ) as router:
-        with pytest.raises(ValueError, match="idempotency_key"):
+        with pytest.raises(InvalidIdempotencyKey, match="idempotency_key"):
             await router.submit("shop-1", "", "caption", {"x": 1})
         assert await count_jobs(router.store) == 0
 
