@@ -30,7 +30,6 @@ from jobrouter.config import RouterConfig
 from jobrouter.door import DoorLimits, NewJob, admit
 from jobrouter.errors import (
     AttemptNotFound,
-    ConfigError,
     UnknownTask,
 )
 from jobrouter.gate import Gate
@@ -241,14 +240,7 @@ class Router(JobReads, Operations):
         The door (`jobrouter.door.admit`) refuses bad work first, with nothing written:
         `JobRefused` names the field, the value and what to do; `BudgetExhausted` (a
         `JobRefused`) when a budget covering a new job has nothing left this period."""
-        self._check_open()
-        _check_identity(owner, idempotency_key)
-        runtime = self.tasks.get(task)
-        if runtime is None:
-            known = ", ".join(sorted(self.tasks)) or "none"
-            raise ConfigError(
-                f"unknown task {task!r}; configured tasks: {known}", key=f"tasks.{task}"
-            )
+        runtime = self.check_submit(owner, idempotency_key, task)
         request = admit(runtime, input, params, self.limits)
         refusal = await self.spending.door(self.store.spend, owner, runtime.name)
         if refusal is not None and await self.find(owner, idempotency_key) is None:
@@ -264,13 +256,14 @@ class Router(JobReads, Operations):
             raise UnknownTask(name, sorted(self.tasks))
         return runtime
 
-    def check_submit(self, owner: str, idempotency_key: str, task: str) -> None:
-        """The checks `submit` makes before the door, in its order, without submitting: an
-        edge calls it to refuse a bad key or task before it reads more of the request
-        (`InvalidIdentity`, `InvalidIdempotencyKey`, `UnknownTask`)."""
+    def check_submit(self, owner: str, idempotency_key: str, task: str) -> TaskRuntime:
+        """The checks `submit` makes before the door (it calls this), in its order, without
+        submitting: an edge calls it to refuse a bad key or task before it reads more of the
+        request (`RouterClosed`, `InvalidIdentity`, `InvalidIdempotencyKey`, `UnknownTask`).
+        Returns the task."""
         self._check_open()
         _check_identity(owner, idempotency_key)
-        self.task(task)
+        return self.task(task)
 
     async def _create(self, new: NewJob) -> Job:
         """Create the job; with workers here, through the engine: claimed by them and, when it

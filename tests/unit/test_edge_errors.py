@@ -209,8 +209,9 @@ async def test_a_bad_owner_or_key_is_a_domain_error(
 
 
 async def test_an_unknown_task_is_unknown_task_naming_the_configured_ones(tmp_path: Path) -> None:
-    """`Router.task` and `Router.check_submit` (which HTTP calls before `submit`) raise
-    UnknownTask, a ConfigError as before. Mutant: Router.task returning None for a miss."""
+    """`Router.task`, `Router.check_submit` (which HTTP calls before `submit`) and `submit`
+    (which calls it) raise UnknownTask, a ConfigError as before. Mutants: Router.task returning
+    None for a miss; submit raising a plain ConfigError of its own (seen failing)."""
     async with open_router(tmp_path) as router:  # type: ignore[attr-defined]
         with pytest.raises(UnknownTask, match="configured tasks: caption") as unknown:
             router.check_submit("shop", "k1", "summary")
@@ -218,7 +219,7 @@ async def test_an_unknown_task_is_unknown_task_naming_the_configured_ones(tmp_pa
         with pytest.raises(UnknownTask):
             router.task("summary")
         assert router.task("caption").name == "caption"
-        with pytest.raises(ConfigError):  # submit's own check (issue 26: its owner's to align)
+        with pytest.raises(UnknownTask):  # submit's check is check_submit's, the one rule
             await router.submit("shop", "k1", "summary", {"x": 1})
 
 
