@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import asyncpg
 
+from jobrouter.providers.backoff import Backoff
 from jobrouter.store.pg_connection import (
     CONNECT_TIMEOUT_S,
     CONNECTION_ERRORS,
@@ -29,6 +30,8 @@ from jobrouter.store.pg_connection import (
 log = logging.getLogger("jobrouter.store.postgres")
 
 RECONNECT_MAX_DELAY_S = 10.0
+# the product's one backoff (providers/backoff.py): full jitter, 0.5 s doubling to the cap
+RECONNECT = Backoff(initial=0.5, cap=RECONNECT_MAX_DELAY_S, retry_after_cap=None)
 EVENTS_CHANNEL = "jobrouter_events"
 FOLLOW_TTL_S = 30.0
 FOLLOW_RENEW_S = 10.0
@@ -166,16 +169,17 @@ class Listener:
         self._reconnect = asyncio.get_running_loop().create_task(self._reconnect_loop())
 
     async def _reconnect_loop(self) -> None:
-        delay = 0.5
+        failures = 0
         while not self._closed:
             try:
                 await self._connect()
             except OPEN_ERRORS as exc:
+                failures += 1
+                delay = RECONNECT.wait_s(failures)
                 log.warning(
                     "%s: LISTEN reconnect failed (%s); retry in %.1fs", self._url, exc, delay
                 )
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, RECONNECT_MAX_DELAY_S)
                 continue
             log.info("%s: LISTEN connection restored", self._url)
             for change in self.on_change:  # changes missed meanwhile: watchers read again

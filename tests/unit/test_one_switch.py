@@ -1,6 +1,6 @@
 """`jobrouter.providers.backoff.set_testing()` is the one test switch, and every retry of the
 product obeys it: each former caller (store writes, provider retries and the rate limiter, the
-HTTP client, the outbox deliverers) waits zero while it is on, and its own wait when it is off.
+HTTP client, the outbox deliverers, the NATS and PostgreSQL LISTEN reconnects) waits zero while it is on, and its own wait when it is off.
 Before, persist and resilience had a switch each, the client and the outbox none."""
 
 from __future__ import annotations
@@ -136,6 +136,38 @@ async def test_the_nats_reconnect_obeys_it(
     delivery = NatsDelivery(None, {}, DeliverySettings(), bus)  # type: ignore[arg-type]
     with pytest.raises(asyncio.CancelledError):
         await delivery._connect()
+    assert len(sleeps) == 3
+    if on:
+        assert sleeps == [0.0, 0.0, 0.0]
+    else:
+        assert all(
+            0.0 <= wait <= bound for wait, bound in zip(sleeps, (0.5, 1.0, 2.0), strict=True)
+        )
+
+
+@pytest.mark.parametrize("on", [True, False])
+async def test_the_postgres_listen_reconnect_obeys_it(
+    on: bool, sleeps: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The LISTEN connection lost and PostgreSQL unreachable: the reconnect waits the one
+    backoff (bounds 0.5 s, 1 s, 2 s), zero when on. Mutant: its old doubling `delay` back (seen
+    failing when on)."""
+    from jobrouter.store.pg_listen import Listener
+
+    backoff.set_testing(no_backoff=on)
+    refusals = 3
+    listener = Listener("postgresql://127.0.0.1:1/none", "postgresql://127.0.0.1:1/none")
+
+    async def connect() -> None:
+        nonlocal refusals
+        if refusals == 0:
+            listener._closed = True  # ends the loop: the waits are what this test reads
+            return
+        refusals -= 1
+        raise OSError("connection refused")
+
+    monkeypatch.setattr(listener, "_connect", connect)
+    await listener._reconnect_loop()
     assert len(sleeps) == 3
     if on:
         assert sleeps == [0.0, 0.0, 0.0]
