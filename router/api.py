@@ -285,17 +285,10 @@ class Router(JobReads, Operations):
         """The job created queued (or found under its key): claimed by this process's engine
         when it runs one, which the store hands it to once committed."""
         engine = self.engine
-        job, _ = await self.store.jobs.create_and_start(
-            owner=new.owner,
-            idempotency_key=new.idempotency_key,
-            task=new.task.name,
-            input=new.input,
-            params=new.params,
-            deadline_s=new.task.deadline_s,
-            claimed_by=engine.worker_id if engine else None,
-            claim_s=self.config.engine.claim,
+        claimed_by = engine.worker_id if engine else None
+        return await new.create_in(
+            self.store.jobs, claimed_by=claimed_by, claim_s=self.config.engine.claim
         )
-        return job
 
     async def _read_back(self, new: NewJob, error: BaseException) -> Job:
         """Creating the job failed in a way that may have committed (a lost COMMIT

@@ -19,12 +19,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobrouter.errors import JobRefused
 from jobrouter.models import JsonObject, canonical_json
 from jobrouter.providers import CompletionRequest
 from jobrouter.tasks import ALLOWED_PARAMS, TaskRuntime
+
+if TYPE_CHECKING:
+    from jobrouter.models import Job
+    from jobrouter.store.jobstore import JobStore
+    from jobrouter.store.starts import AttemptStart
 
 # Keys a caller may not put in `params` because certification fixed them (others: not known).
 FIXED_BY_CERTIFICATION = frozenset(
@@ -64,6 +69,29 @@ class NewJob:
     input: JsonObject
     params: JsonObject
     request: CompletionRequest
+
+    async def create_in(
+        self,
+        jobs: JobStore,
+        *,
+        claimed_by: str | None,
+        claim_s: float,
+        first: AttemptStart | None = None,
+    ) -> Job:
+        """Written to `jobs` (router/store/jobs.py `create_and_start`: the job, or the one
+        already under its key), claimed by `claimed_by`, with `first` when given."""
+        job, _ = await jobs.create_and_start(
+            owner=self.owner,
+            idempotency_key=self.idempotency_key,
+            task=self.task.name,
+            input=self.input,
+            params=self.params,
+            deadline_s=self.task.deadline_s,
+            claimed_by=claimed_by,
+            claim_s=claim_s,
+            first=first,
+        )
+        return job
 
 
 def admit(

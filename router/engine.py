@@ -108,13 +108,8 @@ class Engine:
         committed) is free again when this returns or raises."""
         launch = await self._first_launch(new)
         try:
-            job, _ = await self.store.create_and_start(
-                owner=new.owner,
-                idempotency_key=new.idempotency_key,
-                task=new.task.name,
-                input=new.input,
-                params=new.params,
-                deadline_s=new.task.deadline_s,
+            job = await new.create_in(
+                self.store,
                 claimed_by=self.worker_id,
                 claim_s=self.settings.claim_s,
                 first=launch.first if launch else None,
