@@ -28,7 +28,8 @@ pytestmark = pytest.mark.postgres
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 CEILING_S = 300.0  # a guard against hanging on a loaded machine: every wait ends on a log line
-ELECTED = re.compile(r"leader elected: (\S+) runs the periodic work")
+# the log line's time (the logging format's asctime) and the worker id
+ELECTED = re.compile(r"^(\S+ \S+) \S+ jobrouter\.leader leader elected: (\S+) runs", re.MULTILINE)
 RUN_LINE = re.compile(r"periodic (\S+) (started|finished|cancelled) (?:by|in) (\S+) at ([\d.]+)")
 CONFIG = """
 [leader]
@@ -98,8 +99,15 @@ async def wait_for(condition: str, check: Callable[[], T]) -> T:
 
 
 def leaders(workers: list[Worker]) -> list[tuple[int, str]]:
-    """(index, worker id) of every election logged so far."""
-    return [(n, match[1]) for n, w in enumerate(workers) for match in ELECTED.finditer(w.text())]
+    """(index, worker id) of every election logged so far, in the order of their log times
+    (not grouped by worker: an election that comes later must come later in the list, or
+    `leaders(...)[before:]` would name an older election of a worker further down)."""
+    found = [
+        (match[1], n, match[2])
+        for n, w in enumerate(workers)
+        for match in ELECTED.finditer(w.text())
+    ]
+    return [(n, worker_id) for _, n, worker_id in sorted(found)]
 
 
 def finished_runs(worker: Worker, task: str) -> int:
