@@ -6,8 +6,11 @@ its own (a pooled connection goes back to the pool, and the lock with it), bound
 outlives a frozen process (SIGSTOP, a stalled VM: its TCP connection stays up), so the lock
 alone kept a frozen leader in office; the lease does not: a follower that finds the lock taken
 and the lease expired ends the holder's session, takes the lock and the lease with the next
-term. Each renewal names the term, so a leader that wakes up after being replaced learns it
-from its first renewal (or from its closed session) and runs nothing.
+term. That holds for a holder the lease does not name as well (a candidate that got the lock
+and froze before it took the lease: nobody renews a lease for it), once the lease has been
+expired for longer than a try may take, so a candidate taking it this instant is left alone.
+Each renewal names the term, so a leader that wakes up after being replaced learns it from its
+first renewal (or from its closed session) and runs nothing.
 
 SQLite (one machine, one file): the single process leads; nothing to renew.
 Queries: leader.sql. Each connector hands out its backend's lock (`Connector.leader_lock`:
