@@ -10,7 +10,9 @@ process its `LeaderLock`, so this module knows no dialect and no SQL):
   sooner); the one that gets it takes the lease (1.5 heartbeats) with the next term and is the
   leader. A follower that finds the lock held but the lease expired (the leader froze:
   SIGSTOP, a stalled VM, while its TCP session lives) ends that session, which frees the lock,
-  and takes over: within about two heartbeats of the leader's last renewal;
+  and takes over: within about two heartbeats of the leader's last renewal. A lock holder the
+  lease does not name (a candidate that froze before it took the lease) is ended the same way,
+  once the lease has been expired for longer than a try may take;
 - the leader renews the lease every half heartbeat on the lock's connection. A failed or
   silent renewal, a lease another took, or the connection seen closed (a termination listener:
   at once, not at the next heartbeat) deposes it: its periodic tasks are cancelled and awaited

@@ -27,17 +27,21 @@ WHERE id = 1 AND holder = $1 AND term = $2 AND pid = pg_backend_pid()
 RETURNING term
 
 -- name: end_expired_holder
--- A follower that found the lock taken: when the lease expired and its session still holds the
--- lock, that leader stopped renewing (frozen, stalled) while its TCP session lives on; its
--- session is ended, waiting up to $2 ms for it to go, so the lock is free for the next try.
--- $1 the lock key. No row: the lease is live (or the holder is not a lease holder).
-SELECT l.holder, l.term, pg_terminate_backend(l.pid, $2) AS ended
+-- A follower that found the lock taken: when the lease expired, the session that holds the
+-- lock is renewing no lease, so it is ended, waiting up to $2 ms for it to go, so the lock is
+-- free for the next try. Either it is the lease's own session (a leader frozen or stalled while
+-- its TCP session lives), or the lease names another (a candidate that got the lock and
+-- stalled before it took the lease, after its predecessor's session ended): that one only once
+-- the lease has been expired for $3 seconds, longer than a candidate's try may take, so a
+-- candidate taking the lease this instant is left alone. $1 the lock key.
+-- No row: the lease is live, or the holder is a candidate within that grace.
+SELECT l.holder, l.term, k.pid, k.pid = l.pid AS named,
+       pg_terminate_backend(k.pid, $2) AS ended
 FROM jobrouter_leader_lease l
-WHERE l.id = 1 AND l.expires_at < clock_timestamp()
-  AND EXISTS (SELECT 1 FROM pg_locks k
-              WHERE k.pid = l.pid AND k.locktype = 'advisory' AND k.granted
-                AND k.classid = 0 AND k.objid = $1
-                AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+JOIN pg_locks k ON k.locktype = 'advisory' AND k.granted AND k.classid = 0 AND k.objid = $1
+  AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+WHERE l.id = 1 AND k.pid <> pg_backend_pid() AND l.expires_at < clock_timestamp()
+  AND (k.pid = l.pid OR l.expires_at < clock_timestamp() - make_interval(secs => $3))
 
 -- name: lease_left
 -- Seconds until the lease expires (negative: expired), for a follower to try again then.

@@ -6,8 +6,11 @@ its own (a pooled connection goes back to the pool, and the lock with it), bound
 outlives a frozen process (SIGSTOP, a stalled VM: its TCP connection stays up), so the lock
 alone kept a frozen leader in office; the lease does not: a follower that finds the lock taken
 and the lease expired ends the holder's session, takes the lock and the lease with the next
-term. Each renewal names the term, so a leader that wakes up after being replaced learns it
-from its first renewal (or from its closed session) and runs nothing.
+term. That holds for a holder the lease does not name as well (a candidate that got the lock
+and froze before it took the lease: nobody renews a lease for it), once the lease has been
+expired for longer than a try may take, so a candidate taking it this instant is left alone.
+Each renewal names the term, so a leader that wakes up after being replaced learns it from its
+first renewal (or from its closed session) and runs nothing.
 
 SQLite (one machine, one file): the single process leads; nothing to renew.
 Queries: leader.sql. Each connector hands out its backend's lock (`Connector.leader_lock`:
@@ -89,6 +92,10 @@ class PgLeaseLock:
         self.worker_id = worker_id
         self.connector = connector  # its pool answers `holder` while the lock connection is busy
         self.timeout_s = heartbeat_s
+        # A try's bound, two heartbeats: a takeover waits up to one for the frozen holder's
+        # session to end. A lock holder that the lease does not name is ended only once the
+        # lease has been expired for longer than this: it is no candidate taking over any more.
+        self.try_s = 2 * heartbeat_s
         self.lease_s: float | None = LEASE_HEARTBEATS * heartbeat_s
         self.term: int | None = None
         self.retry_in: float | None = None  # after a failed try: when the holder's lease expires
@@ -98,8 +105,7 @@ class PgLeaseLock:
         self._lost: list[Callable[[], None]] = []
 
     async def try_acquire(self) -> bool:
-        # two heartbeats: a takeover waits up to one for the frozen holder's session to end
-        async with self._busy, asyncio.timeout(2 * self.timeout_s):
+        async with self._busy, asyncio.timeout(self.try_s):
             conn = await self._connection()
             got = bool(await conn.fetchval(self._q["try_lock"], LEADER_LOCK))
             if not got and await self._end_expired_holder(conn):
@@ -111,8 +117,8 @@ class PgLeaseLock:
                 self.retry_in = None
             else:
                 left = await conn.fetchval(self._q["lease_left"])
-                # expired yet not ended: its holder holds no lock (an older router's, or one
-                # taking over this instant): try again at the heartbeat's pace, not at once
+                # expired yet not ended: a candidate taking the lease this instant (within
+                # end_expired_holder's grace): try again at the heartbeat's pace, not at once
                 self.retry_in = float(left) if left is not None and left > 0 else None
             return got
 
@@ -131,16 +137,26 @@ class PgLeaseLock:
 
     async def _end_expired_holder(self, conn: Any) -> bool:
         wait_ms = int(self.timeout_s * 1000)
-        row = await conn.fetchrow(self._q["end_expired_holder"], LEADER_LOCK, wait_ms)
+        row = await conn.fetchrow(self._q["end_expired_holder"], LEADER_LOCK, wait_ms, self.try_s)
         if row is None:
             return False
-        log.warning(
-            "leader %s let its lease (term %d) expire while holding the lock; %s ended its "
-            "session to take over",
-            row["holder"],
-            row["term"],
-            self.worker_id,
-        )
+        if row["named"]:
+            log.warning(
+                "leader %s let its lease (term %d) expire while holding the lock; %s ended its "
+                "session to take over",
+                row["holder"],
+                row["term"],
+                self.worker_id,
+            )
+        else:
+            log.warning(
+                "session %d held the leader lock without a lease (the lease of %s, term %d, "
+                "had expired); %s ended it to take over",
+                row["pid"],
+                row["holder"],
+                row["term"],
+                self.worker_id,
+            )
         return True  # signalled: even unconfirmed (`ended` false) it may be gone by now
 
     async def check(self) -> None:
