@@ -1,7 +1,8 @@
 """`jobrouter.providers.backoff.set_testing()` is the one test switch, and every retry of the
 product obeys it: each former caller (store writes, provider retries and the rate limiter, the
-HTTP client, the outbox deliverers, the NATS and PostgreSQL LISTEN reconnects) waits zero while it is on, and its own wait when it is off.
-Before, persist and resilience had a switch each, the client and the outbox none."""
+HTTP client, the outbox deliverers, the NATS and PostgreSQL LISTEN reconnects) waits zero while
+it is on, and its own wait when it is off. Before, persist and resilience had a switch each,
+the client and the outbox none."""
 
 from __future__ import annotations
 
